@@ -1,0 +1,342 @@
+"""Command-line commands of the data plane: broker, topics, produce, consume.
+
+``tideway_cli.main`` assembles these with the control plane's commands.
+Everything here talks to brokers over the native protocol only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+
+from brokers import errors
+
+__all__ = ["add_commands", "run_async"]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9401"
+
+
+def run_async(coroutine) -> int:
+    """Run ``coroutine`` on uvloop when installed; return its exit code."""
+    try:
+        import uvloop
+
+        return uvloop.run(coroutine)
+    except ImportError:
+        return asyncio.run(coroutine)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    return host or "127.0.0.1", int(port)
+
+
+def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("TIDEWAY_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        help="broker addresses HOST:PORT[,HOST:PORT...] (default: $TIDEWAY_BOOTSTRAP or %(default)s)",
+    )
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    _add_broker(subparsers)
+    _add_topics(subparsers)
+    _add_produce(subparsers)
+    _add_consume(subparsers)
+
+
+# -- broker ---------------------------------------------------------------------------
+
+
+def _add_broker(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "broker",
+        help="run one broker process",
+        description="Run a broker: serves the native protocol and stores partition logs under --data. "
+        "Stops cleanly (flush, checkpoints) on SIGTERM or Ctrl-C.",
+    )
+    parser.add_argument("--id", type=int, default=1, help="broker id, unique in the cluster (default %(default)s)")
+    parser.add_argument("--data", default="var/b1", help="data directory (default %(default)s)")
+    parser.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9401), help="HOST:PORT to serve on (default 127.0.0.1:9401)")
+    parser.add_argument("--advertise", type=_host_port, help="HOST:PORT clients should use, if not --listen")
+    parser.add_argument(
+        "--metrics-listen",
+        default="auto",
+        help="HOST:PORT of the Prometheus /metrics endpoint; 'auto' = listen port + 1000 on the same host; 'off' disables",
+    )
+    parser.add_argument(
+        "--retention-check-interval-ms",
+        type=int,
+        default=300_000,
+        help="how often old segments are deleted by retention (default %(default)s)",
+    )
+    parser.add_argument("--max-request-bytes", type=int, default=100 << 20, help="largest request frame accepted (default %(default)s)")
+    parser.set_defaults(handler=_run_broker)
+
+
+def _run_broker(args: argparse.Namespace) -> int:
+    from brokers.server import Broker, BrokerConfig
+
+    host, port = args.listen
+    if args.metrics_listen == "off":
+        metrics_host, metrics_port = None, 0
+    elif args.metrics_listen == "auto":
+        metrics_host, metrics_port = host, (port + 1000 if port else 0)
+    else:
+        metrics_host, metrics_port = _host_port(args.metrics_listen)
+    config = BrokerConfig(
+        broker_id=args.id,
+        data_dir=args.data,
+        host=host,
+        port=port,
+        advertised_host=args.advertise[0] if args.advertise else None,
+        advertised_port=args.advertise[1] if args.advertise else None,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        frame_bytes_max=args.max_request_bytes,
+        retention_check_interval_ms=args.retention_check_interval_ms,
+    )
+    try:
+        return run_async(_serve(Broker(config))) or 0
+    except errors.StorageError as exc:
+        print(f"tideway broker: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _serve(broker) -> int:
+    await broker.serve_forever()
+    return 0
+
+
+# -- topics ---------------------------------------------------------------------------------
+
+
+def _add_topics(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("topics", help="create, list, describe and delete topics")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{create,list,describe,delete}")
+
+    create = actions.add_parser("create", help="create a topic", description="Create a topic on the brokers.")
+    _bootstrap_argument(create)
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1, help="number of partitions (default %(default)s)")
+    create.add_argument("--replication-factor", type=int, default=1, help="replicas per partition (default %(default)s)")
+    create.add_argument("--flush", help="fsync policy: always (before every ack), none (page cache; the default) or MS (every MS milliseconds)")
+    create.add_argument("--retention-ms", type=int, help="delete segments older than this (-1: keep forever; default 7 days)")
+    create.add_argument("--retention-bytes", type=int, help="delete old segments beyond this many bytes per partition (default -1: no limit)")
+    create.add_argument("--segment-bytes", type=int, help="roll to a new segment at this size (default 1 GiB)")
+    create.add_argument("--segment-ms", type=int, help="roll to a new segment after this age (default 7 days)")
+    create.add_argument("--max-message-bytes", type=int, help="largest batch a producer may send (default 1 MiB)")
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="any other topic setting, e.g. index.interval.bytes=4096")
+    create.set_defaults(handler=lambda a: run_async(_topics_create(a)))
+
+    listing = actions.add_parser("list", help="list topics")
+    _bootstrap_argument(listing)
+    listing.set_defaults(handler=lambda a: run_async(_topics_list(a)))
+
+    describe = actions.add_parser("describe", help="show a topic's settings and partitions")
+    _bootstrap_argument(describe)
+    describe.add_argument("name", nargs="?", help="topic (default: all)")
+    describe.set_defaults(handler=lambda a: run_async(_topics_describe(a)))
+
+    delete = actions.add_parser("delete", help="delete a topic and its data")
+    _bootstrap_argument(delete)
+    delete.add_argument("name")
+    delete.set_defaults(handler=lambda a: run_async(_topics_delete(a)))
+
+
+async def _with_client(args: argparse.Namespace, action) -> int:
+    from brokers.client import TidewayClient
+
+    try:
+        async with TidewayClient(args.bootstrap) as client:
+            return await action(client) or 0
+    except errors.TidewayError as exc:
+        print(f"tideway: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _topics_create(args: argparse.Namespace) -> int:
+    configs: dict[str, str] = {}
+    for option, setting in [
+        ("flush", "flush"),
+        ("retention_ms", "retention.ms"),
+        ("retention_bytes", "retention.bytes"),
+        ("segment_bytes", "segment.bytes"),
+        ("segment_ms", "segment.ms"),
+        ("max_message_bytes", "max.message.bytes"),
+    ]:
+        value = getattr(args, option)
+        if value is not None:
+            configs[setting] = str(value)
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"tideway: --config {item!r} is not KEY=VALUE", file=sys.stderr)
+            return 2
+        configs[key] = value
+
+    async def action(client) -> int:
+        await client.create_topic(args.name, partitions=args.partitions, replication_factor=args.replication_factor, configs=configs)
+        print(f"created topic {args.name} with {args.partitions} partition(s)")
+        return 0
+
+    return await _with_client(args, action)
+
+
+async def _topics_list(args: argparse.Namespace) -> int:
+    async def action(client) -> int:
+        for name in await client.list_topics():
+            print(name)
+        return 0
+
+    return await _with_client(args, action)
+
+
+async def _topics_describe(args: argparse.Namespace) -> int:
+    async def action(client) -> int:
+        for topic in await client.describe_topics([args.name] if args.name else None):
+            settings = " ".join(f"{k}={v}" for k, v in sorted(topic.configs.items()))
+            print(f"topic {topic.name}: {len(topic.partitions)} partition(s) {settings}")
+            for p in topic.partitions:
+                print(
+                    f"  partition {p.partition}: leader {p.leader} start {p.log_start_offset} "
+                    f"end {p.log_end_offset} hw {p.high_watermark} size {p.size_bytes} B in {p.segments} segment(s)"
+                )
+        return 0
+
+    return await _with_client(args, action)
+
+
+async def _topics_delete(args: argparse.Namespace) -> int:
+    async def action(client) -> int:
+        await client.delete_topic(args.name)
+        print(f"deleted topic {args.name}")
+        return 0
+
+    return await _with_client(args, action)
+
+
+# -- produce ------------------------------------------------------------------------------------
+
+
+def _add_produce(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "produce",
+        help="send stdin to a topic, one message per line",
+        description="Read standard input and send every line (without its newline) as one message. "
+        "Prints a summary to stderr; exits 1 if any message was not acknowledged.",
+    )
+    _bootstrap_argument(parser)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--key", help="key for every message (same key: same partition, in order)")
+    parser.add_argument("--partition", type=int, help="send every message to this partition")
+    parser.add_argument("--acks", choices=["0", "1", "all"], default="1", help="acknowledgement level (default %(default)s)")
+    parser.add_argument("--linger-ms", type=int, default=5, help="wait up to this long to fill a batch (default %(default)s)")
+    parser.add_argument("--compression", choices=["none", "gzip", "lz4", "zstd"], default="none")
+    parser.set_defaults(handler=lambda a: run_async(_produce(a)))
+
+
+async def _produce(args: argparse.Namespace) -> int:
+    from brokers.client import Producer
+
+    key = args.key.encode() if args.key is not None else None
+    started = time.monotonic()
+    sent = failed = 0
+    first_error: BaseException | None = None
+    try:
+        producer = Producer(args.bootstrap, acks=args.acks, linger_ms=args.linger_ms, compression=args.compression)
+        await producer.start()
+    except errors.TidewayError as exc:
+        print(f"tideway produce: {exc}", file=sys.stderr)
+        return 1
+    futures = []
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 << 20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    try:
+        while line := await reader.readline():
+            value = line[:-1] if line.endswith(b"\n") else line
+            futures.append(await producer.send(args.topic, value, key=key, partition=args.partition))
+            sent += 1
+        await producer.flush()
+    except errors.TidewayError as exc:
+        first_error = exc
+    finally:
+        await producer.stop()
+    acknowledged = 0
+    for future in futures:
+        error = future.exception()
+        if error is None:
+            acknowledged += 1
+        else:
+            failed += 1
+            first_error = first_error or error
+    elapsed = time.monotonic() - started
+    print(
+        f"produced {acknowledged} of {sent} message(s) to {args.topic} in {elapsed:.2f}s"
+        + (f"; {failed} not acknowledged: {first_error}" if failed or first_error else ""),
+        file=sys.stderr,
+    )
+    return 1 if failed or first_error else 0
+
+
+# -- consume --------------------------------------------------------------------------------------
+
+
+def _add_consume(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "consume",
+        help="print a topic's messages, one per line",
+        description="Print message values, one per line, from every partition of a topic (or --partition).",
+    )
+    _bootstrap_argument(parser)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--from", dest="start", default="latest", help="earliest, latest, an OFFSET, or @TIMESTAMP_MS (default %(default)s)")
+    parser.add_argument("--partition", type=int, action="append", help="read only this partition (repeatable)")
+    parser.add_argument("--max", type=int, help="exit after this many messages")
+    parser.add_argument("--idle-exit-ms", type=int, help="exit when nothing arrives for this long")
+    parser.set_defaults(handler=lambda a: run_async(_consume(a)))
+
+
+async def _consume(args: argparse.Namespace) -> int:
+    from brokers.client import Consumer
+
+    start: str | int = args.start
+    if isinstance(start, str) and start.lstrip("-").isdigit():
+        start = int(start)
+    consumer = Consumer(args.bootstrap, auto_offset_reset="earliest")
+    out = sys.stdout.buffer
+    count = 0
+    try:
+        await consumer.start()
+        partitions = args.partition or range(len(await consumer.client.partitions_for(args.topic)))
+        await consumer.assign([(args.topic, p) for p in partitions], start=start)
+        idle_deadline = None if args.idle_exit_ms is None else time.monotonic() + args.idle_exit_ms / 1000
+        while args.max is None or count < args.max:
+            remaining = None if args.max is None else args.max - count
+            batch = await consumer.getmany(timeout_ms=200, max_records=remaining)
+            if not batch:
+                if idle_deadline is not None and time.monotonic() >= idle_deadline:
+                    break
+                continue
+            for records in batch.values():
+                out.write(b"".join((record.value or b"") + b"\n" for record in records))
+                count += len(records)
+            out.flush()
+            if args.idle_exit_ms is not None:
+                idle_deadline = time.monotonic() + args.idle_exit_ms / 1000
+    except errors.TidewayError as exc:
+        print(f"tideway consume: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    finally:
+        await consumer.stop()
+    return 0

@@ -1,0 +1,182 @@
+"""The cluster client: bootstrap, metadata, connections per broker, topic admin."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from brokers import errors
+from brokers.client.conn import Connection, connect
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+
+__all__ = ["TidewayClient", "parse_bootstrap"]
+
+log = logging.getLogger(__name__)
+
+
+def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
+    """'h1:9401,h2:9401' or a list of 'host:port' -> [(host, port), ...]."""
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else bootstrap
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap address {item!r} is not host:port")
+        out.append((host or "127.0.0.1", int(port)))
+    if not out:
+        raise ValueError("no bootstrap address given")
+    return out
+
+
+class TidewayClient:
+    """Knows the cluster's brokers and partition leaders, and holds one connection per broker."""
+
+    def __init__(self, bootstrap: str | list[str], *, request_timeout_ms: int = 30_000) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.topics: dict[str, list[m.PartitionInfo]] = {}
+        self._connections: dict[int | tuple[str, int], Connection] = {}
+        self._connecting: dict[int | tuple[str, int], asyncio.Future] = {}
+        self._metadata_lock = asyncio.Lock()
+        self.metadata_refreshed_monotonic = 0.0
+
+    async def start(self) -> None:
+        await self.refresh_metadata()
+
+    async def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    async def __aenter__(self) -> TidewayClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    # -- connections ------------------------------------------------------------
+
+    async def connection(self, node_id: int) -> Connection:
+        """The connection to broker ``node_id``, (re)opened when needed."""
+        if node_id not in self.brokers:
+            await self.refresh_metadata()
+            if node_id not in self.brokers:
+                raise errors.LeaderNotAvailableError(f"broker {node_id} is not in the cluster metadata")
+        return await self._connection_to(node_id, *self.brokers[node_id])
+
+    async def _connection_to(self, key: int | tuple[str, int], host: str, port: int) -> Connection:
+        connection = self._connections.get(key)
+        if connection is not None and not connection.closed:
+            return connection
+        pending = self._connecting.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(connect(host, port, self.request_timeout_s))
+            self._connecting[key] = pending
+            pending.add_done_callback(lambda _f: self._connecting.pop(key, None))
+        connection = await asyncio.shield(pending)
+        self._connections[key] = connection
+        return connection
+
+    async def any_connection(self) -> Connection:
+        """A connection to some live broker: known brokers first, then bootstrap addresses."""
+        candidates: list[tuple[int | tuple[str, int], str, int]] = [
+            (node, host, port) for node, (host, port) in self.brokers.items()
+        ]
+        candidates += [((host, port), host, port) for host, port in self.bootstrap]
+        last_error: Exception | None = None
+        for key, host, port in candidates:
+            try:
+                return await self._connection_to(key, host, port)
+            except errors.ConnectionClosedError as exc:
+                last_error = exc
+        raise errors.ConnectionClosedError(f"no broker reachable (tried {len(candidates)} addresses)") from last_error
+
+    async def request_any(self, api: ApiKey, body) -> object:
+        connection = await self.any_connection()
+        return await connection.request(api, body, timeout_s=self.request_timeout_s)
+
+    # -- metadata -----------------------------------------------------------------
+
+    async def refresh_metadata(self, topics: list[str] | None = None) -> None:
+        async with self._metadata_lock:
+            response: m.MetadataResponse = await self.request_any(ApiKey.METADATA, m.MetadataRequest(topics=topics))  # type: ignore[assignment]
+            self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+            for topic in response.topics:
+                if topic.error_code == 0:
+                    self.topics[topic.name] = sorted(topic.partitions, key=lambda p: p.partition)
+                elif topic.error_code == errors.UnknownTopicOrPartitionError.errno:
+                    self.topics.pop(topic.name, None)
+            if topics is None:
+                known = {t.name for t in response.topics}
+                for name in list(self.topics):
+                    if name not in known:
+                        del self.topics[name]
+            self.metadata_refreshed_monotonic = time.monotonic()
+
+    async def partitions_for(self, topic: str) -> list[m.PartitionInfo]:
+        """The partitions of ``topic`` (refreshing metadata once if unknown)."""
+        if topic not in self.topics:
+            await self.refresh_metadata([topic])
+        try:
+            return self.topics[topic]
+        except KeyError:
+            raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist") from None
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        partitions = self.topics.get(topic)
+        if partitions is None or partition >= len(partitions):
+            raise errors.UnknownTopicOrPartitionError(f"no metadata for {topic}-{partition}")
+        leader = partitions[partition].leader
+        if leader < 0:
+            raise errors.LeaderNotAvailableError(f"{topic}-{partition} has no leader")
+        return leader
+
+    # -- admin ------------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, *, partitions: int = 1, replication_factor: int = 1, configs: dict[str, str] | None = None
+    ) -> None:
+        request = m.CreateTopicsRequest(
+            topics=[m.NewTopic(name=name, partitions=partitions, replication_factor=replication_factor, configs=configs or {})]
+        )
+        response: m.CreateTopicsResponse = await self.request_any(ApiKey.CREATE_TOPICS, request)  # type: ignore[assignment]
+        _raise_first(response.topics)
+        await self.refresh_metadata([name])
+
+    async def delete_topic(self, name: str) -> None:
+        response: m.DeleteTopicsResponse = await self.request_any(ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest(names=[name]))  # type: ignore[assignment]
+        _raise_first(response.topics)
+        self.topics.pop(name, None)
+
+    async def list_topics(self) -> list[str]:
+        await self.refresh_metadata()
+        return sorted(self.topics)
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[m.TopicDescription]:
+        response: m.DescribeTopicsResponse = await self.request_any(ApiKey.DESCRIBE_TOPICS, m.DescribeTopicsRequest(names=names))  # type: ignore[assignment]
+        _raise_first(response.topics)
+        return response.topics
+
+    async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        """(offset, timestamp) for LATEST_TIMESTAMP, EARLIEST_TIMESTAMP or a time in ms."""
+        await self.partitions_for(topic)
+        connection = await self.connection(self.leader_for(topic, partition))
+        request = m.ListOffsetsRequest(partitions=[m.ListOffsetsPartition(topic=topic, partition=partition, timestamp=timestamp)])
+        response: m.ListOffsetsResponse = await connection.request(ApiKey.LIST_OFFSETS, request, timeout_s=self.request_timeout_s)
+        (result,) = response.partitions
+        if result.error_code:
+            raise errors.error_for_code(result.error_code, result.error_message)
+        return result.offset, result.timestamp
+
+
+def _raise_first(results) -> None:
+    for result in results:
+        if result.error_code:
+            raise errors.error_for_code(result.error_code, result.error_message)

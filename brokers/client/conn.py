@@ -1,0 +1,157 @@
+"""One pipelined connection from a client to a broker.
+
+Requests get increasing correlation ids and a future each; a reader matches
+answers to futures. A broken connection fails every pending request with
+ConnectionClosedError (the cause chained); an answer that cannot be framed or
+matched means the stream is desynchronised, so the socket is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import msgspec
+
+from brokers.errors import ClientTimeoutError, ConnectionClosedError, error_for_code
+from brokers.protocol import messages as m
+from brokers.protocol.frames import FrameDecoder, FrameError, encode_request, split_response
+
+__all__ = ["Connection", "connect"]
+
+log = logging.getLogger(__name__)
+
+RESPONSE_BYTES_MAX = 200 << 20
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def data_received(self, data: bytes) -> None:
+        self._connection._data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connection._lost(exc)
+
+    def pause_writing(self) -> None:
+        self._connection._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._connection._writable.set()
+
+
+class Connection:
+    """A connection to one broker; safe to share between tasks of one loop."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, tuple[asyncio.Future, m.ApiKey]] = {}
+        self._next_correlation_id = 0
+        self._decoder = FrameDecoder(frame_bytes_min=4, frame_bytes_max=RESPONSE_BYTES_MAX)
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._closed_error: Exception | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._transport is None or self._closed_error is not None
+
+    async def open(self, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            transport, _ = await asyncio.wait_for(
+                loop.create_connection(lambda: _Protocol(self), self.host, self.port), timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionClosedError(f"cannot connect to broker {self.host}:{self.port}: {exc}") from exc
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._transport = transport  # type: ignore[assignment]
+
+    async def request(self, api: m.ApiKey, body: msgspec.Struct, *, timeout_s: float = 30.0, expect_response: bool = True):
+        """Send one request and return its decoded response (None if not expected).
+
+        Raises the BrokerError of a top-level error code, ConnectionClosedError
+        if the connection breaks, ClientTimeoutError after ``timeout_s``.
+        """
+        future = self.send(api, body, expect_response=expect_response)
+        if future is None:
+            return None
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise ClientTimeoutError(
+                f"{api.name} to {self.host}:{self.port} got no answer within {timeout_s:.1f}s"
+            ) from None
+
+    def send(self, api: m.ApiKey, body: msgspec.Struct, *, expect_response: bool = True) -> asyncio.Future | None:
+        """Write a request now; return the future of its response."""
+        if self._closed_error is not None or self._transport is None:
+            raise ConnectionClosedError(f"connection to {self.host}:{self.port} is closed") from self._closed_error
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        future = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = (future, api)
+        self._transport.write(encode_request(int(api), 0, correlation_id, m.ENCODER.encode(body)))
+        return future
+
+    async def drain(self) -> None:
+        """Wait while the socket's write buffer is over its high-water mark."""
+        await self._writable.wait()
+
+    def _data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+            for frame in frames:
+                correlation_id, body = split_response(frame)
+                entry = self._pending.pop(correlation_id, None)
+                if entry is None:
+                    raise FrameError(f"answer with unknown correlation id {correlation_id}")
+                future, api = entry
+                if future.done():
+                    continue
+                try:
+                    response = m.RESPONSE_DECODERS[api].decode(body)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise FrameError(f"undecodable {api.name} answer: {exc}") from exc
+                if response.error_code:
+                    future.set_exception(error_for_code(response.error_code, response.error_message))
+                else:
+                    future.set_result(response)
+        except FrameError as exc:
+            log.warning("closing connection to %s:%d: %s", self.host, self.port, exc)
+            self._fail(exc)
+
+    def _lost(self, exc: Exception | None) -> None:
+        self._fail(exc or ConnectionResetError("closed by the broker"))
+
+    def _fail(self, cause: Exception) -> None:
+        if self._closed_error is None:
+            self._closed_error = cause
+        pending, self._pending = self._pending, {}
+        for future, api in pending.values():
+            if not future.done():
+                error = ConnectionClosedError(
+                    f"connection to {self.host}:{self.port} broke during {api.name}: {cause}"
+                )
+                error.__cause__ = cause
+                future.set_exception(error)
+        if self._transport is not None:
+            self._transport.close()
+        self._writable.set()
+
+    def close(self) -> None:
+        self._fail(ConnectionAbortedError("closed by the client"))
+
+
+async def connect(host: str, port: int, timeout_s: float = 10.0) -> Connection:
+    connection = Connection(host, port)
+    await connection.open(timeout_s)
+    return connection

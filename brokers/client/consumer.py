@@ -1,0 +1,279 @@
+"""The consumer: reads assigned partitions from a position, with prefetching.
+
+A fetcher task keeps one fetch per broker in flight for the assigned
+partitions whose buffers have room, so the next records arrive while the
+application handles the current ones. Batches are buffered raw (bounded by
+``buffer_bytes_max``) and decoded in ``getmany``; each batch's CRC is checked
+on the way in. Positions: the *fetch position* runs ahead with prefetching;
+the *position* is the next offset ``getmany`` will return, and ``seek`` moves
+both (dropping what was buffered for that partition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Literal
+
+from crc32c import crc32c
+
+from brokers import errors
+from brokers.client.client import TidewayClient
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.record.batch import CRC_START, Record, decode_records, iter_batches, read_header
+
+__all__ = ["Consumer", "TopicPartition"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+OffsetReset = Literal["earliest", "latest", "none"]
+
+
+class _PartitionState:
+    __slots__ = ("position", "fetch_position", "buffer", "buffered_bytes", "high_watermark", "error")
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.fetch_position = position
+        self.buffer: deque[bytes] = deque()
+        self.buffered_bytes = 0
+        self.high_watermark = -1
+        self.error: errors.TidewayError | None = None
+
+
+class Consumer:
+    def __init__(
+        self,
+        client: TidewayClient | str,
+        *,
+        auto_offset_reset: OffsetReset = "latest",
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 50 << 20,
+        partition_fetch_bytes_max: int = 4 << 20,
+        buffer_bytes_max: int = 32 << 20,
+        check_crcs: bool = True,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        self._own_client = isinstance(client, str)
+        self.client = TidewayClient(client, request_timeout_ms=request_timeout_ms) if isinstance(client, str) else client
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.partition_fetch_bytes_max = partition_fetch_bytes_max
+        self.buffer_bytes_max = buffer_bytes_max
+        self.check_crcs = check_crcs
+        self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._data = asyncio.Event()
+        self._room = asyncio.Event()
+        self._fetcher: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        if self._own_client:
+            await self.client.start()
+        self._fetcher = asyncio.get_running_loop().create_task(self._fetch_loop())
+
+    async def stop(self) -> None:
+        if self._fetcher is not None:
+            self._fetcher.cancel()
+            await asyncio.gather(self._fetcher, return_exceptions=True)
+            self._fetcher = None
+        if self._own_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.stop()
+
+    # -- assignment and positions ----------------------------------------------------
+
+    async def assign(self, partitions: list[TopicPartition], *, start: str | int = "committed") -> None:
+        """Read exactly these partitions, from ``start``: "earliest", "latest",
+        an offset, or "@<ms>" (first record at or after that time).
+        "committed" (the default) applies ``auto_offset_reset`` until groups exist.
+        """
+        self._partitions = {}
+        for topic, partition in partitions:
+            await self.client.partitions_for(topic)
+            self._partitions[(topic, partition)] = _PartitionState(0)
+            await self.seek((topic, partition), start)
+        self._room.set()
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._partitions)
+
+    async def seek(self, tp: TopicPartition, start: str | int) -> None:
+        """Move ``tp`` to ``start`` (see ``assign``), dropping what was buffered."""
+        topic, partition = tp
+        if start == "committed":
+            start = "earliest" if self.auto_offset_reset == "earliest" else "latest"
+        if isinstance(start, int):
+            offset = start
+        elif start == "earliest":
+            offset, _ = await self.client.list_offset(topic, partition, m.EARLIEST_TIMESTAMP)
+        elif start == "latest":
+            offset, _ = await self.client.list_offset(topic, partition, m.LATEST_TIMESTAMP)
+        elif isinstance(start, str) and start.startswith("@"):
+            offset, _ = await self.client.list_offset(topic, partition, int(start[1:]))
+            if offset < 0:  # nothing that late yet: wait at the end
+                offset, _ = await self.client.list_offset(topic, partition, m.LATEST_TIMESTAMP)
+        else:
+            raise ValueError(f"bad start position {start!r}: use earliest, latest, an offset or @<ms>")
+        state = self._partitions.get(tp)
+        if state is None:
+            raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
+        self._partitions[tp] = _PartitionState(offset)
+        self._room.set()
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._partitions[tp].position
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        return self._partitions[tp].high_watermark
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def getmany(self, timeout_ms: int = 1000, max_records: int | None = None) -> dict[TopicPartition, list[Record]]:
+        """Records that arrived for each partition, waiting up to ``timeout_ms`` for any.
+
+        Raises a partition's fetch error (e.g. OffsetOutOfRangeError with
+        auto_offset_reset="none") once, when it is the only thing to return.
+        """
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            out = self._drain(max_records)
+            if out:
+                return out
+            for tp, state in self._partitions.items():
+                if state.error is not None:
+                    error, state.error = state.error, None
+                    raise error
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {}
+            self._data.clear()
+            try:
+                await asyncio.wait_for(self._data.wait(), remaining)
+            except TimeoutError:
+                return {}
+
+    async def getone(self, timeout_ms: int = 1000) -> Record | None:
+        records = await self.getmany(timeout_ms, max_records=1)
+        for batch in records.values():
+            return batch[0]
+        return None
+
+    def _drain(self, max_records: int | None) -> dict[TopicPartition, list[Record]]:
+        out: dict[TopicPartition, list[Record]] = {}
+        budget = max_records if max_records is not None else 1 << 62
+        for tp, state in self._partitions.items():
+            records: list[Record] = []
+            while state.buffer and budget > 0:
+                raw = state.buffer[0]
+                decoded = decode_records(raw)
+                position = state.position
+                if decoded and decoded[0].offset < position:
+                    decoded = [r for r in decoded if r.offset >= position]
+                if len(decoded) > budget:
+                    decoded = decoded[:budget]
+                    state.position = decoded[-1].offset + 1
+                else:
+                    state.buffer.popleft()
+                    state.buffered_bytes -= len(raw)
+                    state.position = max(position, read_header(raw).next_offset)
+                    self._room.set()
+                records.extend(decoded)
+                budget -= len(decoded)
+            if records:
+                out[tp] = records
+        return out
+
+    # -- the fetcher task -------------------------------------------------------------------
+
+    async def _fetch_loop(self) -> None:
+        backoff_s = 0.0
+        while True:
+            wanted = [tp for tp, s in self._partitions.items() if s.buffered_bytes < self.buffer_bytes_max and s.error is None]
+            if not wanted:
+                self._room.clear()
+                await self._room.wait()
+                continue
+            by_leader: dict[int, list[TopicPartition]] = {}
+            try:
+                for tp in wanted:
+                    by_leader.setdefault(self.client.leader_for(*tp), []).append(tp)
+                await asyncio.gather(*(self._fetch_from(leader, tps) for leader, tps in by_leader.items()))
+                backoff_s = 0.0
+            except asyncio.CancelledError:
+                raise
+            except errors.TidewayError as exc:
+                backoff_s = min(max(backoff_s * 2, 0.05), 1.0)
+                log.debug("fetch failed (%s); refreshing metadata in %.2fs", exc, backoff_s)
+                await asyncio.sleep(backoff_s)
+                try:
+                    await self.client.refresh_metadata()
+                except errors.TidewayError:
+                    pass
+
+    async def _fetch_from(self, leader: int, tps: list[TopicPartition]) -> None:
+        connection = await self.client.connection(leader)
+        positions = {tp: self._partitions[tp].fetch_position for tp in tps}
+        request = m.FetchRequest(
+            max_wait_ms=self.fetch_max_wait_ms,
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes,
+            partitions=[
+                m.FetchPartition(topic=t, partition=p, fetch_offset=positions[(t, p)], partition_max_bytes=self.partition_fetch_bytes_max)
+                for t, p in tps
+            ],
+        )
+        response: m.FetchResponse = await connection.request(
+            ApiKey.FETCH, request, timeout_s=self.client.request_timeout_s + self.fetch_max_wait_ms / 1000
+        )
+        arrived = False
+        for result in response.partitions:
+            tp = (result.topic, result.partition)
+            state = self._partitions.get(tp)
+            if state is None or state.fetch_position != positions.get(tp):
+                continue  # reassigned or sought while the fetch was out
+            if result.error_code:
+                await self._handle_fetch_error(tp, state, result)
+                continue
+            state.high_watermark = result.high_watermark
+            records = result.records
+            if not records:
+                continue
+            for position, _base_offset, size in iter_batches(records):
+                if self.check_crcs:
+                    header = read_header(records, position)
+                    if crc32c(memoryview(records)[position + CRC_START : position + size]) != header.crc:
+                        state.error = errors.CorruptRecordError(
+                            f"batch at offset {header.base_offset} of {tp[0]}-{tp[1]} fails its CRC"
+                        )
+                        break
+                batch = records[position : position + size] if size != len(records) else records
+                state.buffer.append(batch)
+                state.buffered_bytes += size
+                state.fetch_position = read_header(batch).next_offset
+                arrived = True
+        if arrived:
+            self._data.set()
+
+    async def _handle_fetch_error(self, tp: TopicPartition, state: _PartitionState, result: m.FetchPartitionResult) -> None:
+        error = errors.error_for_code(result.error_code, result.error_message)
+        if isinstance(error, errors.OffsetOutOfRangeError) and self.auto_offset_reset != "none":
+            log.warning("%s-%d: offset %d out of range; resetting to %s", tp[0], tp[1], state.fetch_position, self.auto_offset_reset)
+            await self.seek(tp, self.auto_offset_reset)
+            return
+        if error.retriable:
+            raise error
+        state.error = error
+        self._data.set()

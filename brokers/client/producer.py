@@ -1,0 +1,368 @@
+"""The producer: batches records per partition and sends them to partition leaders.
+
+Flow: ``send`` appends a record to the open batch of its partition (keyed
+records by murmur2, unkeyed ones to a "sticky" partition that changes when its
+batch closes, as Kafka's producer does). A batch closes when it reaches
+``batch_size_bytes`` or has waited ``linger_ms``. The sender task writes
+closed batches to their leaders, one request per broker holding every ready
+batch for it, with at most ``in_flight_per_broker_max`` requests outstanding
+per broker. Requests on one connection are appended in order, so records of a
+partition keep the order they were sent in.
+
+Retries: a batch refused with an error that guarantees nothing was written
+(not leader, unknown partition, not enough replicas) is retried after a
+metadata refresh, up to ``retries`` times. A broken connection is ambiguous
+(the batch may have been written), so it fails the batch: idempotent retries
+come with producer ids.
+
+Ownership: all state belongs to the event loop's thread; ``send`` never awaits
+between choosing a batch and appending to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import NamedTuple
+
+from brokers import errors
+from brokers.client.client import TidewayClient
+from brokers.client.partitioner import partition_for_key
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.record.batch import BatchBuilder
+from brokers.record.compression import Compression
+
+__all__ = ["Producer", "RecordMetadata"]
+
+log = logging.getLogger(__name__)
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+class RecordFuture:
+    """Awaitable result of one ``send``: resolves to RecordMetadata."""
+
+    __slots__ = ("_batch", "_offset_delta", "_timestamp_ms")
+
+    def __init__(self, batch: _Batch, offset_delta: int, timestamp_ms: int) -> None:
+        self._batch = batch
+        self._offset_delta = offset_delta
+        self._timestamp_ms = timestamp_ms
+
+    def __await__(self):
+        base_offset = yield from asyncio.shield(self._batch.future).__await__()
+        batch = self._batch
+        return RecordMetadata(batch.topic, batch.partition, base_offset + self._offset_delta, self._timestamp_ms)
+
+    def done(self) -> bool:
+        return self._batch.future.done()
+
+    def exception(self) -> BaseException | None:
+        return self._batch.future.exception() if self._batch.future.done() else None
+
+
+class _Batch:
+    __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data")
+
+    def __init__(self, topic: str, partition: int, builder: BatchBuilder) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.builder = builder
+        self.future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.created_monotonic = time.monotonic()
+        self.attempts = 0
+        self.data = b""
+
+
+_NOT_WRITTEN_ERRORS = (
+    errors.NotLeaderError,
+    errors.UnknownTopicOrPartitionError,
+    errors.LeaderNotAvailableError,
+    errors.NotEnoughReplicasError,
+)
+
+
+class Producer:
+    def __init__(
+        self,
+        client: TidewayClient | str,
+        *,
+        acks: int | str = 1,
+        linger_ms: int = 5,
+        batch_size_bytes: int = 256 << 10,
+        compression: str | None = None,
+        retries: int = 5,
+        retry_backoff_ms: int = 100,
+        in_flight_per_broker_max: int = 5,
+        buffer_bytes_max: int = 64 << 20,
+        request_bytes_max: int = 8 << 20,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        self._own_client = isinstance(client, str)
+        self.client = TidewayClient(client, request_timeout_ms=request_timeout_ms) if isinstance(client, str) else client
+        self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
+        if self.acks not in (-1, 0, 1):
+            raise ValueError("acks must be 0, 1 or all")
+        self.linger_s = linger_ms / 1000
+        self.batch_size_bytes = batch_size_bytes
+        self.compression = Compression.parse(compression)
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.in_flight_per_broker_max = in_flight_per_broker_max
+        self.buffer_bytes_max = buffer_bytes_max
+        self.request_bytes_max = request_bytes_max
+        self.request_timeout_s = request_timeout_ms / 1000
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._ready: deque[_Batch] = deque()
+        self._sticky: dict[str, int] = {}
+        self._in_flight: dict[int, int] = {}
+        self._unfinished: set[_Batch] = set()
+        self._buffered_bytes = 0
+        self._space = asyncio.Event()
+        self._space.set()
+        self._wakeup = asyncio.Event()
+        self._sender: asyncio.Task | None = None
+        self._closing = False
+
+    async def start(self) -> None:
+        if self._own_client:
+            await self.client.start()
+        self._sender = asyncio.get_running_loop().create_task(self._send_loop())
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.stop()
+
+    # -- sending ------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordFuture:
+        """Queue one record; the returned awaitable resolves when it is acknowledged.
+
+        Waits only while more than ``buffer_bytes_max`` are buffered.
+        """
+        if self._closing:
+            raise RuntimeError("producer is stopped")
+        partitions = self.client.topics.get(topic)
+        if partitions is None:
+            partitions = await self.client.partitions_for(topic)
+        while self._buffered_bytes >= self.buffer_bytes_max:
+            self._space.clear()
+            await self._space.wait()
+        count = len(partitions)
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, count)
+            else:
+                partition = self._sticky.get(topic, 0) % count
+        elif not 0 <= partition < count:
+            raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        batch = self._open.get((topic, partition))
+        if batch is None:
+            batch = self._open[(topic, partition)] = _Batch(topic, partition, BatchBuilder(self.compression))
+            self._unfinished.add(batch)
+            self._wakeup.set()
+        builder = batch.builder
+        before = builder.size_bytes
+        offset_delta = builder.append(timestamp_ms, key, value, headers)
+        self._buffered_bytes += builder.size_bytes - before
+        if builder.size_bytes >= self.batch_size_bytes:
+            self._close_batch(batch)
+        return RecordFuture(batch, offset_delta, timestamp_ms)
+
+    async def send_and_wait(self, topic: str, value: bytes | None, **kwargs) -> RecordMetadata:
+        return await (await self.send(topic, value, **kwargs))
+
+    async def flush(self) -> None:
+        """Send everything buffered now and wait until all of it is answered."""
+        for batch in list(self._open.values()):
+            self._close_batch(batch)
+        pending = [batch.future for batch in self._unfinished]
+        if pending:
+            await asyncio.wait(pending)
+
+    async def stop(self) -> None:
+        """Flush, then stop the sender."""
+        if self._sender is None:
+            return
+        await self.flush()
+        self._closing = True
+        self._sender.cancel()
+        await asyncio.gather(self._sender, return_exceptions=True)
+        self._sender = None
+        if self._own_client:
+            await self.client.close()
+
+    def _close_batch(self, batch: _Batch) -> None:
+        key = (batch.topic, batch.partition)
+        if self._open.get(key) is batch:
+            del self._open[key]
+            if self._sticky.get(batch.topic) == batch.partition:
+                self._sticky[batch.topic] = batch.partition + 1  # send() wraps it
+            batch.data = batch.builder.build()
+            self._ready.append(batch)
+            self._wakeup.set()
+
+    # -- the sender task -------------------------------------------------------------
+
+    async def _send_loop(self) -> None:
+        while True:
+            self._wakeup.clear()
+            now = time.monotonic()
+            next_deadline = None
+            for batch in list(self._open.values()):
+                deadline = batch.created_monotonic + self.linger_s
+                if deadline <= now:
+                    self._close_batch(batch)
+                elif next_deadline is None or deadline < next_deadline:
+                    next_deadline = deadline
+            if self._ready:
+                await self._send_ready()
+            timeout = None if next_deadline is None else max(next_deadline - time.monotonic(), 0)
+            if not self._wakeup.is_set():
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                except TimeoutError:
+                    pass
+
+    async def _send_ready(self) -> None:
+        by_leader: dict[int, list[_Batch]] = {}
+        held: list[_Batch] = []
+        while self._ready:
+            batch = self._ready.popleft()
+            try:
+                leader = self.client.leader_for(batch.topic, batch.partition)
+            except errors.TidewayError:
+                held.append(batch)
+                continue
+            by_leader.setdefault(leader, []).append(batch)
+        if held:
+            asyncio.get_running_loop().create_task(self._retry_later(held, None))
+        for leader, batches in by_leader.items():
+            if self._in_flight.get(leader, 0) >= self.in_flight_per_broker_max:
+                self._ready.extendleft(reversed(batches))
+                continue
+            try:
+                connection = await self.client.connection(leader)
+            except errors.TidewayError as exc:
+                self._fail_or_retry(batches, exc)
+                continue
+            while batches:
+                request_batches, size = [], 0
+                while batches and (not request_batches or size + len(batches[0].data) <= self.request_bytes_max):
+                    batch = batches.pop(0)
+                    request_batches.append(batch)
+                    size += len(batch.data)
+                self._send_request(leader, connection, request_batches)
+
+    def _send_request(self, leader: int, connection, batches: list[_Batch]) -> None:
+        request = m.ProduceRequest(
+            acks=self.acks,
+            timeout_ms=int(self.request_timeout_s * 1000),
+            partitions=[m.ProducePartition(topic=b.topic, partition=b.partition, records=b.data) for b in batches],
+        )
+        for batch in batches:
+            batch.attempts += 1
+        try:
+            future = connection.send(ApiKey.PRODUCE, request, expect_response=self.acks != 0)
+        except errors.TidewayError as exc:
+            self._fail_or_retry(batches, exc)
+            return
+        if future is None:  # acks=0: nothing will come back
+            for batch in batches:
+                self._complete(batch, -1)
+            return
+        self._in_flight[leader] = self._in_flight.get(leader, 0) + 1
+        timeout = asyncio.get_running_loop().call_later(
+            self.request_timeout_s + 5,
+            lambda: future.done()
+            or future.set_exception(errors.ClientTimeoutError("no answer to produce request")),
+        )
+        future.add_done_callback(lambda f: self._on_response(leader, batches, f, timeout))
+
+    def _on_response(self, leader: int, batches: list[_Batch], future: asyncio.Future, timeout) -> None:
+        timeout.cancel()
+        self._in_flight[leader] -= 1
+        self._wakeup.set()
+        if future.exception() is not None:
+            for batch in batches:
+                self._fail(batch, future.exception())
+            return
+        response: m.ProduceResponse = future.result()
+        retry: list[_Batch] = []
+        for batch, result in zip(batches, response.partitions, strict=False):
+            if result.error_code == 0:
+                self._complete(batch, result.base_offset)
+                continue
+            error = errors.error_for_code(result.error_code, result.error_message)
+            if isinstance(error, _NOT_WRITTEN_ERRORS) and batch.attempts <= self.retries:
+                retry.append(batch)
+            else:
+                self._fail(batch, error)
+        if len(response.partitions) < len(batches):
+            for batch in batches[len(response.partitions) :]:
+                self._fail(batch, errors.UnknownServerError("the broker answered for fewer partitions than sent"))
+        if retry:
+            asyncio.get_running_loop().create_task(self._retry_later(retry, error))
+
+    def _fail_or_retry(self, batches: list[_Batch], exc: Exception) -> None:
+        retriable = [b for b in batches if isinstance(exc, _NOT_WRITTEN_ERRORS) and b.attempts <= self.retries]
+        for batch in batches:
+            if batch not in retriable:
+                self._fail(batch, exc)
+        if retriable:
+            asyncio.get_running_loop().create_task(self._retry_later(retriable, exc))
+
+    async def _retry_later(self, batches: list[_Batch], cause: Exception | None) -> None:
+        await asyncio.sleep(self.retry_backoff_s)
+        try:
+            await self.client.refresh_metadata()
+        except errors.TidewayError as exc:
+            log.debug("metadata refresh before retry failed: %s", exc)
+        for batch in batches:
+            if batch.attempts > self.retries:
+                self._fail(batch, cause or errors.LeaderNotAvailableError("no leader known"))
+            else:
+                batch.attempts += 0 if cause is not None else 1
+                self._ready.append(batch)
+        self._wakeup.set()
+
+    def _complete(self, batch: _Batch, base_offset: int) -> None:
+        self._finish(batch)
+        if not batch.future.done():
+            batch.future.set_result(base_offset)
+
+    def _fail(self, batch: _Batch, exc: BaseException) -> None:
+        self._finish(batch)
+        if not batch.future.done():
+            batch.future.set_exception(exc)
+            # Mark retrieved: an unawaited failure is reported by the caller, not by asyncio.
+            batch.future.exception()
+
+    def _finish(self, batch: _Batch) -> None:
+        if batch in self._unfinished:
+            self._unfinished.discard(batch)
+            self._buffered_bytes -= batch.builder.size_bytes
+            if self._buffered_bytes < self.buffer_bytes_max:
+                self._space.set()

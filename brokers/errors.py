@@ -1,0 +1,236 @@
+"""Every error the data plane can return, with its stable wire code.
+
+Codes follow Kafka's numbering where Kafka has the same error, so people and
+tools that know Kafka read them the same way. Each class carries ``errno`` (the
+wire code) and ``retriable`` (whether the same request may succeed if simply
+sent again, perhaps after a metadata refresh).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerError",
+    "ConnectionClosedError",
+    "CorruptRecordError",
+    "ERRORS_BY_CODE",
+    "TidewayError",
+    "error_for_code",
+]
+
+
+class TidewayError(Exception):
+    """Raised for any failure of the data plane; base of every error here."""
+
+    errno = -1
+    retriable = False
+    name = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.__class__.__doc__ or self.name)
+        self.message = message or self.name
+
+    def __str__(self) -> str:
+        return f"[{self.name}] {self.message}"
+
+
+class BrokerError(TidewayError):
+    """Raised when a broker answers with an error code."""
+
+
+class UnknownServerError(BrokerError):
+    """Raised when the broker hit an unexpected error (a bug): see its log."""
+
+    errno = -1
+    name = "UNKNOWN_SERVER_ERROR"
+
+
+class OffsetOutOfRangeError(BrokerError):
+    """Raised when a fetch asks for an offset below the log start or past the log end."""
+
+    errno = 1
+    name = "OFFSET_OUT_OF_RANGE"
+
+
+class CorruptRecordError(BrokerError):
+    """Raised when a record batch is malformed or fails its CRC."""
+
+    errno = 2
+    name = "CORRUPT_MESSAGE"
+
+    def __init__(self, message: str = "", *, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
+
+
+class UnknownTopicOrPartitionError(BrokerError):
+    """Raised when the topic or partition does not exist on this broker."""
+
+    errno = 3
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    retriable = True
+
+
+class InvalidFetchSizeError(BrokerError):
+    """Raised when a fetch asks for a negative or zero byte limit."""
+
+    errno = 4
+    name = "INVALID_FETCH_SIZE"
+
+
+class LeaderNotAvailableError(BrokerError):
+    """Raised when a partition has no leader right now (an election is under way)."""
+
+    errno = 5
+    name = "LEADER_NOT_AVAILABLE"
+    retriable = True
+
+
+class NotLeaderError(BrokerError):
+    """Raised when this broker does not lead the partition: refresh metadata and retry."""
+
+    errno = 6
+    name = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+
+
+class RequestTimedOutError(BrokerError):
+    """Raised when the request did not complete within its timeout."""
+
+    errno = 7
+    name = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+class MessageTooLargeError(BrokerError):
+    """Raised when a batch or message is larger than the topic's max.message.bytes."""
+
+    errno = 10
+    name = "MESSAGE_TOO_LARGE"
+
+
+class StaleControllerEpochError(BrokerError):
+    """Raised when a controller request carries an older controller epoch."""
+
+    errno = 11
+    name = "STALE_CONTROLLER_EPOCH"
+
+
+class InvalidTopicError(BrokerError):
+    """Raised when a topic name is not valid."""
+
+    errno = 17
+    name = "INVALID_TOPIC_EXCEPTION"
+
+
+class NotEnoughReplicasError(BrokerError):
+    """Raised when acks=all and the in-sync replica set is below min.insync.replicas."""
+
+    errno = 19
+    name = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+
+
+class InvalidRequiredAcksError(BrokerError):
+    """Raised when acks is not 0, 1 or -1 (all)."""
+
+    errno = 21
+    name = "INVALID_REQUIRED_ACKS"
+
+
+class UnsupportedVersionError(BrokerError):
+    """Raised when the broker does not know the API or its version."""
+
+    errno = 35
+    name = "UNSUPPORTED_VERSION"
+
+
+class TopicAlreadyExistsError(BrokerError):
+    """Raised when creating a topic that exists."""
+
+    errno = 36
+    name = "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(BrokerError):
+    """Raised when a partition count is not a positive number within the limit."""
+
+    errno = 37
+    name = "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(BrokerError):
+    """Raised when a replication factor cannot be satisfied by the live brokers."""
+
+    errno = 38
+    name = "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidConfigError(BrokerError):
+    """Raised when a topic configuration value is unknown or out of range."""
+
+    errno = 40
+    name = "INVALID_CONFIG"
+
+
+class InvalidRequestError(BrokerError):
+    """Raised when a request is well framed but its body does not make sense."""
+
+    errno = 42
+    name = "INVALID_REQUEST"
+
+
+class StorageError(BrokerError):
+    """Raised when the disk failed under a partition (full, read-only, I/O error)."""
+
+    errno = 56
+    name = "KAFKA_STORAGE_ERROR"
+    retriable = True
+
+
+class ConnectionClosedError(TidewayError):
+    """Raised for requests in flight when their connection to a broker breaks."""
+
+    errno = 13
+    name = "NETWORK_EXCEPTION"
+    retriable = True
+
+
+class ClientTimeoutError(TidewayError):
+    """Raised when the client gave up waiting for a broker's answer."""
+
+    errno = 7
+    name = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+ERRORS_BY_CODE: dict[int, type[BrokerError]] = {
+    cls.errno: cls
+    for cls in [
+        UnknownServerError,
+        OffsetOutOfRangeError,
+        CorruptRecordError,
+        UnknownTopicOrPartitionError,
+        InvalidFetchSizeError,
+        LeaderNotAvailableError,
+        NotLeaderError,
+        RequestTimedOutError,
+        MessageTooLargeError,
+        StaleControllerEpochError,
+        InvalidTopicError,
+        NotEnoughReplicasError,
+        InvalidRequiredAcksError,
+        UnsupportedVersionError,
+        TopicAlreadyExistsError,
+        InvalidPartitionsError,
+        InvalidReplicationFactorError,
+        InvalidConfigError,
+        InvalidRequestError,
+        StorageError,
+    ]
+}
+
+
+def error_for_code(code: int, message: str = "") -> BrokerError:
+    """Return the exception for a wire error code (UnknownServerError if unknown)."""
+    cls = ERRORS_BY_CODE.get(code, UnknownServerError)
+    return cls(message)

@@ -1,0 +1,1 @@
+"""Tideway's native protocol: framing (pure codec) and versioned messages."""

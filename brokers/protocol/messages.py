@@ -1,0 +1,276 @@
+"""Request and response bodies of the native protocol, as msgspec Structs.
+
+Bodies are msgpack maps (field names on the wire) so fields can be added in
+later versions with defaults. Every response has ``error_code`` and
+``error_message`` at the top, and every other field has a default: a broker
+that cannot handle a request at all (unknown API, undecodable body) answers
+with just those two fields, and the client decodes that into the response
+type it expected. Per-partition results carry their own error fields.
+
+Error codes are listed in ``brokers/errors.py``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+from msgspec import Struct
+
+__all__ = [
+    "ApiKey",
+    "API_VERSIONS",
+    "REQUEST_TYPES",
+    "RESPONSE_TYPES",
+]
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DESCRIBE_TOPICS = 75
+
+
+ACKS_ALL = -1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+class _Response(Struct, kw_only=True, omit_defaults=True):
+    error_code: int = 0
+    error_message: str = ""
+
+
+# -- produce --------------------------------------------------------------------
+
+
+class ProducePartition(Struct, kw_only=True):
+    topic: str
+    partition: int
+    records: bytes  # one or more whole RecordBatches
+
+
+class ProduceRequest(Struct, kw_only=True):
+    acks: int = 1  # 0: no answer, 1: leader appended, -1: all in-sync replicas
+    timeout_ms: int = 30_000
+    partitions: list[ProducePartition] = []
+
+
+class ProducePartitionResult(Struct, kw_only=True, omit_defaults=True):
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+    base_offset: int = -1
+    log_start_offset: int = -1
+
+
+class ProduceResponse(_Response):
+    partitions: list[ProducePartitionResult] = []
+
+
+# -- fetch ----------------------------------------------------------------------
+
+
+class FetchPartition(Struct, kw_only=True):
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int = 1 << 20
+
+
+class FetchRequest(Struct, kw_only=True):
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 50 << 20
+    partitions: list[FetchPartition] = []
+
+
+class FetchPartitionResult(Struct, kw_only=True, omit_defaults=True):
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    records: bytes = b""
+
+
+class FetchResponse(_Response):
+    partitions: list[FetchPartitionResult] = []
+
+
+# -- list offsets ---------------------------------------------------------------------
+
+
+class ListOffsetsPartition(Struct, kw_only=True):
+    topic: str
+    partition: int
+    timestamp: int  # LATEST_TIMESTAMP, EARLIEST_TIMESTAMP or ms since the epoch
+
+
+class ListOffsetsRequest(Struct, kw_only=True):
+    partitions: list[ListOffsetsPartition] = []
+
+
+class ListOffsetsPartitionResult(Struct, kw_only=True, omit_defaults=True):
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+    offset: int = -1
+    timestamp: int = -1
+
+
+class ListOffsetsResponse(_Response):
+    partitions: list[ListOffsetsPartitionResult] = []
+
+
+# -- metadata ---------------------------------------------------------------------------
+
+
+class MetadataRequest(Struct, kw_only=True):
+    topics: list[str] | None = None  # None: every topic
+
+
+class BrokerInfo(Struct, kw_only=True):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class PartitionInfo(Struct, kw_only=True):
+    partition: int
+    leader: int
+    leader_epoch: int = 0
+    replicas: list[int] = []
+    isr: list[int] = []
+    error_code: int = 0
+
+
+class TopicInfo(Struct, kw_only=True, omit_defaults=True):
+    name: str
+    error_code: int = 0
+    error_message: str = ""
+    partitions: list[PartitionInfo] = []
+
+
+class MetadataResponse(_Response):
+    brokers: list[BrokerInfo] = []
+    controller_id: int = -1
+    topics: list[TopicInfo] = []
+
+
+# -- admin --------------------------------------------------------------------------------
+
+
+class NewTopic(Struct, kw_only=True):
+    name: str
+    partitions: int = 1
+    replication_factor: int = 1
+    configs: dict[str, str] = {}
+
+
+class CreateTopicsRequest(Struct, kw_only=True):
+    topics: list[NewTopic] = []
+    validate_only: bool = False
+
+
+class TopicResult(Struct, kw_only=True, omit_defaults=True):
+    name: str
+    error_code: int = 0
+    error_message: str = ""
+
+
+class CreateTopicsResponse(_Response):
+    topics: list[TopicResult] = []
+
+
+class DeleteTopicsRequest(Struct, kw_only=True):
+    names: list[str] = []
+
+
+class DeleteTopicsResponse(_Response):
+    topics: list[TopicResult] = []
+
+
+class DescribeTopicsRequest(Struct, kw_only=True):
+    names: list[str] | None = None
+
+
+class PartitionDescription(Struct, kw_only=True):
+    partition: int
+    leader: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    size_bytes: int
+    segments: int
+
+
+class TopicDescription(Struct, kw_only=True, omit_defaults=True):
+    name: str
+    error_code: int = 0
+    error_message: str = ""
+    configs: dict[str, str] = {}
+    partitions: list[PartitionDescription] = []
+
+
+class DescribeTopicsResponse(_Response):
+    topics: list[TopicDescription] = []
+
+
+class ApiVersionsRequest(Struct, kw_only=True):
+    client_name: str = ""
+
+
+class ApiVersion(Struct, kw_only=True):
+    api_key: int
+    min_version: int
+    max_version: int
+
+
+class ApiVersionsResponse(_Response):
+    apis: list[ApiVersion] = []
+
+
+class ErrorResponse(_Response):
+    """What a broker answers when it cannot even decode a request."""
+
+
+REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
+    ApiKey.PRODUCE: ProduceRequest,
+    ApiKey.FETCH: FetchRequest,
+    ApiKey.LIST_OFFSETS: ListOffsetsRequest,
+    ApiKey.METADATA: MetadataRequest,
+    ApiKey.API_VERSIONS: ApiVersionsRequest,
+    ApiKey.CREATE_TOPICS: CreateTopicsRequest,
+    ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
+    ApiKey.DESCRIBE_TOPICS: DescribeTopicsRequest,
+}
+
+RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
+    ApiKey.PRODUCE: ProduceResponse,
+    ApiKey.FETCH: FetchResponse,
+    ApiKey.LIST_OFFSETS: ListOffsetsResponse,
+    ApiKey.METADATA: MetadataResponse,
+    ApiKey.API_VERSIONS: ApiVersionsResponse,
+    ApiKey.CREATE_TOPICS: CreateTopicsResponse,
+    ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
+    ApiKey.DESCRIBE_TOPICS: DescribeTopicsResponse,
+}
+
+# (min, max) version the broker speaks per API; every API is at version 0.
+API_VERSIONS: dict[ApiKey, tuple[int, int]] = {api: (0, 0) for api in REQUEST_TYPES}
+
+DECODERS = {api: msgspec.msgpack.Decoder(cls) for api, cls in REQUEST_TYPES.items()}
+RESPONSE_DECODERS = {api: msgspec.msgpack.Decoder(cls) for api, cls in RESPONSE_TYPES.items()}
+ENCODER = msgspec.msgpack.Encoder()
+

@@ -1,0 +1,25 @@
+"""Kafka v2 RecordBatch codec: the format records travel and rest in."""
+
+from brokers.record.batch import (
+    BATCH_HEADER_BYTES,
+    BatchBuilder,
+    BatchHeader,
+    Record,
+    decode_records,
+    iter_batches,
+    read_header,
+    validate_batches,
+)
+from brokers.record.compression import Compression
+
+__all__ = [
+    "BATCH_HEADER_BYTES",
+    "BatchBuilder",
+    "BatchHeader",
+    "Compression",
+    "Record",
+    "decode_records",
+    "iter_batches",
+    "read_header",
+    "validate_batches",
+]

@@ -1,0 +1,474 @@
+"""Kafka v2 RecordBatch: build, validate and read batches.
+
+A batch on the wire and on disk (all integers big-endian)::
+
+    offset size field
+    0      8    baseOffset            stamped by the broker on append
+    8      4    batchLength           bytes after this field (total size - 12)
+    12     4    partitionLeaderEpoch  stamped by the broker on append
+    16     1    magic                 always 2
+    17     4    crc                   CRC-32C (Castagnoli) of bytes 21..end
+    21     2    attributes            bits 0-2 compression, 3 timestamp type,
+                                      4 transactional, 5 control batch
+    23     4    lastOffsetDelta       offset of the last record - baseOffset
+    27     8    baseTimestamp         ms since the epoch
+    35     8    maxTimestamp
+    43     8    producerId            -1 when not idempotent
+    51     2    producerEpoch
+    53     4    baseSequence
+    57     4    recordCount
+    61     ...  records, compressed as a whole when attributes say so
+
+The CRC starts at ``attributes``: baseOffset and partitionLeaderEpoch are
+assigned by the broker, and leaving them outside the CRC lets the broker stamp
+them into the producer's bytes without recomputing it. That is the whole trick
+of the hot path: the broker validates the CRC, stamps two fields and appends
+the bytes it received; it never parses individual records.
+
+A record inside the records section::
+
+    length          varint  bytes of the record after this field
+    attributes      int8    unused, 0
+    timestampDelta  varint  timestamp - baseTimestamp
+    offsetDelta     varint  offset - baseOffset
+    keyLength       varint  -1 for a null key
+    key             bytes
+    valueLength     varint  -1 for a null value (a tombstone)
+    value           bytes
+    headerCount     varint
+    headers         keyLength varint, key (UTF-8), valueLength varint, value
+
+All varints are zigzag varints (see ``varint.py``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from brokers.errors import CorruptRecordError
+from brokers.record.compression import Compression, compress, decompress
+from brokers.record.varint import SMALL_VARINT_LIMIT, SMALL_VARINTS, decode_varint, encode_varint
+
+__all__ = [
+    "BATCH_HEADER_BYTES",
+    "BatchBuilder",
+    "BatchHeader",
+    "Record",
+    "decode_records",
+    "iter_batches",
+    "read_header",
+    "stamp_batch",
+    "validate_batches",
+]
+
+BATCH_HEADER_BYTES = 61
+# Bytes before batchLength's end: baseOffset + batchLength.
+LOG_OVERHEAD_BYTES = 12
+MAGIC = 2
+CRC_START = 21
+# The smallest batchLength a well-formed batch can carry: header minus the
+# 12 bytes of baseOffset and batchLength.
+BATCH_LENGTH_MIN = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES
+
+ATTRIBUTE_COMPRESSION_MASK = 0x07
+ATTRIBUTE_LOG_APPEND_TIME = 0x08
+ATTRIBUTE_TRANSACTIONAL = 0x10
+ATTRIBUTE_CONTROL = 0x20
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, leader epoch, magic
+_CRC = struct.Struct(">I")
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+assert _HEADER.size == BATCH_HEADER_BYTES
+
+
+class BatchHeader(NamedTuple):
+    """The fixed 61-byte header of a batch, decoded."""
+
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch, header included."""
+        return self.batch_length + LOG_OVERHEAD_BYTES
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & ATTRIBUTE_COMPRESSION_MASK
+
+
+class Record(NamedTuple):
+    """One record read back from a batch."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+_make_record = tuple.__new__  # builds a Record without NamedTuple's Python-level __new__
+
+
+def read_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """Decode the batch header at ``position`` (the caller checks the length)."""
+    return BatchHeader._make(_HEADER.unpack_from(buffer, position))
+
+
+def iter_batches(buffer: bytes | memoryview, position: int = 0) -> Iterator[tuple[int, int, int]]:
+    """Yield (position, base offset, total size) of every whole batch in ``buffer``.
+
+    Stops at the first batch that is cut short; checks no CRC. Used to walk
+    trusted bytes (our own log) quickly, e.g. to trim a read to whole batches.
+    """
+    end = len(buffer)
+    unpack = _OFFSET_AND_LENGTH.unpack_from
+    while position + BATCH_HEADER_BYTES <= end:
+        base_offset, batch_length = unpack(buffer, position)
+        size = batch_length + LOG_OVERHEAD_BYTES
+        if batch_length < BATCH_LENGTH_MIN or position + size > end:
+            return
+        yield position, base_offset, size
+        position += size
+
+
+def validate_batches(
+    buffer: bytes | memoryview,
+    *,
+    batch_bytes_max: int,
+    from_producer: bool,
+) -> list[BatchHeader]:
+    """Check every batch in ``buffer``; return their headers.
+
+    Raises CorruptRecordError naming the first problem: a short or oversized
+    batch, a wrong magic byte, a CRC mismatch, a bad record count. With
+    ``from_producer`` the stricter producer rules apply too (at least one
+    record, offsets dense from 0, no control batches).
+    """
+    headers: list[BatchHeader] = []
+    end = len(buffer)
+    position = 0
+    if end == 0:
+        raise CorruptRecordError("no record batch in the request")
+    while position < end:
+        if end - position < BATCH_HEADER_BYTES:
+            raise CorruptRecordError(
+                f"batch at byte {position} is cut short: {end - position} bytes, header needs 61"
+            )
+        header = read_header(buffer, position)
+        size = header.batch_length + LOG_OVERHEAD_BYTES
+        if header.batch_length < BATCH_LENGTH_MIN:
+            raise CorruptRecordError(f"batch at byte {position} has length {header.batch_length}")
+        if size > batch_bytes_max:
+            raise CorruptRecordError(
+                f"batch at byte {position} is {size} bytes, over the limit of {batch_bytes_max}",
+                too_large=True,
+            )
+        if position + size > end:
+            raise CorruptRecordError(
+                f"batch at byte {position} is cut short: needs {size} bytes, has {end - position}"
+            )
+        if header.magic != MAGIC:
+            raise CorruptRecordError(f"batch at byte {position} has magic {header.magic}, expected 2")
+        actual_crc = crc32c(buffer[position + CRC_START : position + size])
+        if actual_crc != header.crc:
+            raise CorruptRecordError(
+                f"batch at byte {position} fails its CRC: stored {header.crc:#010x}, computed {actual_crc:#010x}"
+            )
+        if header.record_count < 0 or header.last_offset_delta < 0:
+            raise CorruptRecordError(f"batch at byte {position} has a negative record count or offset delta")
+        if from_producer:
+            if header.record_count == 0 or header.last_offset_delta != header.record_count - 1:
+                raise CorruptRecordError(
+                    f"batch at byte {position} has {header.record_count} records but last offset delta "
+                    f"{header.last_offset_delta}"
+                )
+            if header.attributes & ATTRIBUTE_CONTROL:
+                raise CorruptRecordError("producers may not send control batches")
+        headers.append(header)
+        position += size
+    return headers
+
+
+def stamp_batch(buffer: bytearray, position: int, base_offset: int, leader_epoch: int) -> None:
+    """Write the broker-assigned base offset and leader epoch into a batch.
+
+    Both fields sit before the CRC'd region, so the CRC stays valid.
+    """
+    _INT64.pack_into(buffer, position, base_offset)
+    _INT32.pack_into(buffer, position + 12, leader_epoch)
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    parts = [encode_varint(len(headers))]
+    for name, value in headers:
+        name_bytes = name.encode()
+        parts.append(encode_varint(len(name_bytes)))
+        parts.append(name_bytes)
+        if value is None:
+            parts.append(b"\x01")  # zigzag(-1)
+        else:
+            parts.append(encode_varint(len(value)))
+            parts.append(value)
+    return b"".join(parts)
+
+
+class BatchBuilder:
+    """Accumulates records into one batch; ``build()`` returns its bytes.
+
+    Owned by one task at a time (the producer's accumulator). Records are
+    encoded as they arrive so ``size_bytes`` is exact and ``build()`` only joins.
+    """
+
+    __slots__ = (
+        "_base_timestamp",
+        "_max_timestamp",
+        "_parts",
+        "_size_bytes",
+        "compression",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+    )
+
+    def __init__(
+        self,
+        compression: Compression = Compression.NONE,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+    ) -> None:
+        self._parts: list[bytes] = []
+        self._base_timestamp = -1
+        self._max_timestamp = -1
+        self._size_bytes = BATCH_HEADER_BYTES
+        self.compression = compression
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the batch if built now, before compression."""
+        return self._size_bytes
+
+    def append(
+        self,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> int:
+        """Add one record; return its offset delta within the batch."""
+        parts = self._parts
+        offset_delta = len(parts)
+        if offset_delta == 0:
+            self._base_timestamp = timestamp_ms
+        if timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        small = SMALL_VARINTS
+        limit = SMALL_VARINT_LIMIT
+        timestamp_delta = timestamp_ms - self._base_timestamp
+        if -limit <= timestamp_delta < limit:
+            timestamp_varint = small[timestamp_delta + limit]
+        else:
+            timestamp_varint = encode_varint(timestamp_delta)
+        offset_varint = small[offset_delta + limit] if offset_delta < limit else encode_varint(offset_delta)
+        if key is None:
+            key_part = b"\x01"
+        else:
+            key_length = len(key)
+            key_part = (small[key_length + limit] if key_length < limit else encode_varint(key_length)) + key
+        if value is None:
+            value_part = b"\x01"
+        else:
+            value_length = len(value)
+            value_part = (
+                small[value_length + limit] if value_length < limit else encode_varint(value_length)
+            ) + value
+        header_part = _encode_headers(headers) if headers else b"\x00"
+        body_length = (
+            1 + len(timestamp_varint) + len(offset_varint) + len(key_part) + len(value_part) + len(header_part)
+        )
+        length_varint = small[body_length + limit] if body_length < limit else encode_varint(body_length)
+        record = b"".join(
+            (length_varint, b"\x00", timestamp_varint, offset_varint, key_part, value_part, header_part)
+        )
+        parts.append(record)
+        self._size_bytes += len(record)
+        return offset_delta
+
+    def build(self) -> bytes:
+        """Return the batch's bytes with base offset 0 and leader epoch -1."""
+        count = len(self._parts)
+        if count == 0:
+            raise ValueError("cannot build an empty batch")
+        records = b"".join(self._parts)
+        if self.compression != Compression.NONE:
+            records = compress(self.compression, records)
+        after_crc = _AFTER_CRC.pack(
+            int(self.compression),
+            count - 1,
+            self._base_timestamp,
+            self._max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            count,
+        )
+        crc = crc32c(records, crc32c(after_crc))
+        batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(records)
+        return b"".join((_PREFIX.pack(0, batch_length, -1, MAGIC), _CRC.pack(crc), after_crc, records))
+
+
+def decode_records(buffer: bytes | memoryview, position: int = 0) -> list[Record]:
+    """Decode every record of the batch at ``position`` (CRC not checked here)."""
+    header = read_header(buffer, position)
+    end = position + header.batch_length + LOG_OVERHEAD_BYTES
+    if end > len(buffer):
+        raise CorruptRecordError("batch is cut short")
+    codec = header.attributes & ATTRIBUTE_COMPRESSION_MASK
+    if codec:
+        data: bytes = decompress(codec, buffer[position + BATCH_HEADER_BYTES : end])
+    else:
+        data = bytes(buffer[position + BATCH_HEADER_BYTES : end])
+    try:
+        return _decode_record_section(data, header.base_offset, header.base_timestamp, header.record_count)
+    except (IndexError, ValueError) as exc:
+        raise CorruptRecordError(f"malformed record in batch at offset {header.base_offset}: {exc}") from exc
+
+
+def _decode_record_section(data: bytes, base_offset: int, base_timestamp: int, count: int) -> list[Record]:
+    # One function with the one-byte varint case inlined: this loop is the
+    # consumer's hot path, and a call per varint would double its cost.
+    out: list[Record] = []
+    append = out.append
+    make = _make_record
+    position = 0
+    for _ in range(count):
+        byte = data[position]
+        if byte < 0x80:
+            length = (byte >> 1) ^ -(byte & 1)
+            position += 1
+        elif data[position + 1] < 0x80:
+            byte = (byte & 0x7F) | (data[position + 1] << 7)
+            length = (byte >> 1) ^ -(byte & 1)
+            position += 2
+        else:
+            length, position = decode_varint(data, position)
+        record_end = position + length
+        position += 1  # attributes
+        byte = data[position]
+        if byte < 0x80:
+            timestamp_delta = (byte >> 1) ^ -(byte & 1)
+            position += 1
+        elif data[position + 1] < 0x80:
+            byte = (byte & 0x7F) | (data[position + 1] << 7)
+            timestamp_delta = (byte >> 1) ^ -(byte & 1)
+            position += 2
+        else:
+            timestamp_delta, position = decode_varint(data, position)
+        byte = data[position]
+        if byte < 0x80:
+            offset_delta = (byte >> 1) ^ -(byte & 1)
+            position += 1
+        elif data[position + 1] < 0x80:
+            byte = (byte & 0x7F) | (data[position + 1] << 7)
+            offset_delta = (byte >> 1) ^ -(byte & 1)
+            position += 2
+        else:
+            offset_delta, position = decode_varint(data, position)
+        byte = data[position]
+        if byte < 0x80:
+            key_length = (byte >> 1) ^ -(byte & 1)
+            position += 1
+        elif data[position + 1] < 0x80:
+            byte = (byte & 0x7F) | (data[position + 1] << 7)
+            key_length = (byte >> 1) ^ -(byte & 1)
+            position += 2
+        else:
+            key_length, position = decode_varint(data, position)
+        if key_length < 0:
+            key = None
+        else:
+            key = data[position : position + key_length]
+            position += key_length
+        byte = data[position]
+        if byte < 0x80:
+            value_length = (byte >> 1) ^ -(byte & 1)
+            position += 1
+        elif data[position + 1] < 0x80:
+            byte = (byte & 0x7F) | (data[position + 1] << 7)
+            value_length = (byte >> 1) ^ -(byte & 1)
+            position += 2
+        else:
+            value_length, position = decode_varint(data, position)
+        if value_length < 0:
+            value = None
+        else:
+            value = data[position : position + value_length]
+            position += value_length
+        if data[position] == 0:
+            headers: tuple[tuple[str, bytes | None], ...] = ()
+        else:
+            headers = _decode_headers(data, position, record_end)
+        if position >= record_end or record_end > len(data):
+            raise ValueError("record overruns its length")
+        position = record_end
+        append(
+            make(Record, (base_offset + offset_delta, base_timestamp + timestamp_delta, key, value, headers))
+        )
+    return out
+
+
+def _decode_headers(data: bytes, position: int, end: int) -> tuple[tuple[str, bytes | None], ...]:
+    count, position = decode_varint(data, position)
+    if count < 0 or count > end - position:
+        raise ValueError(f"bad header count {count}")
+    headers = []
+    for _ in range(count):
+        name_length, position = decode_varint(data, position)
+        if name_length < 0:
+            raise ValueError("null header key")
+        name = data[position : position + name_length].decode()
+        position += name_length
+        value_length, position = decode_varint(data, position)
+        if value_length < 0:
+            value = None
+        else:
+            value = data[position : position + value_length]
+            position += value_length
+        headers.append((name, value))
+    if position > end:
+        raise ValueError("headers overrun the record")
+    return tuple(headers)

@@ -1,0 +1,5 @@
+"""The broker process: asyncio server speaking the native protocol over the logs."""
+
+from brokers.server.broker import Broker, BrokerConfig
+
+__all__ = ["Broker", "BrokerConfig"]

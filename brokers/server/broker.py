@@ -1,0 +1,436 @@
+"""The broker: request handlers over a LogManager, and the process lifecycle.
+
+Ownership: everything here runs on the event-loop thread, except the fsync
+calls handed to worker threads (``Log.flush``), which only touch file
+descriptors and publish a durable offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import struct
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import msgspec
+from prometheus_client import start_http_server
+
+from brokers import errors
+from brokers.errors import BrokerError, InvalidRequestError, UnsupportedVersionError
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.record.batch import iter_batches
+from brokers.server.connection import BrokerConnection
+from brokers.server.metrics import BrokerMetrics
+from brokers.storage import Log, LogManager, TopicConfig
+
+__all__ = ["Broker", "BrokerConfig"]
+
+log = logging.getLogger(__name__)
+
+_RECORD_COUNT = struct.Struct(">i")
+FETCH_WAIT_MS_MAX = 30_000
+
+
+@dataclass
+class BrokerConfig:
+    broker_id: int
+    data_dir: str
+    host: str = "127.0.0.1"
+    port: int = 9401
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    metrics_host: str | None = None  # None: no metrics endpoint
+    metrics_port: int = 0
+    frame_bytes_max: int = 100 << 20  # largest request accepted (socket.request.max.bytes)
+    in_flight_per_connection_max: int = 100
+    checkpoint_interval_ms: int = 5_000
+    retention_check_interval_ms: int = 300_000
+    flush_check_interval_ms: int = 50
+
+
+class Broker:
+    """A single broker: serves produce, fetch, offsets, metadata and topic admin."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.logs = LogManager(config.data_dir)
+        self.metrics = BrokerMetrics(lambda: self.logs)
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[BrokerConnection] = set()
+        self._background: list[asyncio.Task] = []
+        # Long-polling fetches waiting for data, per partition.
+        self._data_waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
+        # The fsync in progress per log, shared by every produce waiting on it (group commit).
+        self._flushes: dict[Log, asyncio.Future] = {}
+        self._stopped = asyncio.Event()
+        self.port = config.port
+        self._handlers = {
+            ApiKey.PRODUCE: self._produce,
+            ApiKey.FETCH: self._fetch,
+            ApiKey.LIST_OFFSETS: self._list_offsets,
+            ApiKey.METADATA: self._metadata,
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.DESCRIBE_TOPICS: self._describe_topics,
+        }
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.logs.open()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self.config.host, self.config.port, reuse_address=True, backlog=1024
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if self.config.metrics_host is not None:
+            server, _thread = start_http_server(
+                self.config.metrics_port, addr=self.config.metrics_host, registry=self.metrics.registry
+            )
+            self.metrics_port = server.server_port
+            self._metrics_server = server
+            log.info("metrics on http://%s:%d/metrics", self.config.metrics_host, self.metrics_port)
+        self._background = [
+            loop.create_task(self._every(self.config.flush_check_interval_ms, self._flush_due)),
+            loop.create_task(self._every(self.config.checkpoint_interval_ms, self._checkpoint)),
+            loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
+        ]
+        log.info(
+            "broker %d listening on %s:%d, data in %s",
+            self.config.broker_id,
+            self.config.host,
+            self.port,
+            self.logs.data_dir,
+        )
+
+    async def stop(self) -> None:
+        """Stop serving, then flush and checkpoint every log (a clean shutdown)."""
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for flush in list(self._flushes.values()):
+            await asyncio.gather(flush, return_exceptions=True)
+        self.logs.close()
+        if getattr(self, "_metrics_server", None) is not None:
+            self._metrics_server.shutdown()
+        log.info("broker %d stopped cleanly", self.config.broker_id)
+        self._stopped.set()
+
+    async def serve_forever(self) -> None:
+        """Run until SIGTERM or SIGINT, then stop cleanly."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        stop_requested = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop_requested.set)
+        await stop_requested.wait()
+        log.info("shutting down on signal")
+        await self.stop()
+
+    def _new_connection(self) -> BrokerConnection:
+        connection = BrokerConnection(
+            self.dispatch,
+            frame_bytes_max=self.config.frame_bytes_max,
+            in_flight_max=self.config.in_flight_per_connection_max,
+            on_close=self._connections.discard,
+        )
+        self._connections.add(connection)
+        return connection
+
+    async def _every(self, interval_ms: int, action) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await action()
+            except Exception:
+                log.exception("background task %s failed", action.__name__)
+
+    async def _flush_due(self) -> None:
+        now = time.monotonic()
+        for log_ in list(self.logs.logs.values()):
+            interval_ms = log_.config.flush_interval_ms
+            if interval_ms > 0 and log_.log_end_offset > log_.flushed_offset:
+                if (now - log_.last_flush_monotonic) * 1000 >= interval_ms:
+                    await self._flush(log_)
+
+    async def _checkpoint(self) -> None:
+        self.logs.checkpoint()
+
+    async def _enforce_retention(self) -> None:
+        self.logs.enforce_retention()
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    async def dispatch(self, api_key: int, api_version: int, body: memoryview) -> bytes | None:
+        """Decode, handle and encode one request; never raises."""
+        started = time.perf_counter()
+        try:
+            api = ApiKey(api_key)
+        except ValueError:
+            return _error_body(UnsupportedVersionError(f"unknown API key {api_key}"))
+        low, high = m.API_VERSIONS[api]
+        if not low <= api_version <= high:
+            return _error_body(
+                UnsupportedVersionError(f"{api.name} version {api_version} unsupported (supported {low}-{high})")
+            )
+        try:
+            request = m.DECODERS[api].decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return _error_body(InvalidRequestError(f"cannot decode {api.name} request: {exc}"))
+        try:
+            response = await self._handlers[api](request)
+        except BrokerError as exc:
+            return _error_body(exc)
+        except Exception as exc:
+            log.exception("unexpected error handling %s", api.name)
+            return _error_body(errors.UnknownServerError(f"{type(exc).__name__}: {exc}"))
+        finally:
+            self.metrics.request_latency.labels(api.name).observe(time.perf_counter() - started)
+        return None if response is None else m.ENCODER.encode(response)
+
+    # -- produce -----------------------------------------------------------------------------
+
+    async def _produce(self, request: m.ProduceRequest) -> m.ProduceResponse | None:
+        if request.acks not in (0, 1, m.ACKS_ALL):
+            raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {request.acks}")
+        results: list[m.ProducePartitionResult] = []
+        durable_waits: list[tuple[Log, int]] = []
+        # Append every partition before the first await (see connection.py on ordering).
+        for part in request.partitions:
+            result = m.ProducePartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                log_ = self.logs.get_log(part.topic, part.partition)
+                appended = log_.append(bytearray(part.records), leader_epoch=0)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            except OSError as exc:
+                log.error("disk write failed for %s-%d: %s", part.topic, part.partition, exc)
+                result.error_code = errors.StorageError.errno
+                result.error_message = f"disk write failed: {exc}"
+            else:
+                # A single replica: committed as soon as it is appended.
+                log_.high_watermark = log_.log_end_offset
+                result.base_offset = appended.base_offset
+                result.log_start_offset = log_.log_start_offset
+                self.metrics.messages_in.labels(part.topic).inc(appended.record_count)
+                self.metrics.bytes_in.labels(part.topic).inc(appended.size_bytes)
+                self._wake_fetchers(part.topic, part.partition)
+                if log_.config.flush_interval_ms == 0:
+                    durable_waits.append((log_, appended.last_offset))
+            results.append(result)
+        for log_, last_offset in durable_waits:
+            await self._until_durable(log_, last_offset)
+        if request.acks == 0:
+            return None
+        return m.ProduceResponse(partitions=results)
+
+    async def _until_durable(self, log_: Log, offset: int) -> None:
+        """Wait until ``offset`` is fsynced, sharing fsyncs between producers."""
+        while log_.flushed_offset <= offset:
+            await asyncio.shield(self._flush(log_))
+
+    def _flush(self, log_: Log) -> asyncio.Future:
+        flush = self._flushes.get(log_)
+        if flush is None:
+            flush = asyncio.ensure_future(asyncio.to_thread(log_.flush))
+            self._flushes[log_] = flush
+            flush.add_done_callback(lambda _f, key=log_: self._flushes.pop(key, None))
+        return flush
+
+    def _wake_fetchers(self, topic: str, partition: int) -> None:
+        waiters = self._data_waiters.pop((topic, partition), None)
+        if waiters:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    # -- fetch ---------------------------------------------------------------------------------
+
+    async def _fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+        if request.max_bytes <= 0 or any(p.partition_max_bytes <= 0 for p in request.partitions):
+            raise errors.InvalidFetchSizeError("max_bytes and partition_max_bytes must be positive")
+        wait_ms = min(max(request.max_wait_ms, 0), FETCH_WAIT_MS_MAX)
+        deadline = time.monotonic() + wait_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            results, total_bytes, any_error = self._read_partitions(request)
+            remaining = deadline - time.monotonic()
+            if total_bytes >= request.min_bytes or any_error or remaining <= 0:
+                break
+            waiter = loop.create_future()
+            keys = [(p.topic, p.partition) for p in request.partitions]
+            for key in keys:
+                self._data_waiters[key].add(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                for key in keys:
+                    waiters = self._data_waiters.get(key)
+                    if waiters is not None:
+                        waiters.discard(waiter)
+                        if not waiters:
+                            del self._data_waiters[key]
+        for result in results:
+            if result.records:
+                count = 0
+                for position, _base, _size in iter_batches(result.records):
+                    count += _RECORD_COUNT.unpack_from(result.records, position + 57)[0]
+                self.metrics.messages_out.labels(result.topic).inc(count)
+                self.metrics.bytes_out.labels(result.topic).inc(len(result.records))
+        return m.FetchResponse(partitions=results)
+
+    def _read_partitions(self, request: m.FetchRequest) -> tuple[list[m.FetchPartitionResult], int, bool]:
+        results = []
+        budget = request.max_bytes
+        total = 0
+        any_error = False
+        for part in request.partitions:
+            result = m.FetchPartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                log_ = self.logs.get_log(part.topic, part.partition)
+                if budget > 0:
+                    read = log_.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+                    result.records = read.records
+                else:
+                    # Out of budget: report offsets only.
+                    read = log_.read(part.fetch_offset, 1, max_offset=part.fetch_offset)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+                any_error = True
+            else:
+                result.high_watermark = read.high_watermark
+                result.log_start_offset = read.log_start_offset
+                result.log_end_offset = read.log_end_offset
+                budget -= len(result.records)
+                total += len(result.records)
+            results.append(result)
+        return results, total, any_error
+
+    # -- offsets and metadata ----------------------------------------------------------------------
+
+    async def _list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        results = []
+        for part in request.partitions:
+            result = m.ListOffsetsPartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                log_ = self.logs.get_log(part.topic, part.partition)
+                if part.timestamp == m.LATEST_TIMESTAMP:
+                    result.offset = log_.high_watermark
+                elif part.timestamp == m.EARLIEST_TIMESTAMP:
+                    result.offset = log_.log_start_offset
+                elif part.timestamp < 0:
+                    raise InvalidRequestError(f"timestamp {part.timestamp} is neither -1, -2 nor a time")
+                else:
+                    result.offset, result.timestamp = log_.offset_for_timestamp(part.timestamp)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            results.append(result)
+        return m.ListOffsetsResponse(partitions=results)
+
+    def _advertised(self) -> tuple[str, int]:
+        return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.port)
+
+    async def _metadata(self, request: m.MetadataRequest) -> m.MetadataResponse:
+        host, port = self._advertised()
+        me = self.config.broker_id
+        names = list(self.logs.topics) if request.topics is None else request.topics
+        topics = []
+        for name in names:
+            config = self.logs.topics.get(name)
+            if config is None:
+                topics.append(
+                    m.TopicInfo(
+                        name=name,
+                        error_code=errors.UnknownTopicOrPartitionError.errno,
+                        error_message=f"topic {name!r} does not exist",
+                    )
+                )
+                continue
+            partitions = [
+                m.PartitionInfo(partition=p, leader=me, replicas=[me], isr=[me]) for p in range(config.partitions)
+            ]
+            topics.append(m.TopicInfo(name=name, partitions=partitions))
+        return m.MetadataResponse(
+            brokers=[m.BrokerInfo(node_id=me, host=host, port=port)], controller_id=-1, topics=topics
+        )
+
+    async def _api_versions(self, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
+        return m.ApiVersionsResponse(
+            apis=[m.ApiVersion(api_key=int(k), min_version=lo, max_version=hi) for k, (lo, hi) in m.API_VERSIONS.items()]
+        )
+
+    # -- topic admin --------------------------------------------------------------------------------
+
+    async def _create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        results = []
+        for topic in request.topics:
+            result = m.TopicResult(name=topic.name)
+            try:
+                if topic.replication_factor != 1:
+                    raise errors.InvalidReplicationFactorError(
+                        f"replication factor {topic.replication_factor} needs a cluster; this broker runs alone"
+                    )
+                config = TopicConfig.from_settings(topic.partitions, topic.replication_factor, topic.configs)
+                if not request.validate_only:
+                    self.logs.create_topic(topic.name, config)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            results.append(result)
+        return m.CreateTopicsResponse(topics=results)
+
+    async def _delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        results = []
+        for name in request.names:
+            result = m.TopicResult(name=name)
+            try:
+                self.logs.delete_topic(name)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            results.append(result)
+        return m.DeleteTopicsResponse(topics=results)
+
+    async def _describe_topics(self, request: m.DescribeTopicsRequest) -> m.DescribeTopicsResponse:
+        names = sorted(self.logs.topics) if request.names is None else request.names
+        out = []
+        for name in names:
+            config = self.logs.topics.get(name)
+            if config is None:
+                out.append(
+                    m.TopicDescription(
+                        name=name,
+                        error_code=errors.UnknownTopicOrPartitionError.errno,
+                        error_message=f"topic {name!r} does not exist",
+                    )
+                )
+                continue
+            partitions = []
+            for p in range(config.partitions):
+                log_ = self.logs.get_log(name, p)
+                partitions.append(
+                    m.PartitionDescription(
+                        partition=p,
+                        leader=self.config.broker_id,
+                        log_start_offset=log_.log_start_offset,
+                        log_end_offset=log_.log_end_offset,
+                        high_watermark=log_.high_watermark,
+                        size_bytes=log_.size_bytes,
+                        segments=len(log_.segments),
+                    )
+                )
+            out.append(m.TopicDescription(name=name, configs=config.to_settings(), partitions=partitions))
+        return m.DescribeTopicsResponse(topics=out)
+
+
+def _error_body(exc: BrokerError) -> bytes:
+    return m.ENCODER.encode(m.ErrorResponse(error_code=exc.errno, error_message=exc.message))

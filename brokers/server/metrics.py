@@ -1,0 +1,53 @@
+"""Prometheus metrics of one broker (its own registry, so tests may run several)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from brokers.storage import LogManager
+
+__all__ = ["BrokerMetrics"]
+
+
+class _LogSizeCollector:
+    """Reports log size and offsets per partition at scrape time."""
+
+    def __init__(self, logs: Callable[[], LogManager]) -> None:
+        self._logs = logs
+
+    def collect(self) -> Iterable[Metric]:
+        size = GaugeMetricFamily("tideway_log_size_bytes", "Bytes on disk per partition", labels=["topic", "partition"])
+        end = GaugeMetricFamily("tideway_log_end_offset", "Next offset to be written", labels=["topic", "partition"])
+        start = GaugeMetricFamily("tideway_log_start_offset", "First offset kept", labels=["topic", "partition"])
+        for (topic, partition), log_ in list(self._logs().logs.items()):
+            labels = [topic, str(partition)]
+            size.add_metric(labels, log_.size_bytes)
+            end.add_metric(labels, log_.log_end_offset)
+            start.add_metric(labels, log_.log_start_offset)
+        return [size, end, start]
+
+
+class BrokerMetrics:
+    def __init__(self, logs: Callable[[], LogManager]) -> None:
+        self.registry = CollectorRegistry()
+        self.messages_in = Counter(
+            "tideway_messages_in", "Records appended", ["topic"], registry=self.registry
+        )
+        self.bytes_in = Counter("tideway_bytes_in", "Batch bytes appended", ["topic"], registry=self.registry)
+        self.messages_out = Counter(
+            "tideway_messages_out", "Records served to fetches", ["topic"], registry=self.registry
+        )
+        self.bytes_out = Counter("tideway_bytes_out", "Batch bytes served to fetches", ["topic"], registry=self.registry)
+        self.request_latency = Histogram(
+            "tideway_request_latency_seconds",
+            "Time from a request's arrival to its answer",
+            ["api"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.registry.register(_LogSizeCollector(logs))

@@ -1,0 +1,121 @@
+"""Per-topic storage configuration, parsed from Kafka-style string settings."""
+
+from __future__ import annotations
+
+import re
+import msgspec
+
+from brokers.errors import InvalidConfigError, InvalidTopicError
+
+__all__ = ["TopicConfig", "validate_topic_name"]
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+DAY_MS = 24 * 3600 * 1000
+
+
+def validate_topic_name(name: str) -> None:
+    """Raise InvalidTopicError unless ``name`` is a legal topic name."""
+    if not isinstance(name, str) or not _TOPIC_NAME.match(name) or name in (".", ".."):
+        raise InvalidTopicError(
+            f"invalid topic name {name!r}: use 1-200 characters of letters, digits, '.', '_' and '-'"
+        )
+
+
+class TopicConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How one topic's partitions are stored. Units are in the names."""
+
+    partitions: int = 1
+    replication_factor: int = 1
+    # fsync policy: flush_interval_ms = 0 -> fsync before every acknowledgement
+    # ("always"); > 0 -> fsync every that many ms; -1 -> leave it to the page
+    # cache and replication ("none").
+    flush_interval_ms: int = -1
+    retention_ms: int = 7 * DAY_MS  # -1 keeps data forever
+    retention_bytes: int = -1  # per partition; -1 means no size limit
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * DAY_MS
+    max_message_bytes: int = 1 << 20  # largest batch a producer may send
+    index_interval_bytes: int = 4096
+    min_insync_replicas: int = 1
+
+    @classmethod
+    def from_settings(cls, partitions: int, replication_factor: int, settings: dict[str, str]) -> TopicConfig:
+        """Build a config from string settings such as {"retention.ms": "60000"}.
+
+        Raises InvalidConfigError naming the first bad setting.
+        """
+        if not isinstance(partitions, int) or partitions < 1 or partitions > 10_000:
+            from brokers.errors import InvalidPartitionsError
+
+            raise InvalidPartitionsError(f"partitions must be 1..10000, got {partitions!r}")
+        values: dict[str, int] = {}
+        for name, raw in settings.items():
+            field = _SETTING_FIELDS.get(name)
+            if field is None:
+                known = ", ".join(sorted(_SETTING_FIELDS))
+                raise InvalidConfigError(f"unknown topic setting {name!r}; known settings: {known}")
+            values[field] = _parse_setting(name, field, str(raw))
+        config = cls(partitions=partitions, replication_factor=replication_factor, **values)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Raise InvalidConfigError if a value is out of range."""
+        if self.segment_bytes < 1024:
+            raise InvalidConfigError("segment.bytes must be at least 1024")
+        if self.segment_ms < 1:
+            raise InvalidConfigError("segment.ms must be positive")
+        if self.max_message_bytes < 64 or self.max_message_bytes > 64 << 20:
+            raise InvalidConfigError("max.message.bytes must be 64 .. 67108864")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise InvalidConfigError("retention.ms and retention.bytes must be -1 or positive")
+        if self.flush_interval_ms < -1:
+            raise InvalidConfigError("flush must be always, none or a positive number of ms")
+        if self.index_interval_bytes < 1:
+            raise InvalidConfigError("index.interval.bytes must be positive")
+        if self.min_insync_replicas < 1:
+            raise InvalidConfigError("min.insync.replicas must be at least 1")
+
+    def to_settings(self) -> dict[str, str]:
+        """The inverse of ``from_settings`` (for describe)."""
+        out = {}
+        for name, field in _SETTING_FIELDS.items():
+            value = getattr(self, field)
+            if name == "flush":
+                out[name] = {0: "always", -1: "none"}.get(value, str(value))
+            else:
+                out[name] = str(value)
+        return out
+
+    @property
+    def flush_policy(self) -> str:
+        return {0: "always", -1: "none"}.get(self.flush_interval_ms, f"{self.flush_interval_ms}ms")
+
+
+_SETTING_FIELDS = {
+    "flush": "flush_interval_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "max.message.bytes": "max_message_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "min.insync.replicas": "min_insync_replicas",
+}
+
+
+def _parse_setting(name: str, field: str, raw: str) -> int:
+    if field == "flush_interval_ms":
+        lowered = raw.strip().lower()
+        if lowered == "always":
+            return 0
+        if lowered == "none":
+            return -1
+        raw = lowered.removesuffix("ms")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidConfigError(f"topic setting {name} must be a whole number, got {raw!r}") from None
+    if field == "flush_interval_ms" and value < 1:
+        raise InvalidConfigError("flush must be always, none or a positive number of ms")
+    return value

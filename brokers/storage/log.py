@@ -1,0 +1,291 @@
+"""A partition replica's log: an ordered list of segments with one active tail.
+
+Offsets are dense and assigned here, at append. The log start offset is the
+base offset of the first segment (retention removes whole segments); the log
+end offset (LEO) is the next offset to be assigned. ``high_watermark`` is kept
+by the replica layer above (for a single replica it follows the LEO); reads
+for consumers stop at it.
+
+Ownership: a Log is used by the broker's event-loop thread. ``flush`` may run
+in a flusher thread; it only fsyncs file descriptors and then publishes the
+offset it made durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from bisect import bisect_right
+from typing import NamedTuple
+
+from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from brokers.record.batch import BatchHeader, decode_records, stamp_batch, validate_batches
+from brokers.storage.config import TopicConfig
+from brokers.storage.segment import Segment
+
+__all__ = ["AppendResult", "Log", "ReadResult"]
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    record_count: int
+    size_bytes: int
+
+
+class ReadResult(NamedTuple):
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Log:
+    """The segments of one partition replica in one directory."""
+
+    def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[Segment] = []
+        self._base_offsets: list[int] = []
+        self.high_watermark = 0
+        self.flushed_offset = 0  # every offset below this is on disk (fsynced)
+        self.last_flush_monotonic = time.monotonic()
+
+    @classmethod
+    def open(
+        cls, directory: str, topic: str, partition: int, config: TopicConfig, *, recovery_point: int | None
+    ) -> Log:
+        """Open (or create) the log in ``directory``.
+
+        ``recovery_point`` None means the broker shut down cleanly and the
+        files are trusted; otherwise segments from the one holding the recovery
+        point onward are CRC-checked and cut at the first torn or corrupt batch.
+        """
+        os.makedirs(directory, exist_ok=True)
+        instance = cls(directory, topic, partition, config)
+        instance._load(recovery_point)
+        return instance
+
+    def _load(self, recovery_point: int | None) -> None:
+        base_offsets = sorted(
+            int(match.group(1)) for name in os.listdir(self.directory) if (match := _SEGMENT_FILE.match(name))
+        )
+        for name in os.listdir(self.directory):
+            if name.endswith(".tmp"):
+                os.unlink(os.path.join(self.directory, name))
+        recover_from = None
+        if recovery_point is not None and base_offsets:
+            slot = max(bisect_right(base_offsets, recovery_point) - 1, 0)
+            recover_from = base_offsets[slot]
+        truncated_at: int | None = None
+        for base_offset in base_offsets:
+            segment = Segment(self.directory, base_offset, self.config.index_interval_bytes)
+            if truncated_at is not None:
+                log.warning(
+                    "deleting segment %s: it follows corruption in an earlier segment", segment.log_path
+                )
+                segment.delete()
+                continue
+            recover = recover_from is not None and base_offset >= recover_from
+            truncated = segment.load(recover=recover)
+            self.segments.append(segment)
+            if truncated:
+                truncated_at = segment.next_offset
+        if not self.segments:
+            self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes))
+        self._base_offsets = [segment.base_offset for segment in self.segments]
+        self.high_watermark = self.log_end_offset
+        self.flushed_offset = self.log_end_offset if recovery_point is None else min(
+            recovery_point, self.log_end_offset
+        )
+
+    # -- properties -----------------------------------------------------------
+
+    @property
+    def active_segment(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self.segments)
+
+    # -- writing ----------------------------------------------------------------
+
+    def append(self, data: bytearray, *, leader_epoch: int, now_ms: int | None = None) -> AppendResult:
+        """Validate producer batches, assign their offsets, and append them.
+
+        ``data`` is modified in place (base offsets and leader epoch stamped).
+        Raises CorruptRecordError or MessageTooLargeError and writes nothing
+        when any batch in ``data`` is bad.
+        """
+        try:
+            headers = validate_batches(data, batch_bytes_max=self.config.max_message_bytes, from_producer=True)
+        except CorruptRecordError as exc:
+            if exc.too_large:
+                raise MessageTooLargeError(exc.message) from None
+            raise
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self._maybe_roll(len(data), now_ms)
+        base_offset = next_offset = self.log_end_offset
+        stamped: list[BatchHeader] = []
+        position = 0
+        records = 0
+        for header in headers:
+            stamp_batch(data, position, next_offset, leader_epoch)
+            stamped.append(header._replace(base_offset=next_offset, leader_epoch=leader_epoch))
+            next_offset += header.last_offset_delta + 1
+            records += header.record_count
+            position += header.size
+        self.active_segment.append(data, stamped)
+        return AppendResult(base_offset, next_offset - 1, records, len(data))
+
+    def _maybe_roll(self, incoming_bytes: int, now_ms: int) -> None:
+        active = self.active_segment
+        if active.size_bytes == 0:
+            return
+        too_big = active.size_bytes + incoming_bytes > self.config.segment_bytes
+        too_old = active.first_timestamp >= 0 and now_ms - active.first_timestamp > self.config.segment_ms
+        # Relative offsets in the index are 32-bit.
+        too_many = active.next_offset - active.base_offset > 2**31 - 2**20
+        if too_big or too_old or too_many:
+            self.roll()
+
+    def roll(self) -> None:
+        """Close the active segment for writing and start a new one at the LEO."""
+        active = self.active_segment
+        if active.size_bytes == 0:
+            return
+        active.write_indexes()
+        active.fsync()
+        segment = Segment(self.directory, active.next_offset, self.config.index_interval_bytes)
+        self.segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+        log.debug("rolled %s-%d to a new segment at %d", self.topic, self.partition, segment.base_offset)
+
+    def flush(self) -> int:
+        """fsync every segment holding unflushed data; return the durable offset.
+
+        Safe to call from a flusher thread while the loop thread appends: the
+        offset published is the LEO seen before the fsyncs started.
+        """
+        target = self.log_end_offset
+        for segment in list(self.segments):
+            if segment.next_offset > self.flushed_offset and segment.fd >= 0:
+                segment.fsync()
+        if target > self.flushed_offset:
+            self.flushed_offset = target
+        self.last_flush_monotonic = time.monotonic()
+        return target
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or after ``offset`` (replication uses this)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._base_offsets.pop()
+        self.active_segment.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
+
+    # -- reading ----------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
+        """Whole batches from ``offset``, stopping below ``max_offset`` (default: the HW).
+
+        Raises OffsetOutOfRangeError below the log start or past the log end.
+        """
+        limit = self.high_watermark if max_offset is None else max_offset
+        start, end = self.log_start_offset, self.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside {self.topic}-{self.partition}'s range [{start}, {end}]"
+            )
+        data = b""
+        if offset < limit:
+            slot = bisect_right(self._base_offsets, offset) - 1
+            for segment in self.segments[slot:]:
+                data = segment.read(offset, max_bytes, limit)
+                if data or segment.next_offset > offset:
+                    break
+        return ReadResult(data, self.high_watermark, start, end)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int]:
+        """(offset, timestamp) of the first record at or after ``timestamp_ms``; (-1, -1) if none."""
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            for position, header in segment.batch_headers_from_timestamp(timestamp_ms):
+                batch = segment.read_batch(position, header.size)
+                for record in decode_records(batch):
+                    if record.timestamp_ms >= timestamp_ms and record.offset < self.high_watermark:
+                        return record.offset, record.timestamp_ms
+        return -1, -1
+
+    # -- retention and lifecycle ----------------------------------------------
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms or retention.bytes; return how many."""
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        active = self.active_segment
+        if (
+            retention_ms >= 0
+            and active.size_bytes
+            and now_ms - active.max_timestamp > retention_ms
+            and self.high_watermark == self.log_end_offset
+        ):
+            # Every record is expired: roll so the whole log can go.
+            self.roll()
+        deleted = 0
+        total_bytes = self.size_bytes
+        while len(self.segments) > 1:
+            oldest = self.segments[0]
+            if oldest.next_offset > self.high_watermark:
+                break  # never delete what consumers cannot see yet
+            expired = retention_ms >= 0 and now_ms - oldest.max_timestamp > retention_ms
+            oversize = retention_bytes >= 0 and total_bytes - oldest.size_bytes >= retention_bytes
+            if not (expired or oversize):
+                break
+            log.info(
+                "retention: deleting segment %s of %s-%d (offsets %d..%d, %d bytes, %s)",
+                os.path.basename(oldest.log_path),
+                self.topic,
+                self.partition,
+                oldest.base_offset,
+                oldest.next_offset - 1,
+                oldest.size_bytes,
+                "expired" if expired else "over retention.bytes",
+            )
+            total_bytes -= oldest.size_bytes
+            self.segments.pop(0).delete()
+            self._base_offsets.pop(0)
+            deleted += 1
+        return deleted
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            segment.delete()
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,387 @@
+"""One segment of a partition log and its two sparse indexes.
+
+Files, for a segment whose first offset is 1234::
+
+    00000000000000001234.log        RecordBatches, back to back
+    00000000000000001234.index      (relative offset u32, position u32) big-endian
+    00000000000000001234.timeindex  (timestamp i64, relative offset u32) big-endian
+
+An index entry is added every ``index_interval_bytes`` of log. The offset index
+says "the batch starting at this relative offset is at this byte position";
+the time index entry written with it holds the largest timestamp of every
+record *before* that batch, so a search for "first record at or after T" may
+start at the last entry whose timestamp is below T.
+
+The indexes live in memory (arrays) and are written out whole when the
+segment rolls, flushes or closes; a missing or inconsistent index file is
+rebuilt from the log by walking batch headers, which is cheap.
+
+Ownership: a segment is used by the event-loop thread only, except ``fsync``,
+which a flusher thread may call; it only touches the file descriptor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from array import array
+from bisect import bisect_right
+
+from crc32c import crc32c
+
+from brokers.record.batch import (
+    BATCH_HEADER_BYTES,
+    BATCH_LENGTH_MIN,
+    CRC_START,
+    LOG_OVERHEAD_BYTES,
+    MAGIC,
+    BatchHeader,
+    iter_batches,
+    read_header,
+)
+
+__all__ = ["Segment", "segment_file_name"]
+
+log = logging.getLogger(__name__)
+
+_INDEX_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+# Read this much at a time while scanning a log during recovery.
+_RECOVERY_CHUNK_BYTES = 8 << 20
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class Segment:
+    """A ``.log`` file of whole batches with its offset and time indexes."""
+
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
+        self.index_path = os.path.join(directory, segment_file_name(base_offset, ".index"))
+        self.time_index_path = os.path.join(directory, segment_file_name(base_offset, ".timeindex"))
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size_bytes = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.first_timestamp = -1
+        self.index_offsets = array("q")  # relative offsets
+        self.index_positions = array("q")
+        self.index_timestamps = array("q")  # max timestamp of records before the entry
+        self._bytes_since_index = 0
+        self._indexes_dirty = False
+        # (offset, position) where the last read ended: sequential consumers
+        # start there instead of searching the index.
+        self._read_hint = (-1, -1)
+
+    # -- loading -------------------------------------------------------------
+
+    def load(self, *, recover: bool) -> int:
+        """Read the segment's state from disk; return the bytes truncated.
+
+        With ``recover`` every batch is CRC-checked and the file is cut at the
+        first torn or corrupt batch. Otherwise batch headers are trusted and
+        the indexes are loaded from their files when those are consistent.
+        """
+        if recover:
+            return self._recover()
+        if not self._load_index_files():
+            self._rebuild_from_headers()
+        return 0
+
+    def _load_index_files(self) -> bool:
+        try:
+            with open(self.index_path, "rb") as f:
+                index_bytes = f.read()
+            with open(self.time_index_path, "rb") as f:
+                time_bytes = f.read()
+        except FileNotFoundError:
+            return False
+        if len(index_bytes) % 8 or len(time_bytes) % 12 or len(index_bytes) // 8 != len(time_bytes) // 12:
+            return False
+        offsets, positions, timestamps = array("q"), array("q"), array("q")
+        for (relative, position), (timestamp, relative_again) in zip(
+            _INDEX_ENTRY.iter_unpack(index_bytes), _TIME_ENTRY.iter_unpack(time_bytes), strict=True
+        ):
+            if relative != relative_again or position >= self.size_bytes:
+                return False
+            offsets.append(relative)
+            positions.append(position)
+            timestamps.append(timestamp)
+        # The tail after the last entry tells next offset and max timestamp.
+        start = positions[-1] if positions else 0
+        tail = self._pread(self.size_bytes - start, start)
+        last_end = 0
+        max_timestamp = timestamps[-1] if timestamps else -1
+        next_offset = self.base_offset + offsets[-1] if offsets else self.base_offset
+        for position, _base, size in iter_batches(tail):
+            header = read_header(tail, position)
+            next_offset = header.next_offset
+            max_timestamp = max(max_timestamp, header.max_timestamp)
+            last_end = position + size
+        if start + last_end != self.size_bytes:
+            return False
+        self.index_offsets, self.index_positions, self.index_timestamps = offsets, positions, timestamps
+        self.next_offset = next_offset
+        self.max_timestamp = max_timestamp
+        if self.size_bytes:
+            self.first_timestamp = read_header(self._pread(BATCH_HEADER_BYTES, 0)).base_timestamp
+        self._bytes_since_index = self.size_bytes - start
+        return True
+
+    def _rebuild_from_headers(self) -> None:
+        self._reset_state()
+        position = 0
+        while position < self.size_bytes:
+            raw = self._pread(BATCH_HEADER_BYTES, position)
+            if len(raw) < BATCH_HEADER_BYTES:
+                break
+            header = read_header(raw)
+            if header.batch_length < BATCH_LENGTH_MIN or position + header.size > self.size_bytes:
+                break
+            self._track(header, position)
+            position += header.size
+        if position != self.size_bytes:
+            # Headers do not add up: only recovery may cut a file, so check properly.
+            self._recover()
+        self._indexes_dirty = True
+
+    def _recover(self) -> int:
+        self._reset_state()
+        position = 0
+        reason = ""
+        while position < self.size_bytes and not reason:
+            chunk = self._pread(min(_RECOVERY_CHUNK_BYTES, self.size_bytes - position), position)
+            consumed = 0
+            while consumed < len(chunk):
+                reason, size, header = _check_batch(chunk, consumed, position + consumed, self.next_offset)
+                if reason or header is None:
+                    break
+                self._track(header, position + consumed)
+                consumed += size
+            if not reason and consumed < len(chunk):
+                # A batch larger than what is left of the chunk: read it whole.
+                raw_header = self._pread(BATCH_HEADER_BYTES, position + consumed)
+                if len(raw_header) < BATCH_HEADER_BYTES:
+                    reason = "file ends inside a batch header"
+                else:
+                    size = read_header(raw_header).size
+                    big = self._pread(size, position + consumed)
+                    reason, size, header = _check_batch(big, 0, position + consumed, self.next_offset)
+                    if not reason and header is None:
+                        reason = f"file ends inside the batch at byte {position + consumed} (torn write)"
+                    if not reason and header is not None:
+                        self._track(header, position + consumed)
+                        consumed += size
+            position += consumed
+        truncated = self.size_bytes - position
+        if truncated:
+            log.warning(
+                "corrupt or torn data in %s at byte %d (%s): truncating %d bytes; "
+                "the log keeps offsets below %d",
+                self.log_path,
+                position,
+                reason or "incomplete batch",
+                truncated,
+                self.next_offset,
+            )
+            os.ftruncate(self.fd, position)
+            os.fsync(self.fd)
+            self.size_bytes = position
+        self._indexes_dirty = True
+        return truncated
+
+    def _reset_state(self) -> None:
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.first_timestamp = -1
+        self.index_offsets = array("q")
+        self.index_positions = array("q")
+        self.index_timestamps = array("q")
+        self._bytes_since_index = 0
+        self._read_hint = (-1, -1)
+
+    # -- writing -------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> None:
+        """Append whole, already validated and stamped batches."""
+        position = self.size_bytes
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.write(self.fd, view[written:])
+        for header in headers:
+            self._track(header, position)
+            position += header.size
+        self.size_bytes = position
+
+    def _track(self, header: BatchHeader, position: int) -> None:
+        if self.first_timestamp < 0:
+            self.first_timestamp = header.base_timestamp
+        if self._bytes_since_index >= self.index_interval_bytes:
+            self.index_offsets.append(header.base_offset - self.base_offset)
+            self.index_positions.append(position)
+            self.index_timestamps.append(self.max_timestamp)
+            self._bytes_since_index = 0
+            self._indexes_dirty = True
+        self._bytes_since_index += header.size
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+        self.next_offset = header.next_offset
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    def write_indexes(self) -> None:
+        """Write both index files whole (atomically, by rename)."""
+        if not self._indexes_dirty:
+            return
+        index = b"".join(
+            _INDEX_ENTRY.pack(relative, position)
+            for relative, position in zip(self.index_offsets, self.index_positions, strict=True)
+        )
+        times = b"".join(
+            _TIME_ENTRY.pack(timestamp, relative)
+            for timestamp, relative in zip(self.index_timestamps, self.index_offsets, strict=True)
+        )
+        for path, data in ((self.index_path, index), (self.time_index_path, times)):
+            temporary = path + ".tmp"
+            with open(temporary, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, path)
+        self._indexes_dirty = False
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose base offset is at or after ``offset``."""
+        position = self._position_of(offset) if offset < self.next_offset else self.size_bytes
+        if position is None or position >= self.size_bytes:
+            return
+        os.ftruncate(self.fd, position)
+        self.size_bytes = position
+        self._rebuild_from_headers()
+
+    # -- reading -------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
+        """Return whole batches from the one holding ``offset``, below ``max_offset``.
+
+        At most ``max_bytes`` unless the first batch alone is larger: then that
+        batch, so a consumer always makes progress.
+        """
+        position = self._position_of(offset)
+        if position is None:
+            return b""
+        raw = self._pread(min(max_bytes, self.size_bytes - position), position)
+        end = 0
+        for batch_position, base_offset, size in iter_batches(raw):
+            if base_offset >= max_offset:
+                break
+            end = batch_position + size
+        if end == 0:
+            # The first batch is larger than max_bytes (or over max_offset).
+            first = self._pread(BATCH_HEADER_BYTES, position)
+            if len(first) < BATCH_HEADER_BYTES:
+                return b""
+            header = read_header(first)
+            if header.base_offset >= max_offset:
+                return b""
+            raw = self._pread(header.size, position)
+            end = len(raw)
+        # Remember where the next sequential read will start.
+        last_header = read_header(raw, _last_batch_position(raw, end))
+        self._read_hint = (last_header.next_offset, position + end)
+        return raw[:end] if end < len(raw) else raw
+
+    def _position_of(self, offset: int) -> int | None:
+        """Byte position of the batch holding ``offset``; None if past the end."""
+        if offset >= self.next_offset:
+            return None
+        hint_offset, hint_position = self._read_hint
+        if hint_offset == offset and hint_position < self.size_bytes:
+            return hint_position
+        slot = bisect_right(self.index_offsets, offset - self.base_offset) - 1
+        position = self.index_positions[slot] if slot >= 0 else 0
+        while position < self.size_bytes:
+            raw = self._pread(BATCH_HEADER_BYTES, position)
+            header = read_header(raw)
+            if header.last_offset >= offset:
+                return position
+            position += header.size
+        return None
+
+    def batch_headers_from_timestamp(self, timestamp_ms: int) -> list[tuple[int, BatchHeader]]:
+        """(position, header) of batches that may hold the first record >= timestamp."""
+        slot = bisect_right(self.index_timestamps, timestamp_ms - 1) - 1
+        # index_timestamps is non-decreasing; the entry at ``slot`` has every
+        # earlier record below the timestamp.
+        position = self.index_positions[slot] if slot >= 0 else 0
+        out = []
+        while position < self.size_bytes:
+            header = read_header(self._pread(BATCH_HEADER_BYTES, position))
+            if header.max_timestamp >= timestamp_ms:
+                out.append((position, header))
+                break
+            position += header.size
+        return out
+
+    def read_batch(self, position: int, size: int) -> bytes:
+        return self._pread(size, position)
+
+    def _pread(self, size: int, position: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.write_indexes()
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def _last_batch_position(raw: bytes, end: int) -> int:
+    last = 0
+    for position, _base, _size in iter_batches(memoryview(raw)[:end]):
+        last = position
+    return last
+
+
+def _check_batch(
+    chunk: bytes, start: int, file_position: int, expected_offset: int
+) -> tuple[str, int, BatchHeader | None]:
+    """Check the batch at ``start`` of ``chunk``: (problem or "", size, header).
+
+    An empty problem with header None means the batch runs past the chunk.
+    """
+    if len(chunk) - start < BATCH_HEADER_BYTES:
+        return "", 0, None
+    header = read_header(chunk, start)
+    size = header.batch_length + LOG_OVERHEAD_BYTES
+    if header.batch_length < BATCH_LENGTH_MIN:
+        return f"batch length {header.batch_length} at byte {file_position}", 0, None
+    if start + size > len(chunk):
+        return "", 0, None
+    if header.magic != MAGIC:
+        return f"magic byte {header.magic} at byte {file_position}", 0, None
+    if crc32c(memoryview(chunk)[start + CRC_START : start + size]) != header.crc:
+        return f"CRC mismatch in the batch at byte {file_position}", 0, None
+    if header.base_offset < expected_offset or header.last_offset_delta < 0:
+        return f"offset {header.base_offset} out of sequence at byte {file_position}", 0, None
+    return "", size, header

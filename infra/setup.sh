@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything Tideway needs on a fresh Debian machine (run as root, from
+# any directory): system packages when missing, then a virtualenv at .venv in
+# the repo root with Tideway and its development tools.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+apt_missing=()
+python3 -c 'import venv, ensurepip' 2>/dev/null || apt_missing+=(python3-venv)
+command -v gcc >/dev/null 2>&1 || apt_missing+=(gcc python3-dev)
+if [ ${#apt_missing[@]} -gt 0 ]; then
+    echo "setup: installing system packages: ${apt_missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q "${apt_missing[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv" >&2
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+echo "setup: installing Tideway into .venv (pip install -e '.[dev]')" >&2
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+echo "setup: done" >&2

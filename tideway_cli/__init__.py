@@ -1,0 +1,1 @@
+"""The ``tideway`` command: one entry point for every process and tool."""
