@@ -1,0 +1,1 @@
+"""Tideway's Django project: settings, URLs and the ASGI entry point."""

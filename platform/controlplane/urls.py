@@ -1,0 +1,3 @@
+"""URL routes of the control plane (the REST API and console come in later issues)."""
+
+urlpatterns: list = []

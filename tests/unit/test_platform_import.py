@@ -1,0 +1,31 @@
+"""platform/ must never shadow the standard library's ``platform`` module (issue 2)."""
+
+import subprocess
+import sys
+import sysconfig
+
+from tests.conftest import REPO_ROOT
+
+
+def test_import_platform_is_stdlib_under_pytest():
+    import platform
+
+    assert platform.__file__.startswith(sysconfig.get_paths()["stdlib"])
+    assert platform.system()  # the stdlib API works
+
+
+def test_import_platform_is_stdlib_under_manage_py():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", "import platform; print(platform.__file__); print(platform.system())"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sysconfig.get_paths()["stdlib"] in result.stdout
+    assert "/platform/__init__.py" not in result.stdout
+
+
+def test_platform_folder_has_no_init():
+    assert not (REPO_ROOT / "platform" / "__init__.py").exists()

@@ -1,0 +1,114 @@
+"""The RecordBatch codec, checked byte for byte and by round trips."""
+
+import struct
+
+import pytest
+from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brokers.client.partitioner import murmur2, partition_for_key
+from brokers.errors import CorruptRecordError
+from brokers.record import BatchBuilder, Compression, decode_records, read_header, validate_batches
+from brokers.record.batch import stamp_batch
+from brokers.record.varint import decode_varint, encode_varint
+
+
+def test_one_record_batch_matches_the_v2_layout_byte_for_byte():
+    builder = BatchBuilder()
+    builder.append(1_700_000_000_000, None, b"a")
+    data = builder.build()
+    # Record: length 7, attributes 0, ts delta 0, offset delta 0, key -1, value len 1, "a", 0 headers.
+    record = bytes([0x0E, 0x00, 0x00, 0x00, 0x01, 0x02]) + b"a" + b"\x00"
+    after_crc = struct.pack(">hiqqqhii", 0, 0, 1_700_000_000_000, 1_700_000_000_000, -1, -1, -1, 1) + record
+    expected = struct.pack(">qiib", 0, 49 + len(record), -1, 2) + struct.pack(">I", crc32c(after_crc)) + after_crc
+    assert data == expected
+
+
+@pytest.mark.parametrize(
+    "value,encoded",
+    [(0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (63, b"\x7e"), (64, b"\x80\x01"), (-65, b"\x81\x01"), (300, b"\xd8\x04")],
+)
+def test_zigzag_varints(value, encoded):
+    assert encode_varint(value) == encoded
+    assert decode_varint(encoded, 0) == (value, len(encoded))
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_varint_round_trip(value):
+    assert decode_varint(encode_varint(value), 0)[0] == value
+
+
+record_strategy = st.tuples(
+    st.integers(min_value=0, max_value=2**40),
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.one_of(st.none(), st.binary(max_size=20_000)),
+    st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))), max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(record_strategy, min_size=1, max_size=40), st.sampled_from(list(Compression)[:2] + [Compression.LZ4, Compression.ZSTD]))
+def test_batches_round_trip_with_every_codec(records, codec):
+    builder = BatchBuilder(codec)
+    for timestamp, key, value, headers in records:
+        builder.append(timestamp, key, value, headers)
+    data = bytearray(builder.build())
+    (header,) = validate_batches(data, batch_bytes_max=1 << 30, from_producer=True)
+    assert header.record_count == len(records)
+    assert header.compression == codec
+    stamp_batch(data, 0, 1000, 7)  # broker-assigned fields sit outside the CRC
+    validate_batches(data, batch_bytes_max=1 << 30, from_producer=True)
+    decoded = decode_records(bytes(data))
+    assert [(r.offset, r.timestamp_ms, r.key, r.value, [(k, v) for k, v in r.headers]) for r in decoded] == [
+        (1000 + i, ts, key, value, headers) for i, (ts, key, value, headers) in enumerate(records)
+    ]
+    assert read_header(data).leader_epoch == 7
+
+
+def test_flipped_byte_fails_the_crc():
+    builder = BatchBuilder()
+    for i in range(10):
+        builder.append(1, b"k", b"value %d" % i)
+    data = bytearray(builder.build())
+    data[70] ^= 0x40
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        validate_batches(data, batch_bytes_max=1 << 20, from_producer=True)
+
+
+def test_cut_short_and_oversized_batches_are_refused():
+    builder = BatchBuilder()
+    builder.append(1, None, b"x" * 1000)
+    data = builder.build()
+    with pytest.raises(CorruptRecordError, match="cut short"):
+        validate_batches(data[:-1], batch_bytes_max=1 << 20, from_producer=True)
+    with pytest.raises(CorruptRecordError) as info:
+        validate_batches(data, batch_bytes_max=500, from_producer=True)
+    assert info.value.too_large
+
+
+def test_producer_batches_must_have_dense_offsets():
+    builder = BatchBuilder()
+    builder.append(1, None, b"x")
+    builder.append(1, None, b"y")
+    data = bytearray(builder.build())
+    struct.pack_into(">i", data, 23, 5)  # lastOffsetDelta no longer count - 1
+    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
+    with pytest.raises(CorruptRecordError, match="last offset delta"):
+        validate_batches(data, batch_bytes_max=1 << 20, from_producer=True)
+
+
+@pytest.mark.parametrize(
+    "key,expected",
+    [
+        (b"21", -973932308),
+        (b"foobar", -790332482),
+        (b"a-little-bit-long-string", -985981536),
+        (b"a-little-bit-longer-string", -1486304829),
+        (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+        (b"abc", 479470107),
+    ],
+)
+def test_murmur2_matches_kafka(key, expected):
+    assert murmur2(key) == expected
+    assert partition_for_key(key, 7) == (expected & 0x7FFFFFFF) % 7

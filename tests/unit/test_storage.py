@@ -1,0 +1,222 @@
+"""The partition log on disk, over a matrix of configurations, with real corruption."""
+
+import itertools
+import logging
+import os
+import time
+
+import pytest
+
+from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from brokers.record import BatchBuilder, decode_records
+from brokers.storage import Log, LogManager, TopicConfig
+
+MATRIX = [
+    pytest.param(TopicConfig(flush_interval_ms=flush, segment_bytes=segment, index_interval_bytes=interval), id=f"flush{flush}-seg{segment}-idx{interval}")
+    for flush, segment, interval in itertools.product([0, -1, 100], [4096, 1 << 30], [1, 4096])
+]
+
+
+def make_batch(values, timestamp_ms=None, key=None):
+    builder = BatchBuilder()
+    now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    for value in values:
+        builder.append(now, key, value)
+    return bytearray(builder.build())
+
+
+def fill(log, batches=60, per_batch=7, timestamp_ms=None):
+    expected = []
+    for b in range(batches):
+        values = [b"batch %d record %d" % (b, r) for r in range(per_batch)]
+        log.append(make_batch(values, timestamp_ms), leader_epoch=0)
+        expected += values
+    log.high_watermark = log.log_end_offset
+    return expected
+
+
+def read_all(log, start=0, max_bytes=3000):
+    values, offset = [], start
+    while offset < log.high_watermark:
+        result = log.read(offset, max_bytes)
+        records = [r for r in decode_records_all(result.records) if r.offset >= offset]
+        assert records, f"no progress at {offset}"
+        assert [r.offset for r in records] == list(range(offset, offset + len(records)))
+        values += [r.value for r in records]
+        offset = records[-1].offset + 1
+    return values
+
+
+def decode_records_all(data):
+    from brokers.record.batch import iter_batches
+
+    out = []
+    for position, _base, size in iter_batches(data):
+        out += decode_records(data[position : position + size])
+    return out
+
+
+@pytest.mark.parametrize("config", MATRIX)
+def test_append_read_reopen_across_the_matrix(tmp_path, config):
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None)
+    expected = fill(log)
+    assert read_all(log) == expected
+    assert read_all(log, start=123) == expected[123:]
+    if config.segment_bytes == 4096:
+        assert len(log.segments) > 1
+    log.flush()
+    log.close()
+    for recovery_point in (None, 0):  # clean reopen, then a full recovery scan
+        reopened = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=recovery_point)
+        assert reopened.log_end_offset == len(expected)
+        assert read_all(reopened) == expected
+        reopened.close()
+
+
+@pytest.mark.parametrize("config", MATRIX[:4])
+def test_read_by_timestamp(tmp_path, config):
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None)
+    for i in range(50):
+        log.append(make_batch([b"a", b"b"], timestamp_ms=1_000_000 + i * 10), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    assert log.offset_for_timestamp(0) == (0, 1_000_000)
+    assert log.offset_for_timestamp(1_000_250) == (50, 1_000_250)
+    assert log.offset_for_timestamp(1_000_251) == (52, 1_000_260)
+    assert log.offset_for_timestamp(2_000_000) == (-1, -1)
+
+
+def test_offsets_outside_the_log_are_out_of_range(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(), recovery_point=None)
+    fill(log, batches=3)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(log.log_end_offset + 1, 1000)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 1000)
+    assert log.read(log.log_end_offset, 1000).records == b""
+
+
+def test_bad_batches_change_nothing(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(max_message_bytes=2000), recovery_point=None)
+    fill(log, batches=2)
+    size_before, end_before = log.size_bytes, log.log_end_offset
+    corrupt = make_batch([b"x" * 10])
+    corrupt[-1] ^= 1
+    good_then_bad = make_batch([b"ok"]) + corrupt
+    for data, error in [(corrupt, CorruptRecordError), (good_then_bad, CorruptRecordError), (make_batch([b"y" * 3000]), MessageTooLargeError)]:
+        with pytest.raises(error):
+            log.append(data, leader_epoch=0)
+    assert (log.size_bytes, log.log_end_offset) == (size_before, end_before)
+
+
+def _unclean_copy(log):
+    """Flush the log to disk and drop it without a clean close."""
+    log.flush()
+    for segment in log.segments:
+        os.close(segment.fd)
+        segment.fd = -1
+
+
+@pytest.mark.parametrize("damage", ["cut", "flip_crc_region", "flip_length", "garbage_tail"])
+def test_recovery_truncates_a_torn_or_corrupt_tail(tmp_path, caplog, damage):
+    config = TopicConfig(segment_bytes=1 << 20)
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None)
+    expected = fill(log, batches=20, per_batch=5)
+    last_batch_position = log.active_segment._position_of(log.log_end_offset - 1)
+    path = log.active_segment.log_path
+    _unclean_copy(log)
+    with open(path, "r+b") as f:
+        size = os.path.getsize(path)
+        if damage == "cut":
+            f.truncate(size - 3)
+        elif damage == "flip_crc_region":
+            f.seek(last_batch_position + 65)
+            byte = f.read(1)
+            f.seek(last_batch_position + 65)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        elif damage == "flip_length":
+            f.seek(last_batch_position + 8)
+            f.write(b"\x7f\xff\xff\xff")
+        else:
+            f.seek(size)
+            f.write(os.urandom(100))
+    caplog.set_level(logging.WARNING)
+    recovered = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=0)
+    keep = len(expected) if damage == "garbage_tail" else len(expected) - 5
+    assert recovered.log_end_offset == keep
+    assert read_all(recovered) == expected[:keep]
+    assert "truncating" in caplog.text and path in caplog.text
+    # The log accepts new writes after the cut, at the right offset.
+    result = recovered.append(make_batch([b"after"]), leader_epoch=0)
+    assert result.base_offset == keep
+
+
+def test_corruption_in_an_early_segment_drops_everything_after_it(tmp_path, caplog):
+    config = TopicConfig(segment_bytes=2048)
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None)
+    expected = fill(log, batches=40, per_batch=3)
+    assert len(log.segments) >= 3
+    second = log.segments[1]
+    path, base = second.log_path, second.base_offset
+    _unclean_copy(log)
+    with open(path, "r+b") as f:
+        f.seek(100)
+        f.write(b"\x00" * 8)
+    caplog.set_level(logging.WARNING)
+    recovered = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=0)
+    assert recovered.log_end_offset < len(expected)
+    assert recovered.log_end_offset >= base
+    assert read_all(recovered) == expected[: recovered.log_end_offset]
+    assert "follows corruption" in caplog.text
+
+
+def test_retention_by_time_deletes_whole_old_segments(tmp_path):
+    config = TopicConfig(segment_bytes=2048, retention_ms=60_000)
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None)
+    now = int(time.time() * 1000)
+    fill(log, batches=30, per_batch=3, timestamp_ms=now - 3_600_000)  # an hour old
+    old_end = log.log_end_offset
+    fill(log, batches=5, per_batch=3, timestamp_ms=now)
+    segments_before = len(log.segments)
+    deleted = log.enforce_retention(now)
+    assert deleted > 0 and len(log.segments) == segments_before - deleted
+    # Only segments entirely older than retention went: start is a segment boundary at or below the first new offset.
+    assert 0 < log.log_start_offset <= old_end
+    assert all(s.max_timestamp >= now - 3_600_000 for s in log.segments)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 1000)
+    assert read_all(log, start=log.log_start_offset)[-15:] == [b"batch %d record %d" % (b, r) for b in range(5) for r in range(3)]
+
+
+def test_retention_by_time_removes_an_expired_active_segment_too(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(retention_ms=1000), recovery_point=None)
+    fill(log, batches=3, timestamp_ms=int(time.time() * 1000) - 10_000)
+    end = log.log_end_offset
+    log.enforce_retention(int(time.time() * 1000))
+    assert log.log_start_offset == end == log.log_end_offset
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+
+
+def test_retention_by_size_keeps_at_least_the_limit(tmp_path):
+    config = TopicConfig(segment_bytes=2048, retention_bytes=6000)
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None)
+    fill(log, batches=80, per_batch=3)
+    log.enforce_retention(int(time.time() * 1000))
+    assert 6000 <= log.size_bytes < 6000 + 2048 + 400
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+
+
+def test_manager_recovers_after_crash_and_keeps_topics(tmp_path):
+    manager = LogManager(str(tmp_path))
+    manager.open()
+    manager.create_topic("orders", TopicConfig(partitions=3))
+    for p in range(3):
+        fill(manager.get_log("orders", p), batches=4)
+    manager.close()
+    manager = LogManager(str(tmp_path))
+    manager.open()
+    assert [manager.get_log("orders", p).log_end_offset for p in range(3)] == [28, 28, 28]
+    with pytest.raises(Exception, match="in use"):
+        LogManager(str(tmp_path)).open()
+    manager.delete_topic("orders")
+    assert not (tmp_path / "orders-0").exists()
