@@ -162,7 +162,7 @@ class Log:
         if active.size_bytes == 0:
             return
         too_big = active.size_bytes + incoming_bytes > self.config.segment_bytes
-        too_old = active.first_timestamp >= 0 and now_ms - active.first_timestamp > self.config.segment_ms
+        too_old = now_ms - active.created_ms > self.config.segment_ms
         # Relative offsets in the index are 32-bit.
         too_many = active.next_offset - active.base_offset > 2**31 - 2**20
         if too_big or too_old or too_many:

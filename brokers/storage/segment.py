@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from array import array
 from bisect import bisect_right
 
@@ -69,7 +70,9 @@ class Segment:
         self.size_bytes = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
-        self.first_timestamp = -1
+        # When this segment started, on the broker's clock: segment.ms rolls by
+        # this, not by producer timestamps, which may be anything.
+        self.created_ms = int(time.time() * 1000)
         self.index_offsets = array("q")  # relative offsets
         self.index_positions = array("q")
         self.index_timestamps = array("q")  # max timestamp of records before the entry
@@ -129,8 +132,6 @@ class Segment:
         self.index_offsets, self.index_positions, self.index_timestamps = offsets, positions, timestamps
         self.next_offset = next_offset
         self.max_timestamp = max_timestamp
-        if self.size_bytes:
-            self.first_timestamp = read_header(self._pread(BATCH_HEADER_BYTES, 0)).base_timestamp
         self._bytes_since_index = self.size_bytes - start
         return True
 
@@ -199,7 +200,6 @@ class Segment:
     def _reset_state(self) -> None:
         self.next_offset = self.base_offset
         self.max_timestamp = -1
-        self.first_timestamp = -1
         self.index_offsets = array("q")
         self.index_positions = array("q")
         self.index_timestamps = array("q")
@@ -221,8 +221,6 @@ class Segment:
         self.size_bytes = position
 
     def _track(self, header: BatchHeader, position: int) -> None:
-        if self.first_timestamp < 0:
-            self.first_timestamp = header.base_timestamp
         if self._bytes_since_index >= self.index_interval_bytes:
             self.index_offsets.append(header.base_offset - self.base_offset)
             self.index_positions.append(position)
