@@ -1,0 +1,179 @@
+"""Benchmark one real broker process: throughput and end-to-end latency.
+
+Starts ``tideway broker`` in a temporary directory on a free loopback port,
+then measures with the async client in this process:
+
+* produce msgs/s and MB/s (acks=1, batched) for 100-byte and 1 KiB messages;
+* consume msgs/s and MB/s of the same data, read back from the earliest offset;
+* end-to-end latency p50/p99 (send -> consumer sees it) at a fixed rate.
+
+Prints one JSON object on stdout; progress goes to stderr.
+
+    .venv/bin/python bench/broker.py            # full run (about a minute)
+    .venv/bin/python bench/broker.py --quick    # under 30 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
+
+
+def progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_broker(data_dir: str, port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tideway_cli.main", "--log-level", "WARNING", "broker", "--data", data_dir,
+         "--listen", f"127.0.0.1:{port}", "--metrics-listen", "off"],
+        cwd=REPO_ROOT,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit("broker did not start")
+
+
+async def produce_phase(bootstrap: str, topic: str, count: int, size: int) -> dict:
+    value = os.urandom(size)
+    async with Producer(bootstrap, acks=1, linger_ms=5, batch_size_bytes=512 << 10) as producer:
+        started = time.perf_counter()
+        send = producer.send
+        for _ in range(count):
+            await send(topic, value)
+        await producer.flush()
+        elapsed = time.perf_counter() - started
+    return {"messages": count, "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed), "mb_per_s": round(count * size / elapsed / 1e6, 1)}
+
+
+async def consume_phase(bootstrap: str, topic: str, count: int, size: int) -> dict:
+    consumer = Consumer(bootstrap, partition_fetch_bytes_max=8 << 20)
+    await consumer.start()
+    await consumer.assign([(topic, 0)], start="earliest")
+    seen = 0
+    started = time.perf_counter()
+    while seen < count:
+        for records in (await consumer.getmany(timeout_ms=5000)).values():
+            seen += len(records)
+    elapsed = time.perf_counter() - started
+    await consumer.stop()
+    return {"messages": seen, "seconds": round(elapsed, 3), "msgs_per_s": round(seen / elapsed), "mb_per_s": round(seen * size / elapsed / 1e6, 1)}
+
+
+async def latency_phase(bootstrap: str, topic: str, rate: int, seconds: float) -> dict:
+    consumer = Consumer(bootstrap, fetch_max_wait_ms=500)
+    await consumer.start()
+    await consumer.assign([(topic, 0)], start="latest")
+    latencies_us: list[float] = []
+    total = int(rate * seconds)
+    done = asyncio.Event()
+
+    async def receive() -> None:
+        while len(latencies_us) < total:
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                now = time.perf_counter_ns()
+                for record in records:
+                    (sent,) = struct.unpack_from(">q", record.value)
+                    latencies_us.append((now - sent) / 1000)
+        done.set()
+
+    receiver = asyncio.ensure_future(receive())
+    await asyncio.sleep(0.2)
+    padding = b"." * 92
+    async with Producer(bootstrap, acks=1, linger_ms=0) as producer:
+        started = time.perf_counter()
+        for i in range(total):
+            target = started + i / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await producer.send(topic, struct.pack(">q", time.perf_counter_ns()) + padding)
+        await producer.flush()
+    await asyncio.wait_for(done.wait(), 30)
+    receiver.cancel()
+    await consumer.stop()
+    latencies_us.sort()
+
+    def pct(p: float) -> float:
+        return round(latencies_us[min(len(latencies_us) - 1, int(p * len(latencies_us)))] / 1000, 3)
+
+    return {"rate_msgs_per_s": rate, "messages": len(latencies_us), "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": pct(1.0)}
+
+
+async def run(args: argparse.Namespace, bootstrap: str) -> dict:
+    async with TidewayClient(bootstrap) as client:
+        for name in ("small", "large", "latency"):
+            await client.create_topic(name)
+    small_count = 200_000 if args.quick else 1_000_000
+    large_count = 50_000 if args.quick else 200_000
+    results: dict = {}
+    progress(f"produce {small_count} x 100 B")
+    results["produce_100B"] = await produce_phase(bootstrap, "small", small_count, 100)
+    progress(f"consume {small_count} x 100 B")
+    results["consume_100B"] = await consume_phase(bootstrap, "small", small_count, 100)
+    progress(f"produce {large_count} x 1 KiB")
+    results["produce_1KiB"] = await produce_phase(bootstrap, "large", large_count, 1024)
+    progress(f"consume {large_count} x 1 KiB")
+    results["consume_1KiB"] = await consume_phase(bootstrap, "large", large_count, 1024)
+    seconds = 5 if args.quick else 15
+    progress(f"latency at 1000 msgs/s for {seconds}s")
+    results["latency_100B_at_1000_per_s"] = await latency_phase(bootstrap, "latency", 1000, seconds)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller counts, finishes in under 30 s")
+    args = parser.parse_args()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tideway-bench-") as data_dir:
+        broker = start_broker(data_dir, port)
+        try:
+            try:
+                import uvloop
+
+                results = uvloop.run(run(args, f"127.0.0.1:{port}"))
+            except ImportError:
+                results = asyncio.run(run(args, f"127.0.0.1:{port}"))
+        finally:
+            broker.terminate()
+            broker.wait(30)
+    output = {
+        "benchmark": "broker",
+        "mode": "quick" if args.quick else "full",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "client": "brokers.client async Producer/Consumer (acks=1, linger 5 ms, 512 KiB batches), same host",
+        **results,
+    }
+    print(json.dumps(output, indent=2))
+
+
+if __name__ == "__main__":
+    main()
