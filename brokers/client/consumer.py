@@ -152,7 +152,7 @@ class Consumer:
             out = self._drain(max_records)
             if out:
                 return out
-            for tp, state in self._partitions.items():
+            for _tp, state in self._partitions.items():
                 if state.error is not None:
                     error, state.error = state.error, None
                     raise error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+
 import msgspec
 
 from brokers.errors import InvalidConfigError, InvalidTopicError

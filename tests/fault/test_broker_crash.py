@@ -66,7 +66,7 @@ async def test_flush_always_keeps_every_ack_through_repeated_sigkill(broker):
         await producer.start()
         stop = asyncio.Event()
 
-        async def load() -> None:
+        async def load(producer: Producer = producer, stop: asyncio.Event = stop, round_number: int = round_number) -> None:
             nonlocal sequence
             pending = []
             while not stop.is_set():

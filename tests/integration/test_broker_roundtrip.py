@@ -45,7 +45,7 @@ async def test_a_million_messages_come_back_complete_and_in_order(broker):
     deadline = time.monotonic() + 300
     total = 0
     while total < MESSAGES and time.monotonic() < deadline:
-        for (topic, partition), records in (await consumer.getmany(timeout_ms=1000)).items():
+        for (_topic, partition), records in (await consumer.getmany(timeout_ms=1000)).items():
             for record in records:
                 assert record.value[10:] == b"." * 90
                 received[partition].append(int(record.value[:10]))
