@@ -60,7 +60,8 @@ class RecordFuture:
     def __await__(self):
         base_offset = yield from asyncio.shield(self._batch.future).__await__()
         batch = self._batch
-        return RecordMetadata(batch.topic, batch.partition, base_offset + self._offset_delta, self._timestamp_ms)
+        offset = base_offset + self._offset_delta if base_offset >= 0 else -1  # -1: acks=0, unknown
+        return RecordMetadata(batch.topic, batch.partition, offset, self._timestamp_ms)
 
     def done(self) -> bool:
         return self._batch.future.done()

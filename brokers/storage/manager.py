@@ -65,13 +65,19 @@ class LogManager:
         if clean:
             os.unlink(clean_marker)
             _fsync_directory(self.data_dir)
+        if clean:
+            how = "clean shutdown"
+        elif self.topics:
+            how = "recovered after an unclean shutdown"
+        else:
+            how = "new data directory"
         log.info(
             "loaded %d topics, %d partitions from %s in %.2fs (%s)",
             len(self.topics),
             len(self.logs),
             self.data_dir,
             time.monotonic() - started,
-            "clean shutdown" if clean else "recovered after an unclean shutdown",
+            how,
         )
 
     def _log_dir(self, topic: str, partition: int) -> str:

@@ -1,0 +1,61 @@
+"""Prometheus metrics of a live broker, and fire-and-forget produce (acks=0)."""
+
+import urllib.request
+
+from brokers.client import Consumer, Producer, TidewayClient
+from tests.conftest import free_port
+
+
+def scrape(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+async def test_metrics_count_messages_bytes_requests_and_log_size(broker_factory):
+    metrics_port = free_port()
+    broker = broker_factory(extra_args=["--metrics-listen", f"127.0.0.1:{metrics_port}"])
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("metered", partitions=2)
+        async with Producer(client) as producer:
+            for i in range(25):
+                await producer.send("metered", b"m%d" % i, partition=i % 2)
+        consumer = Consumer(client)
+        await consumer.start()
+        await consumer.assign([("metered", 0), ("metered", 1)], start="earliest")
+        seen = 0
+        while seen < 25:
+            seen += sum(len(r) for r in (await consumer.getmany(timeout_ms=2000)).values())
+        await consumer.stop()
+    metrics = scrape(metrics_port)
+    assert metrics['tideway_messages_in_total{topic="metered"}'] == 25
+    assert metrics['tideway_messages_out_total{topic="metered"}'] == 25
+    assert metrics['tideway_bytes_in_total{topic="metered"}'] > 25 * 2
+    assert metrics['tideway_log_end_offset{partition="0",topic="metered"}'] == 13
+    assert metrics['tideway_log_end_offset{partition="1",topic="metered"}'] == 12
+    assert metrics['tideway_log_size_bytes{partition="0",topic="metered"}'] > 0
+    assert metrics['tideway_request_latency_seconds_count{api="PRODUCE"}'] >= 1
+    assert metrics['tideway_request_latency_seconds_count{api="FETCH"}'] >= 1
+
+
+async def test_acks_zero_writes_without_an_answer(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("fire")
+        async with Producer(client, acks=0) as producer:
+            futures = [await producer.send("fire", b"f%d" % i) for i in range(50)]
+            results = [await future for future in futures]
+        assert all(r.offset == -1 for r in results)  # acks=0: the broker sends no offsets back
+        consumer = Consumer(client)
+        await consumer.start()
+        await consumer.assign([("fire", 0)], start="earliest")
+        values = []
+        while len(values) < 50:
+            batch = await consumer.getmany(timeout_ms=3000)
+            assert batch, "acks=0 records never arrived"
+            values += [r.value for records in batch.values() for r in records]
+        await consumer.stop()
+        assert values == [b"f%d" % i for i in range(50)]
