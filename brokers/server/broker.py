@@ -354,13 +354,7 @@ class Broker:
         for name in names:
             config = self.logs.topics.get(name)
             if config is None:
-                topics.append(
-                    m.TopicInfo(
-                        name=name,
-                        error_code=errors.UnknownTopicOrPartitionError.errno,
-                        error_message=f"topic {name!r} does not exist",
-                    )
-                )
+                topics.append(m.TopicInfo(name=name, **_unknown_topic(name)))
                 continue
             partitions = [
                 m.PartitionInfo(partition=p, leader=me, replicas=[me], isr=[me]) for p in range(config.partitions)
@@ -411,13 +405,7 @@ class Broker:
         for name in names:
             config = self.logs.topics.get(name)
             if config is None:
-                out.append(
-                    m.TopicDescription(
-                        name=name,
-                        error_code=errors.UnknownTopicOrPartitionError.errno,
-                        error_message=f"topic {name!r} does not exist",
-                    )
-                )
+                out.append(m.TopicDescription(name=name, **_unknown_topic(name)))
                 continue
             partitions = []
             for p in range(config.partitions):
@@ -435,6 +423,11 @@ class Broker:
                 )
             out.append(m.TopicDescription(name=name, configs=config.to_settings(), partitions=partitions))
         return m.DescribeTopicsResponse(topics=out)
+
+
+def _unknown_topic(name: str) -> dict:
+    """Error fields of a per-topic result for a topic this broker does not have."""
+    return {"error_code": errors.UnknownTopicOrPartitionError.errno, "error_message": f"topic {name!r} does not exist"}
 
 
 def _error_body(exc: BrokerError) -> bytes:

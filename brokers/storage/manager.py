@@ -23,6 +23,7 @@ import msgspec
 
 from brokers.errors import StorageError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from brokers.storage.config import TopicConfig, validate_topic_name
+from brokers.storage.files import fsync_directory, write_atomically
 from brokers.storage.log import Log
 
 __all__ = ["LogManager"]
@@ -64,7 +65,7 @@ class LogManager:
                 )
         if clean:
             os.unlink(clean_marker)
-            _fsync_directory(self.data_dir)
+            fsync_directory(self.data_dir)
         if clean:
             how = "clean shutdown"
         elif self.topics:
@@ -124,16 +125,7 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write every log's durable offset to the recovery-point file."""
         lines = [f"{topic} {partition} {log_.flushed_offset}\n" for (topic, partition), log_ in self.logs.items()]
-        _write_atomically(os.path.join(self.data_dir, _CHECKPOINT_FILE), "".join(lines).encode())
-
-    def flush_due(self) -> None:
-        """fsync logs whose interval flush policy is due."""
-        now = time.monotonic()
-        for log_ in self.logs.values():
-            interval_ms = log_.config.flush_interval_ms
-            if interval_ms > 0 and log_.log_end_offset > log_.flushed_offset:
-                if (now - log_.last_flush_monotonic) * 1000 >= interval_ms:
-                    log_.flush()
+        write_atomically(os.path.join(self.data_dir, _CHECKPOINT_FILE), "".join(lines).encode())
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -145,7 +137,7 @@ class LogManager:
             log_.flush()
             log_.close()
         self.checkpoint()
-        _write_atomically(os.path.join(self.data_dir, _CLEAN_SHUTDOWN_FILE), b"")
+        write_atomically(os.path.join(self.data_dir, _CLEAN_SHUTDOWN_FILE), b"")
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -161,7 +153,7 @@ class LogManager:
             return {}
 
     def _write_topics(self) -> None:
-        _write_atomically(os.path.join(self.data_dir, _TOPICS_FILE), msgspec.json.encode(self.topics))
+        write_atomically(os.path.join(self.data_dir, _TOPICS_FILE), msgspec.json.encode(self.topics))
 
     def _read_checkpoint(self) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
@@ -175,20 +167,3 @@ class LogManager:
             pass
         return out
 
-
-def _write_atomically(path: str, data: bytes) -> None:
-    temporary = path + ".tmp"
-    with open(temporary, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
-    _fsync_directory(os.path.dirname(path))
-
-
-def _fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

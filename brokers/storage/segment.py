@@ -41,6 +41,7 @@ from brokers.record.batch import (
     iter_batches,
     read_header,
 )
+from brokers.storage.files import write_atomically
 
 __all__ = ["Segment", "segment_file_name"]
 
@@ -247,13 +248,10 @@ class Segment:
             _TIME_ENTRY.pack(timestamp, relative)
             for timestamp, relative in zip(self.index_timestamps, self.index_offsets, strict=True)
         )
-        for path, data in ((self.index_path, index), (self.time_index_path, times)):
-            temporary = path + ".tmp"
-            with open(temporary, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temporary, path)
+        # A lost index rename is harmless (the index is rebuilt), so the
+        # directory is not fsynced here.
+        write_atomically(self.index_path, index, sync_directory=False)
+        write_atomically(self.time_index_path, times, sync_directory=False)
         self._indexes_dirty = False
 
     def truncate_to(self, offset: int) -> None:
