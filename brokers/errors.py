@@ -234,3 +234,32 @@ def error_for_code(code: int, message: str = "") -> BrokerError:
     """Return the exception for a wire error code (UnknownServerError if unknown)."""
     cls = ERRORS_BY_CODE.get(code, UnknownServerError)
     return cls(message)
+
+
+class NotEnoughReplicasAfterAppendError(BrokerError):
+    """Raised when records were written but the ISR shrank below min.insync.replicas before they committed."""
+
+    errno = 20
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    retriable = True
+
+
+class FencedLeaderEpochError(BrokerError):
+    """Raised when a request carries a leader epoch older than the partition's."""
+
+    errno = 74
+    name = "FENCED_LEADER_EPOCH"
+    retriable = True
+
+
+class UnknownLeaderEpochError(BrokerError):
+    """Raised when a request carries a leader epoch newer than this broker knows."""
+
+    errno = 76
+    name = "UNKNOWN_LEADER_EPOCH"
+    retriable = True
+
+
+for _cls in (NotEnoughReplicasAfterAppendError, FencedLeaderEpochError, UnknownLeaderEpochError):
+    ERRORS_BY_CODE[_cls.errno] = _cls
+del _cls

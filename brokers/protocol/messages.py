@@ -34,6 +34,7 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DESCRIBE_TOPICS = 75
+    CLUSTER_STATE = 1000  # controller -> broker: the whole cluster's metadata and this broker's roles
 
 
 ACKS_ALL = -1
@@ -82,9 +83,14 @@ class FetchPartition(Struct, kw_only=True):
     partition: int
     fetch_offset: int
     partition_max_bytes: int = 1 << 20
+    # Followers only: the leader epoch they believe current, and the epoch of
+    # the last batch in their log (for the divergence check).
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
 
 
 class FetchRequest(Struct, kw_only=True):
+    replica_id: int = -1  # a follower's broker id; -1 for consumers
     max_wait_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 50 << 20
@@ -99,6 +105,9 @@ class FetchPartitionResult(Struct, kw_only=True, omit_defaults=True):
     high_watermark: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
+    # Set when a follower's log diverged: truncate to this epoch's end offset.
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
     records: bytes = b""
 
 
@@ -241,6 +250,45 @@ class ApiVersionsResponse(_Response):
     apis: list[ApiVersion] = []
 
 
+# -- controller -> broker -----------------------------------------------------------------
+
+
+class PartitionState(Struct, kw_only=True):
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+class TopicState(Struct, kw_only=True):
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str] = {}
+
+
+class ClusterStateRequest(Struct, kw_only=True):
+    """The controller's view of the whole cluster, pushed to every broker.
+
+    A broker applies the partition states whose epochs are newer than its own
+    and ignores the request if ``controller_epoch`` is older than one it has seen.
+    """
+
+    controller_id: int
+    controller_epoch: int
+    brokers: list[BrokerInfo] = []
+    topics: list[TopicState] = []
+    partitions: list[PartitionState] = []
+    deleted_topics: list[str] = []
+
+
+class ClusterStateResponse(_Response):
+    pass
+
+
 class ErrorResponse(_Response):
     """What a broker answers when it cannot even decode a request."""
 
@@ -254,6 +302,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.CREATE_TOPICS: CreateTopicsRequest,
     ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsRequest,
+    ApiKey.CLUSTER_STATE: ClusterStateRequest,
 }
 
 RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
@@ -265,6 +314,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.CREATE_TOPICS: CreateTopicsResponse,
     ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsResponse,
+    ApiKey.CLUSTER_STATE: ClusterStateResponse,
 }
 
 # (min, max) version the broker speaks per API; every API is at version 0.

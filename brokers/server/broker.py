@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
+import os
 import signal
 import struct
 import time
@@ -24,9 +26,11 @@ from brokers.errors import BrokerError, InvalidRequestError, UnsupportedVersionE
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import iter_batches
+from brokers.replication import Partition, ReplicaFetcher, Role
 from brokers.server.connection import BrokerConnection
 from brokers.server.metrics import BrokerMetrics
 from brokers.storage import Log, LogManager, TopicConfig
+from brokers.storage.files import write_atomically
 
 __all__ = ["Broker", "BrokerConfig"]
 
@@ -51,10 +55,20 @@ class BrokerConfig:
     checkpoint_interval_ms: int = 5_000
     retention_check_interval_ms: int = 300_000
     flush_check_interval_ms: int = 50
+    replica_fetch_wait_ms: int = 500
+
+
+CLUSTER_FILE = "cluster.json"
 
 
 class Broker:
-    """A single broker: serves produce, fetch, offsets, metadata and topic admin."""
+    """A broker: serves produce, fetch, offsets, metadata and topic admin.
+
+    Standalone (no controller has ever spoken to its data directory) it leads
+    every partition it has alone. Once a controller has pushed cluster state
+    (``CLUSTER_STATE``) it is in cluster mode for good: roles, replicas and the
+    metadata it serves all come from the controller, fenced by controller epoch.
+    """
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -69,6 +83,14 @@ class Broker:
         self._flushes: dict[Log, asyncio.Future] = {}
         self._stopped = asyncio.Event()
         self.port = config.port
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.cluster_mode = False
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.cluster_brokers: dict[int, m.BrokerInfo] = {}
+        self.metadata_topics: dict[str, m.TopicState] = {}
+        self.metadata_partitions: dict[tuple[str, int], m.PartitionState] = {}
+        self._fetchers: dict[int, ReplicaFetcher] = {}
         self._handlers = {
             ApiKey.PRODUCE: self._produce,
             ApiKey.FETCH: self._fetch,
@@ -78,12 +100,18 @@ class Broker:
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.DESCRIBE_TOPICS: self._describe_topics,
+            ApiKey.CLUSTER_STATE: self._cluster_state,
         }
 
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
         self.logs.open()
+        self._load_cluster_file()
+        for log_ in self.logs.logs.values():
+            partition = self._add_partition(log_)
+            if not self.cluster_mode:
+                partition.make_standalone_leader()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self._new_connection, self.config.host, self.config.port, reuse_address=True, backlog=1024
@@ -122,6 +150,8 @@ class Broker:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.stop()
         for flush in list(self._flushes.values()):
             await asyncio.gather(flush, return_exceptions=True)
         self.logs.close()
@@ -140,6 +170,39 @@ class Broker:
         await stop_requested.wait()
         log.info("shutting down on signal")
         await self.stop()
+
+    def _add_partition(self, log_: Log) -> Partition:
+        partition = Partition(self.config.broker_id, log_, on_high_watermark=self._on_high_watermark)
+        self.partitions[(log_.topic, log_.partition)] = partition
+        return partition
+
+    def _on_high_watermark(self, partition: Partition) -> None:
+        self._wake_fetchers(partition.topic, partition.partition)
+
+    def _partition(self, topic: str, partition: int) -> Partition:
+        found = self.partitions.get((topic, partition))
+        if found is not None:
+            return found
+        if (topic, partition) in self.metadata_partitions:
+            leader = self.metadata_partitions[(topic, partition)].leader
+            raise errors.NotLeaderError(f"broker {self.config.broker_id} holds no replica of {topic}-{partition} (leader: {leader})")
+        self.logs.get_log(topic, partition)  # raises the precise unknown-topic error
+        raise errors.UnknownTopicOrPartitionError(f"{topic}-{partition} is not on this broker")
+
+    def _load_cluster_file(self) -> None:
+        path = os.path.join(self.logs.data_dir, CLUSTER_FILE)
+        try:
+            with open(path) as f:
+                state = json.load(f)
+        except FileNotFoundError:
+            return
+        self.cluster_mode = True
+        self.controller_epoch = int(state["controller_epoch"])
+        log.info("cluster mode: waiting for the controller (last controller epoch %d)", self.controller_epoch)
+
+    def _write_cluster_file(self) -> None:
+        data = json.dumps({"controller_epoch": self.controller_epoch, "controller_id": self.controller_id}).encode()
+        write_atomically(os.path.join(self.logs.data_dir, CLUSTER_FILE), data)
 
     def _new_connection(self) -> BrokerConnection:
         connection = BrokerConnection(
@@ -210,11 +273,12 @@ class Broker:
         results: list[m.ProducePartitionResult] = []
         durable_waits: list[tuple[Log, int]] = []
         # Append every partition before the first await (see connection.py on ordering).
+        commit_waits: list[tuple[m.ProducePartitionResult, asyncio.Future]] = []
         for part in request.partitions:
             result = m.ProducePartitionResult(topic=part.topic, partition=part.partition)
             try:
-                log_ = self.logs.get_log(part.topic, part.partition)
-                appended = log_.append(bytearray(part.records), leader_epoch=0)
+                partition = self._partition(part.topic, part.partition)
+                appended, committed = partition.append_as_leader(bytearray(part.records), acks=request.acks)
             except BrokerError as exc:
                 result.error_code, result.error_message = exc.errno, exc.message
             except OSError as exc:
@@ -222,21 +286,38 @@ class Broker:
                 result.error_code = errors.StorageError.errno
                 result.error_message = f"disk write failed: {exc}"
             else:
-                # A single replica: committed as soon as it is appended.
-                log_.high_watermark = log_.log_end_offset
+                log_ = partition.log
                 result.base_offset = appended.base_offset
                 result.log_start_offset = log_.log_start_offset
                 self.metrics.messages_in.labels(part.topic).inc(appended.record_count)
                 self.metrics.bytes_in.labels(part.topic).inc(appended.size_bytes)
-                self._wake_fetchers(part.topic, part.partition)
+                self._wake_fetchers(part.topic, part.partition)  # consumers and followers
                 if log_.config.flush_interval_ms == 0:
                     durable_waits.append((log_, appended.last_offset))
+                if committed is not None:
+                    commit_waits.append((result, committed))
             results.append(result)
         for log_, last_offset in durable_waits:
             await self._until_durable(log_, last_offset)
+        if commit_waits:
+            await self._until_committed(commit_waits, request.timeout_ms)
         if request.acks == 0:
             return None
         return m.ProduceResponse(partitions=results)
+
+    async def _until_committed(self, waits: list[tuple[m.ProducePartitionResult, asyncio.Future]], timeout_ms: int) -> None:
+        """acks=all: wait until every ISR member has the records, or say why not."""
+        futures = [future for _, future in waits]
+        await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+        for result, future in waits:
+            if not future.done():
+                future.cancel()
+                result.error_code = errors.RequestTimedOutError.errno
+                result.error_message = f"not replicated to every in-sync replica within {timeout_ms} ms"
+            elif future.exception() is not None:
+                exc = future.exception()
+                result.error_code = getattr(exc, "errno", errors.UnknownServerError.errno)
+                result.error_message = str(getattr(exc, "message", exc))
 
     async def _until_durable(self, log_: Log, offset: int) -> None:
         """Wait until ``offset`` is fsynced, sharing fsyncs between producers."""
@@ -266,6 +347,10 @@ class Broker:
         wait_ms = min(max(request.max_wait_ms, 0), FETCH_WAIT_MS_MAX)
         deadline = time.monotonic() + wait_ms / 1000
         loop = asyncio.get_running_loop()
+        if request.replica_id >= 0:
+            early = self._check_replica_fetch(request)
+            if early is not None:
+                return m.FetchResponse(partitions=early)
         while True:
             results, total_bytes, any_error = self._read_partitions(request)
             remaining = deadline - time.monotonic()
@@ -286,6 +371,8 @@ class Broker:
                         waiters.discard(waiter)
                         if not waiters:
                             del self._data_waiters[key]
+        if request.replica_id >= 0:
+            return m.FetchResponse(partitions=results)  # replication is not consumption
         for result in results:
             if result.records:
                 count = 0
@@ -303,9 +390,14 @@ class Broker:
         for part in request.partitions:
             result = m.FetchPartitionResult(topic=part.topic, partition=part.partition)
             try:
-                log_ = self.logs.get_log(part.topic, part.partition)
+                partition = self._partition(part.topic, part.partition)
+                if partition.role is not Role.LEADER:
+                    raise errors.NotLeaderError(f"broker {self.config.broker_id} does not lead {part.topic}-{part.partition}")
+                log_ = partition.log
+                # Followers copy everything the leader has; consumers see committed records only.
+                limit = log_.log_end_offset if request.replica_id >= 0 else log_.high_watermark
                 if budget > 0:
-                    read = log_.read(part.fetch_offset, min(part.partition_max_bytes, budget))
+                    read = log_.read(part.fetch_offset, min(part.partition_max_bytes, budget), max_offset=limit)
                     result.records = read.records
                 else:
                     # Out of budget: report offsets only.
@@ -322,6 +414,34 @@ class Broker:
             results.append(result)
         return results, total, any_error
 
+    def _check_replica_fetch(self, request: m.FetchRequest) -> list[m.FetchPartitionResult] | None:
+        """Record what each follower holds; answer at once on errors or divergence."""
+        early = []
+        for part in request.partitions:
+            result = m.FetchPartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                partition = self._partition(part.topic, part.partition)
+                partition.check_follower_fetch(request.replica_id, part.current_leader_epoch)
+                diverging = partition.diverging_epoch(part.last_fetched_epoch, part.fetch_offset)
+                if diverging is None:
+                    partition.record_follower_fetch(request.replica_id, part.fetch_offset)
+                    continue
+                result.diverging_epoch, result.diverging_end_offset = diverging
+                result.high_watermark = partition.log.high_watermark
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            early.append(result)
+        if not early:
+            return None
+        # Answer for every partition now; the ones that were fine get no records
+        # this round and are asked for again at once.
+        answered = {(r.topic, r.partition) for r in early}
+        for part in request.partitions:
+            if (part.topic, part.partition) not in answered:
+                partition = self.partitions[(part.topic, part.partition)]
+                early.append(m.FetchPartitionResult(topic=part.topic, partition=part.partition, high_watermark=partition.log.high_watermark))
+        return early
+
     # -- offsets and metadata ----------------------------------------------------------------------
 
     async def _list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
@@ -329,7 +449,10 @@ class Broker:
         for part in request.partitions:
             result = m.ListOffsetsPartitionResult(topic=part.topic, partition=part.partition)
             try:
-                log_ = self.logs.get_log(part.topic, part.partition)
+                partition = self._partition(part.topic, part.partition)
+                if partition.role is not Role.LEADER:
+                    raise errors.NotLeaderError(f"broker {self.config.broker_id} does not lead {part.topic}-{part.partition}")
+                log_ = partition.log
                 if part.timestamp == m.LATEST_TIMESTAMP:
                     result.offset = log_.high_watermark
                 elif part.timestamp == m.EARLIEST_TIMESTAMP:
@@ -347,6 +470,8 @@ class Broker:
         return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.port)
 
     async def _metadata(self, request: m.MetadataRequest) -> m.MetadataResponse:
+        if self.cluster_mode:
+            return self._cluster_metadata(request)
         host, port = self._advertised()
         me = self.config.broker_id
         names = list(self.logs.topics) if request.topics is None else request.topics
@@ -364,6 +489,26 @@ class Broker:
             brokers=[m.BrokerInfo(node_id=me, host=host, port=port)], controller_id=-1, topics=topics
         )
 
+    def _cluster_metadata(self, request: m.MetadataRequest) -> m.MetadataResponse:
+        names = sorted(self.metadata_topics) if request.topics is None else request.topics
+        topics = []
+        for name in names:
+            topic = self.metadata_topics.get(name)
+            if topic is None:
+                topics.append(m.TopicInfo(name=name, **_unknown_topic(name)))
+                continue
+            partitions = []
+            for p in range(topic.partitions):
+                state = self.metadata_partitions.get((name, p))
+                if state is None:
+                    partitions.append(m.PartitionInfo(partition=p, leader=-1, error_code=errors.LeaderNotAvailableError.errno))
+                else:
+                    partitions.append(
+                        m.PartitionInfo(partition=p, leader=state.leader, leader_epoch=state.leader_epoch, replicas=state.replicas, isr=state.isr)
+                    )
+            topics.append(m.TopicInfo(name=name, partitions=partitions))
+        return m.MetadataResponse(brokers=list(self.cluster_brokers.values()), controller_id=self.controller_id, topics=topics)
+
     async def _api_versions(self, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
         return m.ApiVersionsResponse(
             apis=[m.ApiVersion(api_key=int(k), min_version=lo, max_version=hi) for k, (lo, hi) in m.API_VERSIONS.items()]
@@ -376,6 +521,8 @@ class Broker:
         for topic in request.topics:
             result = m.TopicResult(name=topic.name)
             try:
+                if self.cluster_mode:
+                    raise InvalidRequestError("this broker is in a cluster: create topics through the controller")
                 if topic.replication_factor != 1:
                     raise errors.InvalidReplicationFactorError(
                         f"replication factor {topic.replication_factor} needs a cluster; this broker runs alone"
@@ -383,6 +530,8 @@ class Broker:
                 config = TopicConfig.from_settings(topic.partitions, topic.replication_factor, topic.configs)
                 if not request.validate_only:
                     self.logs.create_topic(topic.name, config)
+                    for p in range(config.partitions):
+                        self._add_partition(self.logs.logs[(topic.name, p)]).make_standalone_leader()
             except BrokerError as exc:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
@@ -393,7 +542,9 @@ class Broker:
         for name in request.names:
             result = m.TopicResult(name=name)
             try:
-                self.logs.delete_topic(name)
+                if self.cluster_mode:
+                    raise InvalidRequestError("this broker is in a cluster: delete topics through the controller")
+                self._delete_local_topic(name)
             except BrokerError as exc:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
@@ -409,11 +560,14 @@ class Broker:
                 continue
             partitions = []
             for p in range(config.partitions):
-                log_ = self.logs.get_log(name, p)
+                partition = self.partitions.get((name, p))
+                if partition is None:
+                    continue  # not a replica here
+                log_ = partition.log
                 partitions.append(
                     m.PartitionDescription(
                         partition=p,
-                        leader=self.config.broker_id,
+                        leader=partition.leader_id,
                         log_start_offset=log_.log_start_offset,
                         log_end_offset=log_.log_end_offset,
                         high_watermark=log_.high_watermark,
@@ -423,6 +577,95 @@ class Broker:
                 )
             out.append(m.TopicDescription(name=name, configs=config.to_settings(), partitions=partitions))
         return m.DescribeTopicsResponse(topics=out)
+
+    def _delete_local_topic(self, name: str) -> None:
+        for key in [key for key in self.partitions if key[0] == name]:
+            partition = self.partitions.pop(key)
+            partition.become_follower(leader_id=-1, leader_epoch=partition.leader_epoch, partition_epoch=partition.partition_epoch, replicas=[], isr=[])
+        self.logs.delete_topic(name)
+
+    # -- controller requests -------------------------------------------------------------------------
+
+    async def _cluster_state(self, request: m.ClusterStateRequest) -> m.ClusterStateResponse:
+        """Apply the controller's view: metadata for all, roles for our replicas."""
+        if request.controller_epoch < self.controller_epoch:
+            raise errors.StaleControllerEpochError(
+                f"controller epoch {request.controller_epoch} is older than {self.controller_epoch}"
+            )
+        if not self.cluster_mode or request.controller_epoch != self.controller_epoch or request.controller_id != self.controller_id:
+            self.cluster_mode = True
+            self.controller_epoch = request.controller_epoch
+            self.controller_id = request.controller_id
+            self._write_cluster_file()
+        self.cluster_brokers = {b.node_id: b for b in request.brokers}
+        me = self.config.broker_id
+        for name in request.deleted_topics:
+            self.metadata_topics.pop(name, None)
+            for key in [k for k in self.metadata_partitions if k[0] == name]:
+                del self.metadata_partitions[key]
+            if name in self.logs.topics:
+                self._delete_local_topic(name)
+        for topic in request.topics:
+            self.metadata_topics[topic.name] = topic
+        for state in request.partitions:
+            key = (state.topic, state.partition)
+            known = self.metadata_partitions.get(key)
+            if known is not None and (state.leader_epoch, state.partition_epoch) < (known.leader_epoch, known.partition_epoch):
+                continue  # an older state than one already applied
+            self.metadata_partitions[key] = state
+            if me in state.replicas:
+                self._apply_partition_state(state)
+        self._sync_fetchers()
+        return m.ClusterStateResponse()
+
+    def _apply_partition_state(self, state: m.PartitionState) -> None:
+        key = (state.topic, state.partition)
+        partition = self.partitions.get(key)
+        if partition is None:
+            topic = self.metadata_topics.get(state.topic)
+            if topic is None:
+                raise InvalidRequestError(f"partition state for {state.topic} without its topic")
+            if state.topic not in self.logs.topics:
+                config = TopicConfig.from_settings(topic.partitions, topic.replication_factor, topic.configs)
+                self.logs.create_topic(state.topic, config, local_partitions=[])
+            partition = self._add_partition(self.logs.add_replica(state.topic, state.partition))
+        if state.leader_epoch == partition.leader_epoch and partition.role is not Role.NONE:
+            if state.partition_epoch > partition.partition_epoch:
+                partition.update_isr(state.isr, state.partition_epoch)
+            return
+        if state.leader == self.config.broker_id:
+            partition.become_leader(leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch, replicas=state.replicas, isr=state.isr)
+        else:
+            partition.become_follower(
+                leader_id=state.leader, leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch, replicas=state.replicas, isr=state.isr
+            )
+
+    def _sync_fetchers(self) -> None:
+        """One replica fetcher per broker we follow; stop the ones no longer needed."""
+        leaders = {p.leader_id for p in self.partitions.values() if p.role is Role.FOLLOWER and p.leader_id >= 0}
+        for leader_id in list(self._fetchers):
+            if leader_id not in leaders:
+                fetcher = self._fetchers.pop(leader_id)
+                asyncio.get_running_loop().create_task(fetcher.stop())
+        for leader_id in leaders:
+            fetcher = self._fetchers.get(leader_id)
+            if fetcher is None:
+                fetcher = self._fetchers[leader_id] = ReplicaFetcher(
+                    broker_id=self.config.broker_id,
+                    leader_id=leader_id,
+                    address=self._broker_address,
+                    partitions=lambda leader_id=leader_id: [
+                        p for p in self.partitions.values() if p.role is Role.FOLLOWER and p.leader_id == leader_id
+                    ],
+                    on_append=lambda p: self._wake_fetchers(p.topic, p.partition),
+                    fetch_wait_ms=self.config.replica_fetch_wait_ms,
+                )
+                fetcher.start()
+            fetcher.wake()
+
+    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.cluster_brokers.get(broker_id)
+        return None if info is None else (info.host, info.port)
 
 
 def _unknown_topic(name: str) -> dict:

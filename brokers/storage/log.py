@@ -24,6 +24,7 @@ from typing import NamedTuple
 from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
 from brokers.record.batch import BatchHeader, decode_records, stamp_batch, validate_batches
 from brokers.storage.config import TopicConfig
+from brokers.storage.epochs import LeaderEpochCache
 from brokers.storage.segment import Segment
 
 __all__ = ["AppendResult", "Log", "ReadResult"]
@@ -59,6 +60,7 @@ class Log:
         self._base_offsets: list[int] = []
         self.high_watermark = 0
         self.flushed_offset = 0  # every offset below this is on disk (fsynced)
+        self.epochs = LeaderEpochCache(directory)
         self.last_flush_monotonic = time.monotonic()
 
     @classmethod
@@ -104,6 +106,9 @@ class Log:
         if not self.segments:
             self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes))
         self._base_offsets = [segment.base_offset for segment in self.segments]
+        self.epochs.truncate_from_end(self.log_end_offset)
+        if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
+            self._rebuild_epochs()
         self.high_watermark = self.log_end_offset
         self.flushed_offset = self.log_end_offset if recovery_point is None else min(
             recovery_point, self.log_end_offset
@@ -145,6 +150,7 @@ class Log:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self._maybe_roll(len(data), now_ms)
         base_offset = next_offset = self.log_end_offset
+        self.epochs.assign(leader_epoch, base_offset)
         stamped: list[BatchHeader] = []
         position = 0
         records = 0
@@ -156,6 +162,33 @@ class Log:
             position += header.size
         self.active_segment.append(data, stamped)
         return AppendResult(base_offset, next_offset - 1, records, len(data))
+
+    def append_replicated(self, data: bytes) -> AppendResult:
+        """Append batches copied from the leader, offsets and epochs as they are.
+
+        Raises CorruptRecordError, writing nothing, unless every batch is
+        intact and the first starts exactly at the log end offset.
+        """
+        headers = validate_batches(data, batch_bytes_max=len(data), from_producer=False)
+        next_offset = self.log_end_offset
+        for header in headers:
+            if header.base_offset != next_offset:
+                raise CorruptRecordError(
+                    f"replicated batch starts at offset {header.base_offset}, expected {next_offset}"
+                )
+            next_offset = header.next_offset
+        self._maybe_roll(len(data), int(time.time() * 1000))
+        base_offset = self.log_end_offset
+        for header in headers:
+            self.epochs.assign(header.leader_epoch, header.base_offset)
+        self.active_segment.append(data, headers)
+        return AppendResult(base_offset, next_offset - 1, sum(h.record_count for h in headers), len(data))
+
+    def _rebuild_epochs(self) -> None:
+        """Refill the epoch cache from batch headers (its file was lost)."""
+        for segment in self.segments:
+            for _position, header in segment.iter_headers():
+                self.epochs.assign(header.leader_epoch, header.base_offset)
 
     def _maybe_roll(self, incoming_bytes: int, now_ms: int) -> None:
         active = self.active_segment
@@ -203,6 +236,7 @@ class Log:
             self.segments.pop().delete()
             self._base_offsets.pop()
         self.active_segment.truncate_to(offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
 

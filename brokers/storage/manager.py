@@ -5,6 +5,7 @@ Files in the data directory::
     .lock                         flock'd while a broker uses the directory
     topics.json                   topic name -> TopicConfig (atomic rewrite)
     recovery-point-checkpoint     "topic partition offset" lines: fsynced offsets
+    high-watermark-checkpoint     "topic partition offset" lines: last known high watermarks
     .clean-shutdown               present only after a clean shutdown
     <topic>-<partition>/          one Log per partition replica
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import time
 
 import msgspec
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 
 _TOPICS_FILE = "topics.json"
 _CHECKPOINT_FILE = "recovery-point-checkpoint"
+_HIGH_WATERMARK_FILE = "high-watermark-checkpoint"
 _CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 
 
@@ -55,14 +58,23 @@ class LogManager:
         self.topics = self._read_topics()
         clean_marker = os.path.join(self.data_dir, _CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(clean_marker)
-        checkpoint = {} if clean else self._read_checkpoint()
+        checkpoint = {} if clean else self._read_offsets(_CHECKPOINT_FILE)
+        high_watermarks = self._read_offsets(_HIGH_WATERMARK_FILE)
         started = time.monotonic()
         for name, config in self.topics.items():
             for partition in range(config.partitions):
+                if not os.path.isdir(self._log_dir(name, partition)):
+                    continue  # a replica this broker does not hold
                 recovery_point = None if clean else checkpoint.get((name, partition), 0)
-                self.logs[(name, partition)] = Log.open(
+                log_ = Log.open(
                     self._log_dir(name, partition), name, partition, config, recovery_point=recovery_point
                 )
+                # A replicated partition must not show records that were never
+                # committed: start from the last high watermark known. (The
+                # replica layer moves it on; a lone replica commits at once.)
+                if config.replication_factor > 1 and (name, partition) in high_watermarks:
+                    log_.high_watermark = min(high_watermarks[(name, partition)], log_.log_end_offset)
+                self.logs[(name, partition)] = log_
         if clean:
             os.unlink(clean_marker)
             fsync_directory(self.data_dir)
@@ -86,18 +98,26 @@ class LogManager:
 
     # -- topics -----------------------------------------------------------------
 
-    def create_topic(self, name: str, config: TopicConfig) -> None:
+    def create_topic(self, name: str, config: TopicConfig, *, local_partitions: list[int] | None = None) -> None:
+        """Create a topic with logs for ``local_partitions`` (default: all of them)."""
         validate_topic_name(name)
         if name in self.topics:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         config.check()
-        for partition in range(config.partitions):
-            self.logs[(name, partition)] = Log.open(
-                self._log_dir(name, partition), name, partition, config, recovery_point=None
-            )
         self.topics[name] = config
         self._write_topics()
+        for partition in range(config.partitions) if local_partitions is None else local_partitions:
+            self.add_replica(name, partition)
         log.info("created topic %s: %d partitions, flush %s", name, config.partitions, config.flush_policy)
+
+    def add_replica(self, name: str, partition: int) -> Log:
+        """Open (creating if needed) this broker's log of ``name``-``partition``."""
+        log_ = self.logs.get((name, partition))
+        if log_ is None:
+            config = self.topics[name]
+            log_ = Log.open(self._log_dir(name, partition), name, partition, config, recovery_point=None)
+            self.logs[(name, partition)] = log_
+        return log_
 
     def delete_topic(self, name: str) -> None:
         config = self.topics.pop(name, None)
@@ -108,6 +128,8 @@ class LogManager:
             log_ = self.logs.pop((name, partition), None)
             if log_ is not None:
                 log_.delete()
+            else:
+                shutil.rmtree(self._log_dir(name, partition), ignore_errors=True)
         log.info("deleted topic %s", name)
 
     def get_log(self, topic: str, partition: int) -> Log:
@@ -126,6 +148,8 @@ class LogManager:
         """Write every log's durable offset to the recovery-point file."""
         lines = [f"{topic} {partition} {log_.flushed_offset}\n" for (topic, partition), log_ in self.logs.items()]
         write_atomically(os.path.join(self.data_dir, _CHECKPOINT_FILE), "".join(lines).encode())
+        lines = [f"{topic} {partition} {log_.high_watermark}\n" for (topic, partition), log_ in self.logs.items()]
+        write_atomically(os.path.join(self.data_dir, _HIGH_WATERMARK_FILE), "".join(lines).encode())
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -155,10 +179,10 @@ class LogManager:
     def _write_topics(self) -> None:
         write_atomically(os.path.join(self.data_dir, _TOPICS_FILE), msgspec.json.encode(self.topics))
 
-    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
+    def _read_offsets(self, file_name: str) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
         try:
-            with open(os.path.join(self.data_dir, _CHECKPOINT_FILE)) as f:
+            with open(os.path.join(self.data_dir, file_name)) as f:
                 for line in f:
                     parts = line.split()
                     if len(parts) == 3:

@@ -327,6 +327,17 @@ class Segment:
             position += header.size
         return out
 
+    def iter_headers(self):
+        """Yield (position, header) of every batch, from the start of the file."""
+        position = 0
+        while position < self.size_bytes:
+            raw = self._pread(BATCH_HEADER_BYTES, position)
+            if len(raw) < BATCH_HEADER_BYTES:
+                return
+            header = read_header(raw)
+            yield position, header
+            position += header.size
+
     def read_batch(self, position: int, size: int) -> bytes:
         return self._pread(size, position)
 

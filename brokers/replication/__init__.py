@@ -1,0 +1,10 @@
+"""Replication of partitions between brokers (Kafka's ISR design).
+
+``Partition`` is one replica's state and the leader's bookkeeping of its
+followers; ``ReplicaFetcher`` is the follower side, pulling from a leader.
+"""
+
+from brokers.replication.fetcher import ReplicaFetcher
+from brokers.replication.partition import Partition, Role
+
+__all__ = ["Partition", "ReplicaFetcher", "Role"]

@@ -1,0 +1,219 @@
+"""One partition replica on this broker and, when it leads, its followers.
+
+The leader assigns offsets; followers copy its batches byte for byte. The high
+watermark (HW) is the smallest log end offset (LEO) over the in-sync replicas
+(ISR) and only moves forward; consumers see records below it. A produce with
+acks=all is answered once the HW passes its last record, which means every
+ISR member has it; it is refused up front when the ISR is smaller than
+``min.insync.replicas``.
+
+Leadership changes come from the controller with a higher leader epoch. A
+follower's fetch carries the epoch of its last batch; if the leader's log
+ends that epoch earlier (or never had it) the follower's suffix diverged and
+the answer tells it where to truncate (``diverging_epoch``).
+
+Ownership: event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import heapq
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from brokers import errors
+from brokers.storage.log import AppendResult, Log
+
+__all__ = ["FollowerState", "Partition", "Role"]
+
+log = logging.getLogger(__name__)
+
+
+class Role(enum.Enum):
+    NONE = "none"  # no instruction from the controller yet (after a restart)
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower."""
+
+    log_end_offset: int = -1  # -1: has not fetched since this leader took over
+    last_caught_up_monotonic: float = 0.0
+    leader_end_offset_at_last_fetch: int = 0
+
+
+class Partition:
+    def __init__(
+        self,
+        broker_id: int,
+        log_: Log,
+        *,
+        on_high_watermark: Callable[[Partition], None] = lambda p: None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log = log_
+        self.topic = log_.topic
+        self.partition = log_.partition
+        self.role = Role.NONE
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.followers: dict[int, FollowerState] = {}
+        self._acks_waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (last offset, seq, future)
+        self._waiter_sequence = 0
+        self._on_high_watermark = on_high_watermark
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition} {self.role.value} epoch={self.leader_epoch} isr={self.isr})"
+
+    # -- role changes (from the controller) -----------------------------------------
+
+    def make_standalone_leader(self) -> None:
+        """A partition of a single broker without a controller: lead it alone."""
+        self.become_leader(leader_epoch=max(self.leader_epoch, 0), partition_epoch=0, replicas=[self.broker_id], isr=[self.broker_id])
+
+    def become_leader(self, *, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        was_leader_in_epoch = self.role is Role.LEADER and self.leader_epoch == leader_epoch
+        self.role = Role.LEADER
+        self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        if not was_leader_in_epoch:
+            now = time.monotonic()
+            self.followers = {r: FollowerState(last_caught_up_monotonic=now) for r in replicas if r != self.broker_id}
+            log.info("%s-%d: leader in epoch %d, ISR %s, LEO %d, HW %d", self.topic, self.partition, leader_epoch, isr, self.log.log_end_offset, self.log.high_watermark)
+        else:
+            for r in replicas:
+                if r != self.broker_id:
+                    self.followers.setdefault(r, FollowerState(last_caught_up_monotonic=time.monotonic()))
+        self.maybe_advance_high_watermark()
+
+    def become_follower(self, *, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        changed = self.role is not Role.FOLLOWER or self.leader_epoch != leader_epoch
+        self.role = Role.FOLLOWER
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.followers = {}
+        self._fail_waiters(errors.NotLeaderError(f"{self.topic}-{self.partition}: leadership moved to broker {leader_id}"))
+        if changed:
+            log.info("%s-%d: follower of broker %d in epoch %d, LEO %d", self.topic, self.partition, leader_id, leader_epoch, self.log.log_end_offset)
+
+    def update_isr(self, isr: list[int], partition_epoch: int) -> None:
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+        self.maybe_advance_high_watermark()
+
+    # -- the leader's write path -----------------------------------------------------------
+
+    def append_as_leader(self, data: bytearray, *, acks: int) -> tuple[AppendResult, asyncio.Future | None]:
+        """Append producer batches; with acks=all also return a future for the commit."""
+        if self.role is not Role.LEADER:
+            raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition} (leader: {self.leader_id})")
+        min_insync = min(self.log.config.min_insync_replicas, len(self.replicas) or 1)
+        if acks == -1 and len(self.isr) < min_insync:
+            raise errors.NotEnoughReplicasError(
+                f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replica(s) {self.isr}; min.insync.replicas is {min_insync}"
+            )
+        result = self.log.append(data, leader_epoch=self.leader_epoch)
+        future = None
+        if acks == -1:
+            future = asyncio.get_running_loop().create_future()
+            self._waiter_sequence += 1
+            heapq.heappush(self._acks_waiters, (result.last_offset, self._waiter_sequence, future))
+        self.maybe_advance_high_watermark()
+        return result, future
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Move the HW to the smallest LEO in the ISR; True if it moved."""
+        if self.role is not Role.LEADER:
+            return False
+        candidate = self.log.log_end_offset
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            state = self.followers.get(replica)
+            if state is None or state.log_end_offset < 0:
+                return False  # an ISR member we have not heard from yet holds the HW
+            candidate = min(candidate, state.log_end_offset)
+        if candidate <= self.log.high_watermark:
+            return False
+        self.log.high_watermark = candidate
+        waiters = self._acks_waiters
+        while waiters and waiters[0][0] < candidate:
+            _, _, future = heapq.heappop(waiters)
+            if not future.done():
+                future.set_result(None)
+        self._on_high_watermark(self)
+        return True
+
+    def _fail_waiters(self, exc: Exception) -> None:
+        waiters, self._acks_waiters = self._acks_waiters, []
+        for _, _, future in waiters:
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()
+
+    # -- the leader's side of follower fetches ---------------------------------------------
+
+    def check_follower_fetch(self, replica_id: int, current_leader_epoch: int) -> None:
+        """Raise unless ``replica_id`` may fetch from this leader in this epoch."""
+        if self.role is not Role.LEADER:
+            raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition}")
+        if current_leader_epoch >= 0 and current_leader_epoch < self.leader_epoch:
+            raise errors.FencedLeaderEpochError(f"epoch {current_leader_epoch} is older than the leader's {self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise errors.UnknownLeaderEpochError(f"epoch {current_leader_epoch} is newer than the leader's {self.leader_epoch}")
+        if replica_id not in self.replicas:
+            raise errors.NotLeaderError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """(epoch, end offset) the follower must truncate to, or None if its log agrees."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end_offset = self.log.epochs.end_offset_for(last_fetched_epoch, self.log.log_end_offset)
+        if epoch != last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower asked for ``fetch_offset``: it holds everything below it."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return
+        now = time.monotonic()
+        state.log_end_offset = fetch_offset
+        # Caught up: it has everything this leader had when it fetched last time
+        # (Kafka's definition; a follower never equals a moving LEO exactly).
+        if fetch_offset >= self.log.log_end_offset or fetch_offset >= state.leader_end_offset_at_last_fetch:
+            state.last_caught_up_monotonic = now
+        state.leader_end_offset_at_last_fetch = self.log.log_end_offset
+        self.maybe_advance_high_watermark()
+
+    def lagging_replicas(self, lag_time_max_s: float) -> list[int]:
+        """ISR followers that have not caught up for longer than the limit."""
+        now = time.monotonic()
+        return [
+            r for r in self.isr
+            if r != self.broker_id and now - self.followers.get(r, FollowerState()).last_caught_up_monotonic > lag_time_max_s
+        ]
+
+    def caught_up_outside_isr(self) -> list[int]:
+        """Followers outside the ISR that now hold everything up to the HW in this epoch."""
+        start_of_epoch = self.log.epochs.entries[-1][1] if self.log.epochs.entries else 0
+        return [
+            r for r, state in self.followers.items()
+            if r not in self.isr and state.log_end_offset >= max(self.log.high_watermark, start_of_epoch)
+        ]
