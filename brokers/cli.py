@@ -77,6 +77,17 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         help="how often old segments are deleted by retention (default %(default)s)",
     )
     parser.add_argument("--max-request-bytes", type=int, default=100 << 20, help="largest request frame accepted (default %(default)s)")
+    parser.add_argument(
+        "--controller",
+        help="controller addresses HOST:PORT[,HOST:PORT...]: join that cluster (default: run standalone, leading every partition alone)",
+    )
+    parser.add_argument("--rack", help="rack or zone of this broker, for replica placement")
+    parser.add_argument(
+        "--replica-lag-time-max-ms",
+        type=int,
+        default=10_000,
+        help="a follower not caught up for this long leaves the ISR (default %(default)s)",
+    )
     parser.set_defaults(handler=_run_broker)
 
 
@@ -101,6 +112,9 @@ def _run_broker(args: argparse.Namespace) -> int:
         metrics_port=metrics_port,
         frame_bytes_max=args.max_request_bytes,
         retention_check_interval_ms=args.retention_check_interval_ms,
+        controllers=[_host_port(a) for a in args.controller.split(",")] if args.controller else None,
+        rack=args.rack,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
     )
     try:
         return run_async(_serve(Broker(config))) or 0

@@ -260,6 +260,36 @@ class UnknownLeaderEpochError(BrokerError):
     retriable = True
 
 
-for _cls in (NotEnoughReplicasAfterAppendError, FencedLeaderEpochError, UnknownLeaderEpochError):
+class NotControllerError(BrokerError):
+    """Raised when a controller request reaches a controller that is not the active one."""
+
+    errno = 41
+    name = "NOT_CONTROLLER"
+    retriable = True
+
+
+class InvalidUpdateVersionError(BrokerError):
+    """Raised when an ISR change names a partition epoch that is no longer current."""
+
+    errno = 95
+    name = "INVALID_UPDATE_VERSION"
+
+
+class StaleBrokerEpochError(BrokerError):
+    """Raised when a heartbeat comes from an earlier life of a broker (or before it registered)."""
+
+    errno = 77
+    name = "STALE_BROKER_EPOCH"
+    retriable = True
+
+
+for _cls in (
+    NotEnoughReplicasAfterAppendError,
+    FencedLeaderEpochError,
+    UnknownLeaderEpochError,
+    NotControllerError,
+    InvalidUpdateVersionError,
+    StaleBrokerEpochError,
+):
     ERRORS_BY_CODE[_cls.errno] = _cls
 del _cls

@@ -35,6 +35,10 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DESCRIBE_TOPICS = 75
     CLUSTER_STATE = 1000  # controller -> broker: the whole cluster's metadata and this broker's roles
+    BROKER_REGISTER = 1001  # broker -> controller, at start
+    BROKER_HEARTBEAT = 1002  # broker -> controller, every heartbeat interval
+    ALTER_ISR = 1003  # leader broker -> controller: shrink or expand a partition's ISR
+    DESCRIBE_CLUSTER = 1004  # anyone -> controller: brokers with their state, every partition
 
 
 ACKS_ALL = -1
@@ -289,6 +293,63 @@ class ClusterStateResponse(_Response):
     pass
 
 
+# -- broker -> controller ------------------------------------------------------------------
+
+
+class BrokerRegisterRequest(Struct, kw_only=True):
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class BrokerRegisterResponse(_Response):
+    broker_epoch: int = -1
+    controller_epoch: int = -1
+
+
+class BrokerHeartbeatRequest(Struct, kw_only=True):
+    broker_id: int
+    broker_epoch: int
+
+
+class BrokerHeartbeatResponse(_Response):
+    controller_epoch: int = -1
+
+
+class AlterIsrRequest(Struct, kw_only=True):
+    broker_id: int  # the leader asking
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: list[int]
+
+
+class AlterIsrResponse(_Response):
+    state: PartitionState | None = None
+
+
+class DescribeClusterRequest(Struct, kw_only=True):
+    pass
+
+
+class BrokerStatus(Struct, kw_only=True):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    state: str = "fenced"  # alive | fenced
+
+
+class DescribeClusterResponse(_Response):
+    controller_id: str = ""
+    controller_epoch: int = -1
+    brokers: list[BrokerStatus] = []
+    topics: list[TopicState] = []
+    partitions: list[PartitionState] = []
+
+
 class ErrorResponse(_Response):
     """What a broker answers when it cannot even decode a request."""
 
@@ -303,6 +364,10 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsRequest,
     ApiKey.CLUSTER_STATE: ClusterStateRequest,
+    ApiKey.BROKER_REGISTER: BrokerRegisterRequest,
+    ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatRequest,
+    ApiKey.ALTER_ISR: AlterIsrRequest,
+    ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
 }
 
 RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
@@ -315,6 +380,10 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsResponse,
     ApiKey.CLUSTER_STATE: ClusterStateResponse,
+    ApiKey.BROKER_REGISTER: BrokerRegisterResponse,
+    ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatResponse,
+    ApiKey.ALTER_ISR: AlterIsrResponse,
+    ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
 }
 
 # (min, max) version the broker speaks per API; every API is at version 0.

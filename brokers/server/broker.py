@@ -28,6 +28,7 @@ from brokers.protocol.messages import ApiKey
 from brokers.record.batch import iter_batches
 from brokers.replication import Partition, ReplicaFetcher, Role
 from brokers.server.connection import BrokerConnection
+from brokers.server.controller_channel import ControllerChannel
 from brokers.server.metrics import BrokerMetrics
 from brokers.storage import Log, LogManager, TopicConfig
 from brokers.storage.files import write_atomically
@@ -56,6 +57,10 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     flush_check_interval_ms: int = 50
     replica_fetch_wait_ms: int = 500
+    controllers: list[tuple[str, int]] | None = None  # None: standalone
+    rack: str | None = None
+    replica_lag_time_max_ms: int = 10_000
+    isr_check_interval_ms: int = 500
 
 
 CLUSTER_FILE = "cluster.json"
@@ -91,6 +96,8 @@ class Broker:
         self.metadata_topics: dict[str, m.TopicState] = {}
         self.metadata_partitions: dict[tuple[str, int], m.PartitionState] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
+        self.controller_channel: ControllerChannel | None = None
+        self._isr_requests_in_flight: set[tuple[str, int]] = set()
         self._handlers = {
             ApiKey.PRODUCE: self._produce,
             ApiKey.FETCH: self._fetch,
@@ -108,6 +115,8 @@ class Broker:
     async def start(self) -> None:
         self.logs.open()
         self._load_cluster_file()
+        if self.config.controllers:
+            self.cluster_mode = True
         for log_ in self.logs.logs.values():
             partition = self._add_partition(log_)
             if not self.cluster_mode:
@@ -124,7 +133,16 @@ class Broker:
             self.metrics_port = server.server_port
             self._metrics_server = server
             log.info("metrics on http://%s:%d/metrics", self.config.metrics_host, self.metrics_port)
+        if self.config.controllers:
+            self.controller_channel = ControllerChannel(
+                broker_id=self.config.broker_id,
+                controllers=self.config.controllers,
+                advertised=self._advertised(),
+                rack=self.config.rack,
+            )
+            self.controller_channel.start()
         self._background = [
+            loop.create_task(self._every(self.config.isr_check_interval_ms, self._maintain_isr)),
             loop.create_task(self._every(self.config.flush_check_interval_ms, self._flush_due)),
             loop.create_task(self._every(self.config.checkpoint_interval_ms, self._checkpoint)),
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
@@ -152,6 +170,8 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         for fetcher in list(self._fetchers.values()):
             await fetcher.stop()
+        if self.controller_channel is not None:
+            await self.controller_channel.stop()
         for flush in list(self._flushes.values()):
             await asyncio.gather(flush, return_exceptions=True)
         self.logs.close()
@@ -229,6 +249,43 @@ class Broker:
             if interval_ms > 0 and log_.log_end_offset > log_.flushed_offset:
                 if (now - log_.last_flush_monotonic) * 1000 >= interval_ms:
                     await self._flush(log_)
+
+    async def _maintain_isr(self) -> None:
+        """Leaders ask the controller to drop lagging followers and re-admit caught-up ones."""
+        if self.controller_channel is None:
+            return
+        lag_s = self.config.replica_lag_time_max_ms / 1000
+        for key, partition in list(self.partitions.items()):
+            if partition.role is not Role.LEADER or len(partition.replicas) < 2 or key in self._isr_requests_in_flight:
+                continue
+            lagging = set(partition.lagging_replicas(lag_s))
+            joining = partition.caught_up_outside_isr()
+            if not lagging and not joining:
+                continue
+            new_isr = [r for r in partition.replicas if (r in partition.isr and r not in lagging) or r in joining]
+            self._isr_requests_in_flight.add(key)
+            asyncio.get_running_loop().create_task(self._request_isr_change(partition, new_isr, lagging, joining))
+
+    async def _request_isr_change(self, partition: Partition, new_isr: list[int], lagging: set[int], joining: list[int]) -> None:
+        key = (partition.topic, partition.partition)
+        try:
+            log.info("%s-%d: asking the controller for ISR %s (lagging %s, caught up %s)", *key, new_isr, sorted(lagging), joining)
+            request = m.AlterIsrRequest(
+                broker_id=self.config.broker_id,
+                topic=partition.topic,
+                partition=partition.partition,
+                leader_epoch=partition.leader_epoch,
+                partition_epoch=partition.partition_epoch,
+                new_isr=new_isr,
+            )
+            response: m.AlterIsrResponse = await self.controller_channel.request(ApiKey.ALTER_ISR, request)
+            state = response.state
+            if state is not None and partition.role is Role.LEADER and state.leader_epoch == partition.leader_epoch:
+                partition.update_isr(state.isr, state.partition_epoch)
+        except errors.TidewayError as exc:
+            log.info("%s-%d: ISR change refused or failed: %s", *key, exc)
+        finally:
+            self._isr_requests_in_flight.discard(key)
 
     async def _checkpoint(self) -> None:
         self.logs.checkpoint()
@@ -517,6 +574,8 @@ class Broker:
     # -- topic admin --------------------------------------------------------------------------------
 
     async def _create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        if self.controller_channel is not None:
+            return await self.controller_channel.request(ApiKey.CREATE_TOPICS, request)
         results = []
         for topic in request.topics:
             result = m.TopicResult(name=topic.name)
@@ -538,6 +597,8 @@ class Broker:
         return m.CreateTopicsResponse(topics=results)
 
     async def _delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        if self.controller_channel is not None:
+            return await self.controller_channel.request(ApiKey.DELETE_TOPICS, request)
         results = []
         for name in request.names:
             result = m.TopicResult(name=name)

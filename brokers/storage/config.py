@@ -37,7 +37,8 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True):
     segment_ms: int = 7 * DAY_MS
     max_message_bytes: int = 1 << 20  # largest batch a producer may send
     index_interval_bytes: int = 4096
-    min_insync_replicas: int = 1
+    # acks=all needs this many in-sync replicas (capped at the replication factor).
+    min_insync_replicas: int = 2
 
     @classmethod
     def from_settings(cls, partitions: int, replication_factor: int, settings: dict[str, str]) -> TopicConfig:

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
     "controlplane",
+    "clusters",
 ]
 
 MIDDLEWARE: list[str] = []

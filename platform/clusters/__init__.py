@@ -1,0 +1,1 @@
+"""Cluster state of the control plane: brokers, topics, partitions, the controller lease."""

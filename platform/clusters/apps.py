@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ClustersConfig(AppConfig):
+    name = "clusters"
+    label = "clusters"
+    verbose_name = "Broker clusters"
+    default_auto_field = "django.db.models.BigAutoField"

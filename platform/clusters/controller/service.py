@@ -1,0 +1,297 @@
+"""The controller process: campaigns for the lease, then runs the cluster.
+
+While active it:
+
+* answers brokers' registrations and heartbeats, and fences a broker whose
+  session expired (moving its leaderships to other ISR members);
+* decides ISR changes that leaders ask for (ALTER_ISR);
+* creates and deletes topics (brokers forward those admin requests here);
+* runs preferred-leader elections so leadership returns after a recovery;
+* pushes the whole cluster state to every live broker after each change, and
+  every few seconds anyway, so a broker that missed one catches up.
+
+While standby it answers NOT_CONTROLLER (naming the active one) and tries to
+take the lease when it expires. Every database change runs on one thread
+(``_db``) through clusters.controller.actions, which re-checks the lease in
+the same transaction.
+
+Ownership: heartbeat deadlines and connections belong to the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+import msgspec
+
+from brokers import errors
+from brokers.client.conn import Connection, connect
+from brokers.errors import BrokerError
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.server.connection import BrokerConnection
+from clusters.controller import actions
+from clusters.controller.actions import Lease, LostLease
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ControllerConfig:
+    cluster: str = "local"
+    host: str = "127.0.0.1"
+    port: int = 9400
+    lease_ms: int = 3_000
+    broker_session_timeout_ms: int = 3_000
+    state_push_interval_ms: int = 5_000
+    preferred_leader_check_ms: int = 5_000
+
+
+class Controller:
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease: Lease | None = None
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-db")
+        self._cluster = None
+        self._deadlines: dict[int, float] = {}  # broker id -> monotonic session deadline
+        self._broker_epochs: dict[int, int] = {}
+        self._connections: dict[int, Connection] = {}
+        self._push_needed = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._server: asyncio.AbstractServer | None = None
+        self.port = config.port
+        self._handlers = {
+            ApiKey.BROKER_REGISTER: self._register,
+            ApiKey.BROKER_HEARTBEAT: self._heartbeat,
+            ApiKey.ALTER_ISR: self._alter_isr,
+            ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+        }
+
+    async def db(self, function, *args, **kwargs):
+        return await asyncio.get_running_loop().run_in_executor(self._db, partial(function, *args, **kwargs))
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._cluster = await self.db(actions.get_or_create_cluster, self.config.cluster)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: BrokerConnection(self.dispatch, frame_bytes_max=16 << 20, in_flight_max=100, on_close=lambda c: None),
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._tasks = [loop.create_task(self._campaign()), loop.create_task(self._pusher())]
+        log.info("controller %s listening on %s:%d for cluster %r", self.holder, self.config.host, self.port, self.config.cluster)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            self._server.close()
+        if self.lease is not None:
+            try:
+                await self.db(actions.release_lease, self.lease)
+            except Exception:
+                log.exception("could not release the lease")
+        for connection in self._connections.values():
+            connection.close()
+        self._db.shutdown(wait=True)
+
+    @property
+    def active(self) -> bool:
+        return self.lease is not None
+
+    # -- the lease ----------------------------------------------------------------------
+
+    async def _campaign(self) -> None:
+        address = f"{self.config.host}:{self.port}"
+        ttl_s = self.config.lease_ms / 1000
+        while True:
+            try:
+                if self.lease is None:
+                    lease = await self.db(actions.try_acquire_lease, self._cluster, holder=self.holder, address=address, ttl_s=ttl_s)
+                    if lease is not None:
+                        await self._become_active(lease)
+                else:
+                    await self.db(actions.renew_lease, self.lease)
+                    await self._expire_sessions()
+                    await self._maybe_elect_preferred_leaders()
+            except LostLease as exc:
+                self._resign(str(exc))
+            except Exception:
+                # A database hiccup (e.g. SQLite busy): the lease guard keeps us
+                # safe, so log and try again next round.
+                log.exception("controller round failed")
+            await asyncio.sleep(min(ttl_s / 3, 0.25))
+
+    async def _become_active(self, lease: Lease) -> None:
+        self.lease = lease
+        # Every broker known alive gets one session timeout to reach us.
+        deadline = time.monotonic() + self.config.broker_session_timeout_ms / 1000
+        self._deadlines = {b: deadline for b in await self.db(actions.alive_broker_ids, lease)}
+        self._last_preferred_check = time.monotonic()
+        log.info("controller %s is active in epoch %d", self.holder, lease.epoch)
+        self._push_needed.set()
+
+    def _resign(self, reason: str) -> None:
+        log.warning("controller %s stepping down: %s", self.holder, reason)
+        self.lease = None
+        self._deadlines.clear()
+
+    async def _expire_sessions(self) -> None:
+        now = time.monotonic()
+        for broker_id, deadline in list(self._deadlines.items()):
+            if deadline < now:
+                del self._deadlines[broker_id]
+                moved = await self.db(actions.do_fence_broker, self.lease, broker_id)
+                log.warning("broker %d session expired: fenced; leadership moved: %s", broker_id, ", ".join(moved) or "none")
+                self._push_needed.set()
+
+    async def _maybe_elect_preferred_leaders(self) -> None:
+        if time.monotonic() - self._last_preferred_check < self.config.preferred_leader_check_ms / 1000:
+            return
+        self._last_preferred_check = time.monotonic()
+        moved = await self.db(actions.do_preferred_leader_election, self.lease)
+        if moved:
+            log.info("preferred leader election: %s", ", ".join(moved))
+            self._push_needed.set()
+
+    # -- pushing state to brokers -------------------------------------------------------------
+
+    async def _pusher(self) -> None:
+        interval_s = self.config.state_push_interval_ms / 1000
+        while True:
+            try:
+                await asyncio.wait_for(self._push_needed.wait(), interval_s)
+            except TimeoutError:
+                pass
+            self._push_needed.clear()
+            if self.lease is None:
+                continue
+            try:
+                state = await self.db(actions.snapshot, self.lease)
+            except Exception:
+                log.exception("could not read cluster state")
+                continue
+            alive = set(self._deadlines)
+            await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
+
+    async def _push_to(self, broker: m.BrokerInfo, state: m.ClusterStateRequest) -> None:
+        try:
+            connection = self._connections.get(broker.node_id)
+            if connection is None or connection.closed or (connection.host, connection.port) != (broker.host, broker.port):
+                connection = await connect(broker.host, broker.port, timeout_s=2)
+                self._connections[broker.node_id] = connection
+            await connection.request(ApiKey.CLUSTER_STATE, state, timeout_s=5)
+        except errors.StaleControllerEpochError:
+            self._resign(f"broker {broker.node_id} has seen a newer controller")
+        except (errors.TidewayError, OSError) as exc:
+            log.debug("push to broker %d failed: %s", broker.node_id, exc)
+
+    # -- requests --------------------------------------------------------------------------------
+
+    async def dispatch(self, api_key: int, api_version: int, body: memoryview) -> bytes | None:
+        try:
+            api = ApiKey(api_key)
+            handler = self._handlers[api]
+            request = m.DECODERS[api].decode(body)
+        except (ValueError, KeyError):
+            return _error(errors.UnsupportedVersionError(f"the controller does not serve API {api_key}"))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return _error(errors.InvalidRequestError(f"cannot decode request: {exc}"))
+        if self.lease is None:
+            active = await self.db(actions.current_lease, self._cluster)
+            where = f" (active: {active.address}, epoch {active.epoch})" if active is not None and active.holder else ""
+            return _error(errors.NotControllerError(f"this controller is on standby{where}"))
+        try:
+            response = await handler(request)
+        except LostLease as exc:
+            self._resign(str(exc))
+            return _error(errors.NotControllerError("this controller just lost its lease"))
+        except BrokerError as exc:
+            return _error(exc)
+        except Exception as exc:
+            log.exception("controller failed handling %s", api.name)
+            return _error(errors.UnknownServerError(f"{type(exc).__name__}: {exc}"))
+        return m.ENCODER.encode(response)
+
+    async def _register(self, request: m.BrokerRegisterRequest) -> m.BrokerRegisterResponse:
+        broker_epoch = await self.db(
+            actions.do_register_broker, self.lease, broker_id=request.broker_id, host=request.host, port=request.port, rack=request.rack
+        )
+        self._broker_epochs[request.broker_id] = broker_epoch
+        self._deadlines[request.broker_id] = time.monotonic() + self.config.broker_session_timeout_ms / 1000
+        log.info("broker %d registered from %s:%d (broker epoch %d)", request.broker_id, request.host, request.port, broker_epoch)
+        self._push_needed.set()
+        return m.BrokerRegisterResponse(broker_epoch=broker_epoch, controller_epoch=self.lease.epoch)
+
+    async def _heartbeat(self, request: m.BrokerHeartbeatRequest) -> m.BrokerHeartbeatResponse:
+        if self._broker_epochs.get(request.broker_id) != request.broker_epoch or request.broker_id not in self._deadlines:
+            # Unknown to this controller (it just took over) or fenced: register again.
+            raise errors.StaleBrokerEpochError(f"broker {request.broker_id} must register with this controller")
+        self._deadlines[request.broker_id] = time.monotonic() + self.config.broker_session_timeout_ms / 1000
+        return m.BrokerHeartbeatResponse(controller_epoch=self.lease.epoch)
+
+    async def _alter_isr(self, request: m.AlterIsrRequest) -> m.AlterIsrResponse:
+        state = await self.db(actions.do_alter_isr, self.lease, request)
+        self._push_needed.set()
+        return m.AlterIsrResponse(state=state)
+
+    async def _create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        results = []
+        for topic in request.topics:
+            result = m.TopicResult(name=topic.name)
+            try:
+                if not request.validate_only:
+                    await self.db(actions.do_create_topic, self.lease, topic)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            results.append(result)
+        self._push_needed.set()
+        await self._wait_for_push()
+        return m.CreateTopicsResponse(topics=results)
+
+    async def _delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        results = []
+        deleted = []
+        for name in request.names:
+            result = m.TopicResult(name=name)
+            try:
+                await self.db(actions.do_delete_topic, self.lease, name)
+                deleted.append(name)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            results.append(result)
+        if deleted:
+            state = await self.db(actions.snapshot, self.lease)
+            state.deleted_topics = deleted
+            alive = set(self._deadlines)
+            await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
+        return m.DeleteTopicsResponse(topics=results)
+
+    async def _wait_for_push(self) -> None:
+        """Push now, so an admin call returns once the brokers know the result."""
+        state = await self.db(actions.snapshot, self.lease)
+        alive = set(self._deadlines)
+        await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
+
+    async def _describe_cluster(self, request: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
+        return await self.db(actions.describe, self.lease)
+
+
+def _error(exc: BrokerError) -> bytes:
+    return m.ENCODER.encode(m.ErrorResponse(error_code=exc.errno, error_message=exc.message))

@@ -1,0 +1,218 @@
+"""Commands that run or inspect a whole deployment: controller, up, cluster status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from brokers import errors
+from brokers.cli import _host_port, run_async
+
+DEPLOYMENT_FILE = "deployment.json"
+
+
+def tideway_home() -> Path:
+    return Path(os.environ.get("TIDEWAY_HOME", "var")).resolve()
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    controller = subparsers.add_parser(
+        "controller",
+        help="run a cluster controller (one active per cluster; others stand by)",
+        description="Run a controller. It keeps cluster state in the control-plane database (DATABASE_URL, "
+        "default SQLite under $TIDEWAY_HOME), takes the cluster's lease when it is free, and while active "
+        "fences dead brokers, moves leadership, decides ISR changes and creates topics.",
+    )
+    controller.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9400), help="HOST:PORT brokers reach it on (default 127.0.0.1:9400)")
+    controller.add_argument("--cluster", default="local", help="cluster name (default %(default)s)")
+    controller.add_argument("--lease-ms", type=int, default=3000, help="lease length; a standby takes over this long after the active one dies (default %(default)s)")
+    controller.add_argument("--broker-session-timeout-ms", type=int, default=3000, help="a broker silent this long is fenced (default %(default)s)")
+    controller.add_argument("--no-migrate", action="store_true", help="do not migrate the database at start")
+    controller.set_defaults(handler=_run_controller)
+
+    up = subparsers.add_parser(
+        "up",
+        help="run a whole deployment on this machine (3 brokers + controller)",
+        description="Start a controller and a 3-broker cluster on 127.0.0.1 with all state under $TIDEWAY_HOME "
+        "(default var/). Prints where everything is; Ctrl-C stops it all cleanly.",
+    )
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default %(default)s)")
+    up.add_argument("--controller-port", type=int, default=9400, help="controller port (default %(default)s)")
+    up.add_argument("--first-broker-port", type=int, default=9401, help="broker i listens on this + i - 1 (default %(default)s)")
+    up.set_defaults(handler=_run_up)
+
+    cluster = subparsers.add_parser("cluster", help="inspect a cluster")
+    actions = cluster.add_subparsers(dest="action", required=True, metavar="{status}")
+    status = actions.add_parser(
+        "status",
+        help="brokers (alive or fenced) and every partition's leader, replicas, ISR, HW and LEO",
+        description="Find the controller through $TIDEWAY_HOME/deployment.json (written by 'tideway up') or --controller.",
+    )
+    status.add_argument("--controller", help="controller addresses HOST:PORT[,...] (default: from $TIDEWAY_HOME)")
+    status.set_defaults(handler=lambda a: run_async(_cluster_status(a)))
+
+
+# -- controller --------------------------------------------------------------------------------
+
+
+def _run_controller(args: argparse.Namespace) -> int:
+    from tideway_cli.django_setup import setup_django
+
+    setup_django(migrate=not args.no_migrate)
+    from clusters.controller.service import Controller, ControllerConfig
+
+    host, port = args.listen
+    config = ControllerConfig(
+        cluster=args.cluster,
+        host=host,
+        port=port,
+        lease_ms=args.lease_ms,
+        broker_session_timeout_ms=args.broker_session_timeout_ms,
+    )
+
+    async def serve() -> int:
+        controller = Controller(config)
+        await controller.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await controller.stop()
+        return 0
+
+    return run_async(serve())
+
+
+# -- up ------------------------------------------------------------------------------------------
+
+
+def _run_up(args: argparse.Namespace) -> int:
+    from tideway_cli.django_setup import setup_django
+
+    home = tideway_home()
+    home.mkdir(parents=True, exist_ok=True)
+    setup_django(migrate=True)  # once, before any controller starts
+    python = sys.executable
+    logs = home / "logs"
+    logs.mkdir(exist_ok=True)
+    controller_address = f"127.0.0.1:{args.controller_port}"
+    processes: list[tuple[str, subprocess.Popen]] = []
+
+    def spawn(name: str, command: list[str]) -> None:
+        log_file = open(logs / f"{name}.log", "ab")
+        processes.append((name, subprocess.Popen([python, "-m", "tideway_cli.main", *command], stdout=log_file, stderr=subprocess.STDOUT)))
+
+    spawn("controller", ["controller", "--listen", controller_address, "--no-migrate"])
+    brokers = []
+    for i in range(1, args.brokers + 1):
+        port = args.first_broker_port + i - 1
+        spawn(f"broker-{i}", ["broker", "--id", str(i), "--data", str(home / f"broker-{i}"), "--listen", f"127.0.0.1:{port}", "--controller", controller_address])
+        brokers.append({"id": i, "address": f"127.0.0.1:{port}", "metrics": f"http://127.0.0.1:{port + 1000}/metrics"})
+    deployment = {"controller": controller_address, "brokers": brokers, "bootstrap": ",".join(b["address"] for b in brokers), "pid": os.getpid()}
+    (home / DEPLOYMENT_FILE).write_text(json.dumps(deployment, indent=2))
+    print(f"Tideway is up (state in {home}, logs in {logs}):")
+    print(f"  controller  {controller_address}")
+    for broker in brokers:
+        print(f"  broker {broker['id']}    {broker['address']}   metrics {broker['metrics']}")
+    print(f"  bootstrap   {deployment['bootstrap']}")
+    print("Try: tideway cluster status | tideway topics create demo --partitions 3 --replication-factor 3")
+    print("Ctrl-C stops everything.", flush=True)
+    stop = False
+
+    def request_stop(signum, frame) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    exit_code = 0
+    while not stop:
+        for name, process in processes:
+            if process.poll() is not None:
+                print(f"{name} exited with {process.returncode}; see {logs / (name + '.log')}; stopping", file=sys.stderr)
+                stop, exit_code = True, 1
+        time.sleep(0.2)
+    print("stopping ...", flush=True)
+    for _name, process in reversed(processes):  # brokers first, then the controller
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for name, process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            print(f"{name} did not stop in 30 s; killing it", file=sys.stderr)
+            process.kill()
+    (home / DEPLOYMENT_FILE).unlink(missing_ok=True)
+    print("stopped")
+    return exit_code
+
+
+# -- cluster status --------------------------------------------------------------------------------
+
+
+def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int]]:
+    if args.controller:
+        return [_host_port(a) for a in args.controller.split(",")]
+    path = tideway_home() / DEPLOYMENT_FILE
+    if not path.exists():
+        raise SystemExit(f"tideway: no deployment found at {path}; start one with 'tideway up' or pass --controller")
+    return [_host_port(json.loads(path.read_text())["controller"])]
+
+
+async def _cluster_status(args: argparse.Namespace) -> int:
+    from brokers.client import TidewayClient
+    from brokers.client.conn import connect
+    from brokers.protocol import messages as m
+    from brokers.protocol.messages import ApiKey
+
+    response = None
+    last_error: Exception | None = None
+    for host, port in _controller_addresses(args):
+        try:
+            connection = await connect(host, port, timeout_s=3)
+            try:
+                response = await connection.request(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest())
+                break
+            finally:
+                connection.close()
+        except errors.TidewayError as exc:
+            last_error = exc
+    if response is None:
+        print(f"tideway: no active controller answered: {last_error}", file=sys.stderr)
+        return 1
+    print(f"controller epoch {response.controller_epoch} ({response.controller_id})")
+    print("brokers:")
+    for broker in response.brokers:
+        rack = f" rack {broker.rack}" if broker.rack else ""
+        print(f"  {broker.node_id}  {broker.host}:{broker.port}  {broker.state}{rack}")
+    # HW and LEO as each partition's leader sees them (a follower's HW lags).
+    offsets: dict[tuple[str, int], tuple[int, int]] = {}
+    leaders = {(s.topic, s.partition): s.leader for s in response.partitions}
+    for broker in response.brokers:
+        if broker.state != "alive":
+            continue
+        try:
+            async with TidewayClient(f"{broker.host}:{broker.port}") as client:
+                for topic in await client.describe_topics():
+                    for p in topic.partitions:
+                        if leaders.get((topic.name, p.partition)) == broker.node_id:
+                            offsets[(topic.name, p.partition)] = (p.high_watermark, p.log_end_offset)
+        except errors.TidewayError:
+            continue
+    print("partitions:")
+    for state in sorted(response.partitions, key=lambda s: (s.topic, s.partition)):
+        hw, leo = offsets.get((state.topic, state.partition), (-1, -1))
+        leader = state.leader if state.leader >= 0 else "none (offline)"
+        print(
+            f"  {state.topic}-{state.partition}  leader {leader}  epoch {state.leader_epoch}  replicas {state.replicas}  "
+            f"isr {state.isr}  hw {hw if hw >= 0 else '?'}  leo {leo if leo >= 0 else '?'}"
+        )
+    return 0
