@@ -122,3 +122,123 @@ def run_cli(*args: str, input_bytes: bytes | None = None, timeout_s: float = 120
         timeout=timeout_s,
         env={**os.environ, "TIDEWAY_LOG_LEVEL": "WARNING"},
     )
+
+
+class ControllerProcess:
+    """A ``tideway controller`` subprocess sharing the test's control-plane database."""
+
+    def __init__(self, home: Path, name: str, *, extra_args: list[str] | None = None) -> None:
+        self.home = home
+        self.name = name
+        self.port = free_port()
+        self.extra_args = extra_args or []
+        self.log_path = home / f"{name}.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, *, migrate: bool = True) -> ControllerProcess:
+        log_file = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "tideway_cli.main", "controller", "--listen", self.address,
+                *([] if migrate else ["--no-migrate"]), *self.extra_args,
+            ],
+            cwd=REPO_ROOT,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "TIDEWAY_HOME": str(self.home)},
+        )
+        log_file.close()
+        wait_for_port(self.port, timeout_s=60, process=self.process)
+        return self
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Deployment:
+    """Controllers and brokers of one test cluster, with helpers to watch it."""
+
+    def __init__(self, controllers: list[ControllerProcess], brokers: dict[int, BrokerProcess]) -> None:
+        self.controllers = controllers
+        self.brokers = brokers
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    async def describe(self):
+        from brokers import errors
+        from brokers.client.conn import connect
+        from brokers.protocol import messages as m
+        from brokers.protocol.messages import ApiKey
+
+        last: Exception | None = None
+        for controller in self.controllers:
+            if controller.process is None or controller.process.poll() is not None:
+                continue
+            try:
+                connection = await connect("127.0.0.1", controller.port, timeout_s=2)
+                try:
+                    return await connection.request(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest(), timeout_s=5)
+                finally:
+                    connection.close()
+            except errors.TidewayError as exc:
+                last = exc
+        raise AssertionError(f"no active controller: {last}")
+
+    async def wait_until(self, predicate, timeout_s: float = 30.0, what: str = "condition"):
+        import asyncio
+
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = await self.describe()
+                if predicate(last):
+                    return last
+            except AssertionError:
+                pass
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{what} not reached in {timeout_s}s; last state: {last}")
+
+    def partition(self, state, topic: str, partition: int):
+        return next(p for p in state.partitions if p.topic == topic and p.partition == partition)
+
+
+@pytest.fixture
+def deployment_factory(tmp_path):
+    """Start a controller (or several) and brokers joined to it; all stopped at the end."""
+    started: list = []
+
+    def make(*, brokers: int = 3, controllers: int = 1, session_timeout_ms: int = 2000, lag_ms: int = 2000) -> Deployment:
+        timing = ["--lease-ms", "2000", "--broker-session-timeout-ms", str(session_timeout_ms)]
+        controller_processes = []
+        for i in range(controllers):
+            controller = ControllerProcess(tmp_path, f"controller-{i + 1}", extra_args=timing)
+            controller.start(migrate=(i == 0))
+            controller_processes.append(controller)
+            started.append(controller)
+        addresses = ",".join(c.address for c in controller_processes)
+        broker_processes = {}
+        for i in range(1, brokers + 1):
+            broker = BrokerProcess(
+                tmp_path / f"broker-{i}",
+                broker_id=i,
+                extra_args=["--controller", addresses, "--replica-lag-time-max-ms", str(lag_ms)],
+            ).start()
+            broker_processes[i] = broker
+            started.append(broker)
+        return Deployment(controller_processes, broker_processes)
+
+    yield make
+    for process in reversed(started):
+        process.kill()

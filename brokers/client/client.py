@@ -36,9 +36,13 @@ def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
 class TidewayClient:
     """Knows the cluster's brokers and partition leaders, and holds one connection per broker."""
 
-    def __init__(self, bootstrap: str | list[str], *, request_timeout_ms: int = 30_000) -> None:
+    def __init__(
+        self, bootstrap: str | list[str], *, request_timeout_ms: int = 30_000, metadata_timeout_ms: int = 5_000
+    ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.request_timeout_s = request_timeout_ms / 1000
+        self.metadata_timeout_s = metadata_timeout_ms / 1000
+        self._last_answered: int | tuple[str, int] | None = None
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, list[m.PartitionInfo]] = {}
         self._connections: dict[int | tuple[str, int], Connection] = {}
@@ -84,23 +88,34 @@ class TidewayClient:
         self._connections[key] = connection
         return connection
 
-    async def any_connection(self) -> Connection:
-        """A connection to some live broker: known brokers first, then bootstrap addresses."""
+    async def request_any(self, api: ApiKey, body, *, timeout_s: float | None = None) -> object:
+        """Send to some live broker: known brokers first, then bootstrap addresses.
+
+        A broker that refuses the connection, drops it or does not answer
+        within ``timeout_s`` (default: the metadata timeout, short, because a
+        frozen broker accepts connections but never answers) is skipped.
+        """
+        timeout_s = self.metadata_timeout_s if timeout_s is None else timeout_s
         candidates: list[tuple[int | tuple[str, int], str, int]] = [
             (node, host, port) for node, (host, port) in self.brokers.items()
         ]
         candidates += [((host, port), host, port) for host, port in self.bootstrap]
+        # Start with the broker that answered last time.
+        candidates.sort(key=lambda c: c[0] != self._last_answered)
         last_error: Exception | None = None
         for key, host, port in candidates:
             try:
-                return await self._connection_to(key, host, port)
-            except errors.ConnectionClosedError as exc:
+                connection = await self._connection_to(key, host, port)
+                response = await connection.request(api, body, timeout_s=timeout_s)
+            except (errors.ConnectionClosedError, errors.ClientTimeoutError) as exc:
                 last_error = exc
-        raise errors.ConnectionClosedError(f"no broker reachable (tried {len(candidates)} addresses)") from last_error
-
-    async def request_any(self, api: ApiKey, body) -> object:
-        connection = await self.any_connection()
-        return await connection.request(api, body, timeout_s=self.request_timeout_s)
+                stale = self._connections.pop(key, None)
+                if stale is not None:
+                    stale.close()
+                continue
+            self._last_answered = key
+            return response
+        raise errors.ConnectionClosedError(f"no broker answered (tried {len(candidates)} addresses)") from last_error
 
     # -- metadata -----------------------------------------------------------------
 
@@ -146,12 +161,12 @@ class TidewayClient:
         request = m.CreateTopicsRequest(
             topics=[m.NewTopic(name=name, partitions=partitions, replication_factor=replication_factor, configs=configs or {})]
         )
-        response: m.CreateTopicsResponse = await self.request_any(ApiKey.CREATE_TOPICS, request)  # type: ignore[assignment]
+        response: m.CreateTopicsResponse = await self.request_any(ApiKey.CREATE_TOPICS, request, timeout_s=self.request_timeout_s)  # type: ignore[assignment]
         _raise_first(response.topics)
         await self.refresh_metadata([name])
 
     async def delete_topic(self, name: str) -> None:
-        response: m.DeleteTopicsResponse = await self.request_any(ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest(names=[name]))  # type: ignore[assignment]
+        response: m.DeleteTopicsResponse = await self.request_any(ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest(names=[name]), timeout_s=self.request_timeout_s)  # type: ignore[assignment]
         _raise_first(response.topics)
         self.topics.pop(name, None)
 

@@ -131,6 +131,7 @@ class Producer:
         self._space.set()
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task | None = None
+        self._metadata_refresh: asyncio.Task | None = None
         self._closing = False
 
     async def start(self) -> None:
@@ -268,6 +269,7 @@ class Producer:
                 connection = await self.client.connection(leader)
             except errors.TidewayError as exc:
                 self._fail_or_retry(batches, exc)
+                self._refresh_metadata_soon()
                 continue
             while batches:
                 request_batches, size = [], 0
@@ -309,6 +311,7 @@ class Producer:
         if future.exception() is not None:
             for batch in batches:
                 self._fail(batch, future.exception())
+            self._refresh_metadata_soon()
             return
         response: m.ProduceResponse = future.result()
         retry: list[_Batch] = []
@@ -326,6 +329,18 @@ class Producer:
                 self._fail(batch, errors.UnknownServerError("the broker answered for fewer partitions than sent"))
         if retry:
             asyncio.get_running_loop().create_task(self._retry_later(retry, error))
+
+    def _refresh_metadata_soon(self) -> None:
+        """After a broken connection the leader may have moved: look again (once at a time)."""
+        if self._metadata_refresh is None or self._metadata_refresh.done():
+            self._metadata_refresh = asyncio.get_running_loop().create_task(self._refresh_metadata())
+
+    async def _refresh_metadata(self) -> None:
+        await asyncio.sleep(self.retry_backoff_s)
+        try:
+            await self.client.refresh_metadata()
+        except errors.TidewayError as exc:
+            log.debug("metadata refresh failed: %s", exc)
 
     def _fail_or_retry(self, batches: list[_Batch], exc: Exception) -> None:
         retriable = [b for b in batches if isinstance(exc, _NOT_WRITTEN_ERRORS) and b.attempts <= self.retries]

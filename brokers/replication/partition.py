@@ -45,6 +45,7 @@ class FollowerState:
 
     log_end_offset: int = -1  # -1: has not fetched since this leader took over
     last_caught_up_monotonic: float = 0.0
+    last_fetch_monotonic: float = 0.0
     leader_end_offset_at_last_fetch: int = 0
 
 
@@ -107,7 +108,15 @@ class Partition:
         self.replicas = list(replicas)
         self.isr = list(isr)
         self.followers = {}
-        self._fail_waiters(errors.NotLeaderError(f"{self.topic}-{self.partition}: leadership moved to broker {leader_id}"))
+        # The records were written here and may yet be committed by the new
+        # leader: "not leader" would tell the producer it is safe to resend
+        # (a duplicate), so say it is unknown, as a timeout does.
+        self._fail_waiters(
+            errors.RequestTimedOutError(
+                f"{self.topic}-{self.partition}: leadership moved to broker {leader_id} before the records were "
+                "committed; they may or may not be kept"
+            )
+        )
         if changed:
             log.info("%s-%d: follower of broker %d in epoch %d, LEO %d", self.topic, self.partition, leader_id, leader_epoch, self.log.log_end_offset)
 
@@ -195,6 +204,7 @@ class Partition:
             return
         now = time.monotonic()
         state.log_end_offset = fetch_offset
+        state.last_fetch_monotonic = now
         # Caught up: it has everything this leader had when it fetched last time
         # (Kafka's definition; a follower never equals a moving LEO exactly).
         if fetch_offset >= self.log.log_end_offset or fetch_offset >= state.leader_end_offset_at_last_fetch:
@@ -210,10 +220,17 @@ class Partition:
             if r != self.broker_id and now - self.followers.get(r, FollowerState()).last_caught_up_monotonic > lag_time_max_s
         ]
 
-    def caught_up_outside_isr(self) -> list[int]:
-        """Followers outside the ISR that now hold everything up to the HW in this epoch."""
+    def caught_up_outside_isr(self, lag_time_max_s: float) -> list[int]:
+        """Followers outside the ISR that fetch now and hold everything up to the HW in this epoch.
+
+        A follower that stopped fetching (dead, or fenced by the controller) is
+        not proposed, however far it had got.
+        """
         start_of_epoch = self.log.epochs.entries[-1][1] if self.log.epochs.entries else 0
+        now = time.monotonic()
         return [
             r for r, state in self.followers.items()
-            if r not in self.isr and state.log_end_offset >= max(self.log.high_watermark, start_of_epoch)
+            if r not in self.isr
+            and now - state.last_fetch_monotonic <= lag_time_max_s
+            and state.log_end_offset >= max(self.log.high_watermark, start_of_epoch)
         ]

@@ -259,7 +259,7 @@ class Broker:
             if partition.role is not Role.LEADER or len(partition.replicas) < 2 or key in self._isr_requests_in_flight:
                 continue
             lagging = set(partition.lagging_replicas(lag_s))
-            joining = partition.caught_up_outside_isr()
+            joining = partition.caught_up_outside_isr(lag_s)
             if not lagging and not joining:
                 continue
             new_isr = [r for r in partition.replicas if (r in partition.isr and r not in lagging) or r in joining]
