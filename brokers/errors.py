@@ -283,7 +283,32 @@ class StaleBrokerEpochError(BrokerError):
     retriable = True
 
 
+class OutOfOrderSequenceError(BrokerError):
+    """Raised when a producer's batch skips sequence numbers: an earlier batch is missing; resend in order."""
+
+    errno = 45
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    retriable = True
+
+
+class DuplicateSequenceError(BrokerError):
+    """Raised when a batch repeats sequences written too long ago to know their offsets."""
+
+    errno = 46
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(BrokerError):
+    """Raised when a producer epoch is older than one already seen: a newer instance took over."""
+
+    errno = 47
+    name = "INVALID_PRODUCER_EPOCH"
+
+
 for _cls in (
+    OutOfOrderSequenceError,
+    DuplicateSequenceError,
+    InvalidProducerEpochError,
     NotEnoughReplicasAfterAppendError,
     FencedLeaderEpochError,
     UnknownLeaderEpochError,

@@ -11,9 +11,19 @@ partition keep the order they were sent in.
 
 Retries: a batch refused with an error that guarantees nothing was written
 (not leader, unknown partition, not enough replicas) is retried after a
-metadata refresh, up to ``retries`` times. A broken connection is ambiguous
-(the batch may have been written), so it fails the batch: idempotent retries
-come with producer ids.
+metadata refresh, up to ``retries`` times. A broken connection or a timeout
+is ambiguous (the batch may have been written): a plain producer fails the
+batch, an idempotent one (the default with acks=all) retries it, because the
+broker recognises a resent batch by its producer id and sequence numbers and
+answers with the offsets it got the first time. Idempotent retries go on
+until ``delivery_timeout_ms``; retried batches are resent in sequence order,
+ahead of newer ones.
+
+Producer ids are random 62-bit numbers chosen here (the chance that two
+producers pick the same one is negligible), so no extra round trip is needed.
+If a batch fails for good (e.g. too large), the later batches of its
+partition can never follow it in sequence: they fail too, and the producer
+continues under a new producer id.
 
 Ownership: all state belongs to the event loop's thread; ``send`` never awaits
 between choosing a batch and appending to it.
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections import deque
 from typing import NamedTuple
@@ -34,6 +45,7 @@ from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import BatchBuilder
 from brokers.record.compression import Compression
+from brokers.storage.producers import RECENT_BATCHES_MAX
 
 __all__ = ["Producer", "RecordMetadata"]
 
@@ -71,7 +83,7 @@ class RecordFuture:
 
 
 class _Batch:
-    __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data")
+    __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data", "in_flight")
 
     def __init__(self, topic: str, partition: int, builder: BatchBuilder) -> None:
         self.topic = topic
@@ -81,6 +93,7 @@ class _Batch:
         self.created_monotonic = time.monotonic()
         self.attempts = 0
         self.data = b""
+        self.in_flight = False
 
 
 _NOT_WRITTEN_ERRORS = (
@@ -88,7 +101,17 @@ _NOT_WRITTEN_ERRORS = (
     errors.UnknownTopicOrPartitionError,
     errors.LeaderNotAvailableError,
     errors.NotEnoughReplicasError,
+    errors.OutOfOrderSequenceError,
+    errors.FencedLeaderEpochError,
 )
+# Safe to resend only when the broker can recognise a resend (idempotence).
+_AMBIGUOUS_ERRORS = (
+    errors.ConnectionClosedError,
+    errors.ClientTimeoutError,
+    errors.RequestTimedOutError,
+    errors.NotEnoughReplicasAfterAppendError,
+)
+IN_FLIGHT_BATCHES_PER_PARTITION_MAX = RECENT_BATCHES_MAX // 2
 
 
 class Producer:
@@ -100,22 +123,32 @@ class Producer:
         linger_ms: int = 5,
         batch_size_bytes: int = 256 << 10,
         compression: str | None = None,
-        retries: int = 5,
+        retries: int | None = None,
         retry_backoff_ms: int = 100,
         in_flight_per_broker_max: int = 5,
         buffer_bytes_max: int = 64 << 20,
         request_bytes_max: int = 8 << 20,
         request_timeout_ms: int = 30_000,
+        idempotent: bool | None = None,
+        delivery_timeout_ms: int = 120_000,
     ) -> None:
         self._own_client = isinstance(client, str)
         self.client = TidewayClient(client, request_timeout_ms=request_timeout_ms) if isinstance(client, str) else client
         self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
         if self.acks not in (-1, 0, 1):
             raise ValueError("acks must be 0, 1 or all")
+        # Idempotence needs every write acknowledged by all in-sync replicas
+        # (as in Kafka): with fewer, a failover can lose what it deduplicates.
+        self.idempotent = self.acks == -1 if idempotent is None else idempotent
+        if self.idempotent and self.acks != -1:
+            raise ValueError("an idempotent producer needs acks=all")
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self._new_producer_id()
         self.linger_s = linger_ms / 1000
         self.batch_size_bytes = batch_size_bytes
         self.compression = Compression.parse(compression)
-        self.retries = retries
+        # Default: resend until delivery_timeout_ms when idempotent, else 5 times.
+        self.retries = retries if retries is not None else (1 << 31 if (idempotent or (idempotent is None and acks in ("all", -1, "-1"))) else 5)
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.in_flight_per_broker_max = in_flight_per_broker_max
         self.buffer_bytes_max = buffer_bytes_max
@@ -216,12 +249,22 @@ class Producer:
         if self._own_client:
             await self.client.close()
 
+    def _new_producer_id(self) -> None:
+        self.producer_id = secrets.randbits(62) if self.idempotent else -1
+        self.producer_epoch = 0 if self.idempotent else -1
+        self._sequences: dict[tuple[str, int], int] = {}
+
     def _close_batch(self, batch: _Batch) -> None:
         key = (batch.topic, batch.partition)
         if self._open.get(key) is batch:
             del self._open[key]
             if self._sticky.get(batch.topic) == batch.partition:
                 self._sticky[batch.topic] = batch.partition + 1  # send() wraps it
+            if self.idempotent:
+                builder = batch.builder
+                builder.producer_id, builder.producer_epoch = self.producer_id, self.producer_epoch
+                builder.base_sequence = self._sequences.get(key, 0)
+                self._sequences[key] = builder.base_sequence + len(builder)
             batch.data = batch.builder.build()
             self._ready.append(batch)
             self._wakeup.set()
@@ -259,6 +302,8 @@ class Producer:
                 held.append(batch)
                 continue
             by_leader.setdefault(leader, []).append(batch)
+        if self.idempotent:
+            by_leader = {leader: self._within_partition_cap(batches) for leader, batches in by_leader.items()}
         if held:
             asyncio.get_running_loop().create_task(self._retry_later(held, None))
         for leader, batches in by_leader.items():
@@ -279,6 +324,25 @@ class Producer:
                     size += len(batch.data)
                 self._send_request(leader, connection, request_batches)
 
+    def _within_partition_cap(self, batches: list[_Batch]) -> list[_Batch]:
+        """Keep at most IN_FLIGHT_BATCHES_PER_PARTITION_MAX unanswered batches per
+        partition (the broker remembers that many for deduplication); hold the rest."""
+        in_flight: dict[tuple[str, int], int] = {}
+        for batch in self._unfinished:
+            if batch.in_flight:
+                key = (batch.topic, batch.partition)
+                in_flight[key] = in_flight.get(key, 0) + 1
+        sendable, held = [], []
+        for batch in batches:
+            key = (batch.topic, batch.partition)
+            if in_flight.get(key, 0) >= IN_FLIGHT_BATCHES_PER_PARTITION_MAX:
+                held.append(batch)
+            else:
+                in_flight[key] = in_flight.get(key, 0) + 1
+                sendable.append(batch)
+        self._ready.extendleft(reversed(held))
+        return sendable
+
     def _send_request(self, leader: int, connection, batches: list[_Batch]) -> None:
         request = m.ProduceRequest(
             acks=self.acks,
@@ -287,6 +351,7 @@ class Producer:
         )
         for batch in batches:
             batch.attempts += 1
+            batch.in_flight = True
         try:
             future = connection.send(ApiKey.PRODUCE, request, expect_response=self.acks != 0)
         except errors.TidewayError as exc:
@@ -308,27 +373,23 @@ class Producer:
         timeout.cancel()
         self._in_flight[leader] -= 1
         self._wakeup.set()
+        for batch in batches:
+            batch.in_flight = False
         if future.exception() is not None:
-            for batch in batches:
-                self._fail(batch, future.exception())
+            self._fail_or_retry(batches, future.exception())
             self._refresh_metadata_soon()
             return
         response: m.ProduceResponse = future.result()
-        retry: list[_Batch] = []
+        outcomes: list[tuple[_Batch, BaseException]] = []
         for batch, result in zip(batches, response.partitions, strict=False):
             if result.error_code == 0:
                 self._complete(batch, result.base_offset)
-                continue
-            error = errors.error_for_code(result.error_code, result.error_message)
-            if isinstance(error, _NOT_WRITTEN_ERRORS) and batch.attempts <= self.retries:
-                retry.append(batch)
             else:
-                self._fail(batch, error)
-        if len(response.partitions) < len(batches):
-            for batch in batches[len(response.partitions) :]:
-                self._fail(batch, errors.UnknownServerError("the broker answered for fewer partitions than sent"))
-        if retry:
-            asyncio.get_running_loop().create_task(self._retry_later(retry, error))
+                outcomes.append((batch, errors.error_for_code(result.error_code, result.error_message)))
+        for batch in batches[len(response.partitions) :]:
+            outcomes.append((batch, errors.UnknownServerError("the broker answered for fewer partitions than sent")))
+        for batch, error in outcomes:
+            self._fail_or_retry([batch], error)
 
     def _refresh_metadata_soon(self) -> None:
         """After a broken connection the leader may have moved: look again (once at a time)."""
@@ -342,13 +403,39 @@ class Producer:
         except errors.TidewayError as exc:
             log.debug("metadata refresh failed: %s", exc)
 
-    def _fail_or_retry(self, batches: list[_Batch], exc: Exception) -> None:
-        retriable = [b for b in batches if isinstance(exc, _NOT_WRITTEN_ERRORS) and b.attempts <= self.retries]
+    def _may_retry(self, batch: _Batch, exc: BaseException) -> bool:
+        if self.idempotent:
+            resendable = isinstance(exc, _NOT_WRITTEN_ERRORS + _AMBIGUOUS_ERRORS)
+            return resendable and batch.attempts <= self.retries and not self._expired(batch)
+        return isinstance(exc, _NOT_WRITTEN_ERRORS) and batch.attempts <= self.retries
+
+    def _fail_or_retry(self, batches: list[_Batch], exc: BaseException) -> None:
+        retriable = [b for b in batches if self._may_retry(b, exc)]
         for batch in batches:
             if batch not in retriable:
                 self._fail(batch, exc)
+                if self.idempotent:
+                    self._abandon_sequence_after(batch, exc)
         if retriable:
             asyncio.get_running_loop().create_task(self._retry_later(retriable, exc))
+
+    def _expired(self, batch: _Batch) -> bool:
+        return time.monotonic() - batch.created_monotonic >= self.delivery_timeout_s
+
+    def _abandon_sequence_after(self, failed: _Batch, exc: BaseException) -> None:
+        """A batch failed for good: its partition's later batches can never follow it."""
+        builder = failed.builder
+        for batch in list(self._unfinished):
+            other = batch.builder
+            if (
+                (batch.topic, batch.partition) == (failed.topic, failed.partition)
+                and other.producer_id == builder.producer_id
+                and other.base_sequence > builder.base_sequence
+            ):
+                self._fail(batch, errors.OutOfOrderSequenceError(f"an earlier batch of this partition failed: {exc}"))
+        if builder.producer_id == self.producer_id:
+            log.warning("producer %d: a batch failed for good (%s); continuing as a new producer", self.producer_id, exc)
+            self._new_producer_id()
 
     async def _retry_later(self, batches: list[_Batch], cause: Exception | None) -> None:
         await asyncio.sleep(self.retry_backoff_s)
@@ -356,12 +443,20 @@ class Producer:
             await self.client.refresh_metadata()
         except errors.TidewayError as exc:
             log.debug("metadata refresh before retry failed: %s", exc)
+        resend = []
         for batch in batches:
-            if batch.attempts > self.retries:
+            if batch.future.done():
+                continue
+            if batch.attempts > self.retries or self._expired(batch):
                 self._fail(batch, cause or errors.LeaderNotAvailableError("no leader known"))
+                if self.idempotent:
+                    self._abandon_sequence_after(batch, cause or errors.LeaderNotAvailableError("no leader known"))
             else:
                 batch.attempts += 0 if cause is not None else 1
-                self._ready.append(batch)
+                resend.append(batch)
+        # Resends go first and in sequence order, so a partition's batches stay in order.
+        resend.sort(key=lambda b: (b.topic, b.partition, b.builder.base_sequence))
+        self._ready.extendleft(reversed(resend))
         self._wakeup.set()
 
     def _complete(self, batch: _Batch, base_offset: int) -> None:

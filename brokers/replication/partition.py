@@ -140,8 +140,11 @@ class Partition:
         future = None
         if acks == -1:
             future = asyncio.get_running_loop().create_future()
-            self._waiter_sequence += 1
-            heapq.heappush(self._acks_waiters, (result.last_offset, self._waiter_sequence, future))
+            if result.last_offset < self.log.high_watermark:
+                future.set_result(None)  # a resent batch that is already committed
+            else:
+                self._waiter_sequence += 1
+                heapq.heappush(self._acks_waiters, (result.last_offset, self._waiter_sequence, future))
         self.maybe_advance_high_watermark()
         return result, future
 

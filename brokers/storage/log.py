@@ -21,10 +21,12 @@ import time
 from bisect import bisect_right
 from typing import NamedTuple
 
+from brokers import errors
 from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
 from brokers.record.batch import BatchHeader, decode_records, stamp_batch, validate_batches
 from brokers.storage.config import TopicConfig
 from brokers.storage.epochs import LeaderEpochCache
+from brokers.storage.producers import ProducerStateTable
 from brokers.storage.segment import Segment
 
 __all__ = ["AppendResult", "Log", "ReadResult"]
@@ -39,6 +41,7 @@ class AppendResult(NamedTuple):
     last_offset: int
     record_count: int
     size_bytes: int
+    duplicate: bool = False  # an idempotent producer's resend: nothing was written
 
 
 class ReadResult(NamedTuple):
@@ -61,6 +64,7 @@ class Log:
         self.high_watermark = 0
         self.flushed_offset = 0  # every offset below this is on disk (fsynced)
         self.epochs = LeaderEpochCache(directory)
+        self.producers = ProducerStateTable(directory)
         self.last_flush_monotonic = time.monotonic()
 
     @classmethod
@@ -109,6 +113,8 @@ class Log:
         self.epochs.truncate_from_end(self.log_end_offset)
         if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
             self._rebuild_epochs()
+        if not self.producers.load_snapshot(self.log_end_offset):
+            self._rebuild_producers()
         self.high_watermark = self.log_end_offset
         self.flushed_offset = self.log_end_offset if recovery_point is None else min(
             recovery_point, self.log_end_offset
@@ -147,6 +153,13 @@ class Log:
             if exc.too_large:
                 raise MessageTooLargeError(exc.message) from None
             raise
+        # Idempotent producers: a resent batch already here gets its first answer.
+        duplicate_offsets = [self.producers.check(header) for header in headers]
+        if any(offset is not None for offset in duplicate_offsets):
+            if len(headers) > 1:
+                raise errors.InvalidRequestError("resend idempotent batches one per partition entry")
+            first = duplicate_offsets[0]
+            return AppendResult(first, first + headers[0].last_offset_delta, 0, 0, duplicate=True)
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self._maybe_roll(len(data), now_ms)
         base_offset = next_offset = self.log_end_offset
@@ -161,6 +174,8 @@ class Log:
             records += header.record_count
             position += header.size
         self.active_segment.append(data, stamped)
+        for header in stamped:
+            self.producers.update(header)
         return AppendResult(base_offset, next_offset - 1, records, len(data))
 
     def append_replicated(self, data: bytes) -> AppendResult:
@@ -181,8 +196,16 @@ class Log:
         base_offset = self.log_end_offset
         for header in headers:
             self.epochs.assign(header.leader_epoch, header.base_offset)
+            self.producers.update(header)
         self.active_segment.append(data, headers)
         return AppendResult(base_offset, next_offset - 1, sum(h.record_count for h in headers), len(data))
+
+    def _rebuild_producers(self) -> None:
+        """Rebuild idempotent-producer state from batch headers."""
+        self.producers.clear()
+        for segment in self.segments:
+            for _position, header in segment.iter_headers():
+                self.producers.update(header)
 
     def _rebuild_epochs(self) -> None:
         """Refill the epoch cache from batch headers (its file was lost)."""
@@ -237,6 +260,7 @@ class Log:
             self._base_offsets.pop()
         self.active_segment.truncate_to(offset)
         self.epochs.truncate_from_end(self.log_end_offset)
+        self._rebuild_producers()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
 
@@ -316,6 +340,7 @@ class Log:
         return deleted
 
     def close(self) -> None:
+        self.producers.write_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()
 

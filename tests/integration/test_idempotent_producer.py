@@ -1,0 +1,71 @@
+"""Resent batches are recognised by the broker across restarts and failovers (issue 3)."""
+
+from brokers.client import Consumer, Producer, TidewayClient
+from brokers.client.conn import connect
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.record import BatchBuilder
+from tests.integration.test_replication import TOPIC, FakeController, describe
+
+
+def batch(producer_id: int, sequence: int, count: int) -> bytes:
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=0, base_sequence=sequence)
+    for i in range(count):
+        builder.append(1, None, b"seq %d" % (sequence + i))
+    return builder.build()
+
+
+async def produce_raw(port: int, data: bytes, topic: str, acks: int = -1) -> m.ProducePartitionResult:
+    connection = await connect("127.0.0.1", port)
+    try:
+        response = await connection.request(
+            ApiKey.PRODUCE, m.ProduceRequest(acks=acks, partitions=[m.ProducePartition(topic=topic, partition=0, records=data)])
+        )
+        return response.partitions[0]
+    finally:
+        connection.close()
+
+
+async def test_a_resend_after_sigkill_restart_is_not_written_twice(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("idem")
+    first = await produce_raw(broker.port, batch(42, 0, 10), "idem", acks=1)
+    broker.kill()
+    broker.restart()
+    again = await produce_raw(broker.port, batch(42, 0, 10), "idem", acks=1)
+    assert (again.error_code, again.base_offset) == (0, first.base_offset)
+    nxt = await produce_raw(broker.port, batch(42, 10, 5), "idem", acks=1)
+    assert nxt.base_offset == 10
+    async with TidewayClient(broker.bootstrap) as client:
+        (topic,) = await client.describe_topics(["idem"])
+        assert topic.partitions[0].log_end_offset == 15
+
+
+async def test_a_resend_to_a_new_leader_is_recognised(broker_factory):
+    cluster = [broker_factory(f"b{i}", broker_id=i) for i in (1, 2, 3)]
+    controller = FakeController(cluster)
+    await controller.push(leader=1, leader_epoch=1, isr=[1, 2, 3])
+    first = await produce_raw(cluster[0].port, batch(99, 0, 20), TOPIC)  # acks=all: every replica has it
+    assert first.error_code == 0
+    cluster[0].kill()
+    await controller.push(leader=2, leader_epoch=2, isr=[2, 3], to=[2, 3])
+    again = await produce_raw(cluster[1].port, batch(99, 0, 20), TOPIC)
+    assert (again.error_code, again.base_offset) == (0, first.base_offset)
+    assert (await describe(cluster[1])).log_end_offset == 20
+
+
+async def test_idempotent_producer_client_writes_each_record_once(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("once")
+    async with Producer(broker.bootstrap, acks="all") as producer:
+        assert producer.idempotent and producer.producer_id >= 0
+        futures = [await producer.send("once", b"v%d" % i) for i in range(1000)]
+        assert [(await f).offset for f in futures] == list(range(1000))
+    consumer = Consumer(broker.bootstrap)
+    await consumer.start()
+    await consumer.assign([("once", 0)], start="earliest")
+    values = []
+    while len(values) < 1000:
+        values += [r.value for rs in (await consumer.getmany(timeout_ms=2000)).values() for r in rs]
+    await consumer.stop()
+    assert values == [b"v%d" % i for i in range(1000)]
