@@ -127,9 +127,10 @@ def run_cli(*args: str, input_bytes: bytes | None = None, timeout_s: float = 120
 class ControllerProcess:
     """A ``tideway controller`` subprocess sharing the test's control-plane database."""
 
-    def __init__(self, home: Path, name: str, *, extra_args: list[str] | None = None) -> None:
+    def __init__(self, home: Path, name: str, *, extra_args: list[str] | None = None, database_url: str | None = None) -> None:
         self.home = home
         self.name = name
+        self.database_url = database_url
         self.port = free_port()
         self.extra_args = extra_args or []
         self.log_path = home / f"{name}.log"
@@ -149,7 +150,7 @@ class ControllerProcess:
             cwd=REPO_ROOT,
             stdout=log_file,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "TIDEWAY_HOME": str(self.home)},
+            env={**os.environ, "TIDEWAY_HOME": str(self.home), **({"DATABASE_URL": self.database_url} if self.database_url else {})},
         )
         log_file.close()
         wait_for_port(self.port, timeout_s=60, process=self.process)
@@ -215,15 +216,18 @@ class Deployment:
 
 
 @pytest.fixture
-def deployment_factory(tmp_path):
-    """Start a controller (or several) and brokers joined to it; all stopped at the end."""
+def deployment_factory(tmp_path, database_url):
+    """Start a controller (or several) and brokers joined to it; all stopped at the end.
+
+    Runs once on SQLite and once on PostgreSQL (the ``database_url`` fixture).
+    """
     started: list = []
 
     def make(*, brokers: int = 3, controllers: int = 1, session_timeout_ms: int = 2000, lag_ms: int = 2000) -> Deployment:
         timing = ["--lease-ms", "2000", "--broker-session-timeout-ms", str(session_timeout_ms)]
         controller_processes = []
         for i in range(controllers):
-            controller = ControllerProcess(tmp_path, f"controller-{i + 1}", extra_args=timing)
+            controller = ControllerProcess(tmp_path, f"controller-{i + 1}", extra_args=timing, database_url=database_url)
             controller.start(migrate=(i == 0))
             controller_processes.append(controller)
             started.append(controller)
@@ -242,3 +246,56 @@ def deployment_factory(tmp_path):
     yield make
     for process in reversed(started):
         process.kill()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL cluster of the test run's own, on a free port (needs Debian's postgresql).
+
+    Skips when PostgreSQL is not installed, except under CI=true, where that is an error:
+    infra/setup.sh installs it.
+    """
+    import shutil
+
+    if shutil.which("pg_createcluster") is None or os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            raise RuntimeError("PostgreSQL (pg_createcluster, run as root) is required in CI; run infra/setup.sh")
+        pytest.skip("PostgreSQL server tools not installed")
+    version = sorted(os.listdir("/usr/lib/postgresql"))[-1]
+    name = f"tideway_test_{os.getpid()}"
+    port = free_port()
+    import tempfile
+
+    # Not under pytest's tmp dir: its parents are root-only, and the server runs as postgres.
+    parent = Path(tempfile.mkdtemp(prefix="tideway-pg-"))
+    directory = parent / "data"
+    subprocess.run(["chown", "postgres", str(parent)], check=True)
+    subprocess.run(
+        ["pg_createcluster", version, name, "-p", str(port), "-d", str(directory), "--", "--auth-local=trust", "--auth-host=trust"],
+        check=True, capture_output=True,
+    )
+    try:
+        subprocess.run(["pg_ctlcluster", version, name, "start"], check=True, capture_output=True)
+        subprocess.run(
+            ["su", "postgres", "-c", f"psql -p {port} -h 127.0.0.1 -c \"CREATE ROLE tideway LOGIN SUPERUSER\""],
+            check=True, capture_output=True,
+        )
+        yield port
+    finally:
+        subprocess.run(["pg_ctlcluster", version, name, "stop", "-m", "immediate"], capture_output=True)
+        subprocess.run(["pg_dropcluster", version, name], capture_output=True)
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request, tmp_path):
+    """DATABASE_URL for the control plane: a fresh SQLite file or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite://{tmp_path}/control.sqlite3"
+    port = request.getfixturevalue("postgres_server")
+    name = f"tideway_{abs(hash(tmp_path)) % 10**9}"
+    subprocess.run(
+        ["su", "postgres", "-c", f"psql -p {port} -h 127.0.0.1 -c \"CREATE DATABASE {name} OWNER tideway\""],
+        check=True, capture_output=True,
+    )
+    return f"postgres://tideway@127.0.0.1:{port}/{name}"
