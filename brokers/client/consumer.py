@@ -20,6 +20,7 @@ from typing import Literal
 from crc32c import crc32c
 
 from brokers import errors
+from brokers.aio import cancel_and_wait
 from brokers.client.client import TidewayClient
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
@@ -79,10 +80,8 @@ class Consumer:
         self._fetcher = asyncio.get_running_loop().create_task(self._fetch_loop())
 
     async def stop(self) -> None:
-        if self._fetcher is not None:
-            self._fetcher.cancel()
-            await asyncio.gather(self._fetcher, return_exceptions=True)
-            self._fetcher = None
+        await cancel_and_wait(self._fetcher)
+        self._fetcher = None
         if self._own_client:
             await self.client.close()
 

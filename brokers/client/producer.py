@@ -39,6 +39,7 @@ from collections import deque
 from typing import NamedTuple
 
 from brokers import errors
+from brokers.aio import cancel_and_wait
 from brokers.client.client import TidewayClient
 from brokers.client.partitioner import partition_for_key
 from brokers.protocol import messages as m
@@ -243,8 +244,7 @@ class Producer:
             return
         await self.flush()
         self._closing = True
-        self._sender.cancel()
-        await asyncio.gather(self._sender, return_exceptions=True)
+        await cancel_and_wait(self._sender)
         self._sender = None
         if self._own_client:
             await self.client.close()

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 
 from brokers import errors
+from brokers.aio import cancel_and_wait
 from brokers.client.conn import Connection, connect
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
@@ -62,10 +63,8 @@ class ReplicaFetcher:
         self._wakeup.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self._connection is not None:
             self._connection.close()
             self._connection = None

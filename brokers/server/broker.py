@@ -22,6 +22,7 @@ import msgspec
 from prometheus_client import start_http_server
 
 from brokers import errors
+from brokers.aio import cancel_and_wait
 from brokers.errors import BrokerError, InvalidRequestError, UnsupportedVersionError
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
@@ -165,9 +166,7 @@ class Broker:
             self._server.close()
         for connection in list(self._connections):
             connection.close()
-        for task in self._background:
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await cancel_and_wait(*self._background)
         for fetcher in list(self._fetchers.values()):
             await fetcher.stop()
         if self.controller_channel is not None:

@@ -15,6 +15,7 @@ import asyncio
 import logging
 
 from brokers import errors
+from brokers.aio import cancel_and_wait
 from brokers.client.conn import Connection, connect
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
@@ -49,9 +50,7 @@ class ControllerChannel:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller-channel")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         if self._connection is not None:
             self._connection.close()
 

@@ -33,6 +33,7 @@ from functools import partial
 import msgspec
 
 from brokers import errors
+from brokers.aio import cancel_and_wait
 from brokers.client.conn import Connection, connect
 from brokers.errors import BrokerError
 from brokers.protocol import messages as m
@@ -97,9 +98,7 @@ class Controller:
         log.info("controller %s listening on %s:%d for cluster %r", self.holder, self.config.host, self.port, self.config.cluster)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         if self._server is not None:
             self._server.close()
         if self.lease is not None:

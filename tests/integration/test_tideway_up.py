@@ -1,0 +1,58 @@
+"""`tideway up`, `tideway cluster status` and the CLI against a whole local deployment (issue 3)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.conftest import REPO_ROOT, free_port, run_cli, wait_for_port
+
+
+def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
+    controller_port, first = free_port(), free_port()
+    while any(p in (controller_port,) for p in range(first, first + 3)):
+        first = free_port()
+    env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO"}
+    env.pop("DATABASE_URL", None)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "tideway_cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first)],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        for port in (controller_port, first, first + 1, first + 2):
+            wait_for_port(port, timeout_s=60, process=up)
+        deployment = json.loads((tmp_path / "home" / "deployment.json").read_text())
+        bootstrap = deployment["bootstrap"]
+        status = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = subprocess.run([sys.executable, "-m", "tideway_cli.main", "cluster", "status"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+            if status.stdout.count(" alive") == 3:
+                break
+            time.sleep(0.3)
+        assert status.stdout.count(" alive") == 3, status.stdout + status.stderr
+
+        created = run_cli("topics", "create", "--bootstrap", bootstrap, "demo", "--partitions", "3", "--replication-factor", "3")
+        assert created.returncode == 0, created.stderr
+        lines = b"".join(b"line %d\n" % i for i in range(3000))
+        produced = run_cli("produce", "--bootstrap", bootstrap, "--topic", "demo", "--acks", "all", input_bytes=lines)
+        assert produced.returncode == 0 and b"produced 3000 of 3000" in produced.stderr, produced.stderr
+        consumed = run_cli("consume", "--bootstrap", bootstrap, "--topic", "demo", "--from", "earliest", "--max", "3000")
+        assert sorted(consumed.stdout.split(b"\n")[:-1]) == sorted(lines.split(b"\n")[:-1])
+
+        status = subprocess.run([sys.executable, "-m", "tideway_cli.main", "cluster", "status"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+        partition_lines = [line for line in status.stdout.splitlines() if line.strip().startswith("demo-")]
+        assert len(partition_lines) == 3
+        assert all("isr [" in line and "leader " in line and "hw " in line and "leo " in line for line in partition_lines)
+        total_leo = sum(int(line.split("leo ")[1]) for line in partition_lines)
+        assert total_leo == 3000
+    finally:
+        up.send_signal(signal.SIGINT)
+        output = up.communicate(timeout=60)[0].decode()
+    assert up.returncode == 0, output
+    assert "stopped" in output
+    for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)
+        assert (tmp_path / "home" / f"broker-{i}" / ".clean-shutdown").exists()
+    assert not (tmp_path / "home" / "deployment.json").exists()
