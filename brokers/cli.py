@@ -133,7 +133,7 @@ async def _serve(broker) -> int:
 
 def _add_topics(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("topics", help="create, list, describe and delete topics")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="{create,list,describe,delete}")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{create,list,describe,add-partitions,delete}")
 
     create = actions.add_parser("create", help="create a topic", description="Create a topic on the brokers.")
     _bootstrap_argument(create)
@@ -157,6 +157,12 @@ def _add_topics(subparsers: argparse._SubParsersAction) -> None:
     _bootstrap_argument(describe)
     describe.add_argument("name", nargs="?", help="topic (default: all)")
     describe.set_defaults(handler=lambda a: run_async(_topics_describe(a)))
+
+    grow = actions.add_parser("add-partitions", help="grow a topic to more partitions", description="Raise a topic's partition count. Existing partitions keep their data; keys may map to new partitions from now on.")
+    _bootstrap_argument(grow)
+    grow.add_argument("name")
+    grow.add_argument("--partitions", type=int, required=True, help="the new total number of partitions")
+    grow.set_defaults(handler=lambda a: run_async(_topics_add_partitions(a)))
 
     delete = actions.add_parser("delete", help="delete a topic and its data")
     _bootstrap_argument(delete)
@@ -222,6 +228,15 @@ async def _topics_describe(args: argparse.Namespace) -> int:
                     f"  partition {p.partition}: leader {p.leader} start {p.log_start_offset} "
                     f"end {p.log_end_offset} hw {p.high_watermark} size {p.size_bytes} B in {p.segments} segment(s)"
                 )
+        return 0
+
+    return await _with_client(args, action)
+
+
+async def _topics_add_partitions(args: argparse.Namespace) -> int:
+    async def action(client) -> int:
+        await client.create_partitions(args.name, args.partitions)
+        print(f"topic {args.name} now has {args.partitions} partitions")
         return 0
 
     return await _with_client(args, action)

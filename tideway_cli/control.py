@@ -56,6 +56,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         description="Find the controller through $TIDEWAY_HOME/deployment.json (written by 'tideway up') or --controller.",
     )
     status.add_argument("--controller", help="controller addresses HOST:PORT[,...] (default: from $TIDEWAY_HOME)")
+    status.add_argument("--bootstrap", help="or: a broker HOST:PORT[,...]; its metadata names the controller")
     status.set_defaults(handler=lambda a: run_async(_cluster_status(a)))
 
 
@@ -158,9 +159,19 @@ def _run_up(args: argparse.Namespace) -> int:
 # -- cluster status --------------------------------------------------------------------------------
 
 
-def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int]]:
+async def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int]]:
     if args.controller:
         return [_host_port(a) for a in args.controller.split(",")]
+    if args.bootstrap:
+        from brokers.client import TidewayClient
+        from brokers.protocol import messages as m
+        from brokers.protocol.messages import ApiKey
+
+        async with TidewayClient(args.bootstrap) as client:
+            metadata = await client.request_any(ApiKey.METADATA, m.MetadataRequest(topics=[]))
+        if not metadata.controller_address:
+            raise SystemExit("tideway: that broker runs standalone (no controller); use 'tideway topics describe'")
+        return [_host_port(metadata.controller_address)]
     path = tideway_home() / DEPLOYMENT_FILE
     if not path.exists():
         raise SystemExit(f"tideway: no deployment found at {path}; start one with 'tideway up' or pass --controller")
@@ -175,7 +186,7 @@ async def _cluster_status(args: argparse.Namespace) -> int:
 
     response = None
     last_error: Exception | None = None
-    for host, port in _controller_addresses(args):
+    for host, port in await _controller_addresses(args):
         try:
             connection = await connect(host, port, timeout_s=3)
             try:

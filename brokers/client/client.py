@@ -165,6 +165,11 @@ class TidewayClient:
         _raise_first(response.topics)
         await self.refresh_metadata([name])
 
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Grow topic ``name`` to ``count`` partitions (they never shrink)."""
+        await self.request_any(ApiKey.CREATE_PARTITIONS, m.CreatePartitionsRequest(topic=name, count=count), timeout_s=self.request_timeout_s)
+        await self.refresh_metadata([name])
+
     async def delete_topic(self, name: str) -> None:
         response: m.DeleteTopicsResponse = await self.request_any(ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest(names=[name]), timeout_s=self.request_timeout_s)  # type: ignore[assignment]
         _raise_first(response.topics)

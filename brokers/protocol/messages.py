@@ -34,6 +34,7 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DESCRIBE_TOPICS = 75
+    CREATE_PARTITIONS = 37  # grow a topic's partition count (through the controller)
     CLUSTER_STATE = 1000  # controller -> broker: the whole cluster's metadata and this broker's roles
     BROKER_REGISTER = 1001  # broker -> controller, at start
     BROKER_HEARTBEAT = 1002  # broker -> controller, every heartbeat interval
@@ -178,6 +179,7 @@ class TopicInfo(Struct, kw_only=True, omit_defaults=True):
 class MetadataResponse(_Response):
     brokers: list[BrokerInfo] = []
     controller_id: int = -1
+    controller_address: str = ""  # host:port of the controller this broker talks to, if any
     topics: list[TopicInfo] = []
 
 
@@ -212,6 +214,15 @@ class DeleteTopicsRequest(Struct, kw_only=True):
 
 class DeleteTopicsResponse(_Response):
     topics: list[TopicResult] = []
+
+
+class CreatePartitionsRequest(Struct, kw_only=True):
+    topic: str
+    count: int  # the new total number of partitions
+
+
+class CreatePartitionsResponse(_Response):
+    pass
 
 
 class DescribeTopicsRequest(Struct, kw_only=True):
@@ -364,6 +375,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsRequest,
     ApiKey.CLUSTER_STATE: ClusterStateRequest,
+    ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
     ApiKey.BROKER_REGISTER: BrokerRegisterRequest,
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatRequest,
     ApiKey.ALTER_ISR: AlterIsrRequest,
@@ -380,6 +392,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsResponse,
     ApiKey.CLUSTER_STATE: ClusterStateResponse,
+    ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
     ApiKey.BROKER_REGISTER: BrokerRegisterResponse,
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatResponse,
     ApiKey.ALTER_ISR: AlterIsrResponse,

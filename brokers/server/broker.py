@@ -109,6 +109,7 @@ class Broker:
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.DESCRIBE_TOPICS: self._describe_topics,
             ApiKey.CLUSTER_STATE: self._cluster_state,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
         }
 
     # -- lifecycle --------------------------------------------------------------------
@@ -563,7 +564,14 @@ class Broker:
                         m.PartitionInfo(partition=p, leader=state.leader, leader_epoch=state.leader_epoch, replicas=state.replicas, isr=state.isr)
                     )
             topics.append(m.TopicInfo(name=name, partitions=partitions))
-        return m.MetadataResponse(brokers=list(self.cluster_brokers.values()), controller_id=self.controller_id, topics=topics)
+        channel = self.controller_channel
+        controller_address = ""
+        if channel is not None:
+            host, port = channel.controllers[channel.current]
+            controller_address = f"{host}:{port}"
+        return m.MetadataResponse(
+            brokers=list(self.cluster_brokers.values()), controller_id=self.controller_id, topics=topics, controller_address=controller_address
+        )
 
     async def _api_versions(self, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
         return m.ApiVersionsResponse(
@@ -638,6 +646,23 @@ class Broker:
             out.append(m.TopicDescription(name=name, configs=config.to_settings(), partitions=partitions))
         return m.DescribeTopicsResponse(topics=out)
 
+    async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
+        if self.controller_channel is not None:
+            return await self.controller_channel.request(ApiKey.CREATE_PARTITIONS, request)
+        if self.cluster_mode:
+            raise InvalidRequestError("this broker is in a cluster: add partitions through the controller")
+        config = self.logs.topics.get(request.topic)
+        if config is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {request.topic!r} does not exist")
+        if request.count <= config.partitions:
+            raise errors.InvalidPartitionsError(f"topic {request.topic!r} has {config.partitions} partitions; partitions never shrink")
+        TopicConfig.from_settings(request.count, config.replication_factor, config.to_settings())
+        old = config.partitions
+        self.logs.set_partition_count(request.topic, request.count)
+        for p in range(old, request.count):
+            self._add_partition(self.logs.add_replica(request.topic, p)).make_standalone_leader()
+        return m.CreatePartitionsResponse()
+
     def _delete_local_topic(self, name: str) -> None:
         for key in [key for key in self.partitions if key[0] == name]:
             partition = self.partitions.pop(key)
@@ -667,6 +692,8 @@ class Broker:
                 self._delete_local_topic(name)
         for topic in request.topics:
             self.metadata_topics[topic.name] = topic
+            if topic.name in self.logs.topics:
+                self.logs.set_partition_count(topic.name, topic.partitions)
         for state in request.partitions:
             key = (state.topic, state.partition)
             known = self.metadata_partitions.get(key)

@@ -96,6 +96,11 @@ class ControllerChannel:
                 self._next_controller = (self._next_controller + 1) % len(self.controllers)
         raise errors.NotControllerError(f"no active controller among {len(self.controllers)} address(es): {last_error}")
 
+    @property
+    def current(self) -> int:
+        """Index in ``controllers`` of the address in use (the active controller once registered)."""
+        return self._next_controller
+
     async def _connect(self) -> Connection:
         if self._connection is None or self._connection.closed:
             host, port = self.controllers[self._next_controller]

@@ -110,11 +110,20 @@ class LogManager:
             self.add_replica(name, partition)
         log.info("created topic %s: %d partitions, flush %s", name, config.partitions, config.flush_policy)
 
+    def set_partition_count(self, name: str, count: int) -> None:
+        """Record that topic ``name`` now has ``count`` partitions (it only grows)."""
+        config = self.topics[name]
+        if count > config.partitions:
+            self.topics[name] = msgspec.structs.replace(config, partitions=count)
+            self._write_topics()
+
     def add_replica(self, name: str, partition: int) -> Log:
         """Open (creating if needed) this broker's log of ``name``-``partition``."""
         log_ = self.logs.get((name, partition))
         if log_ is None:
             config = self.topics[name]
+            if partition >= config.partitions:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition}")
             log_ = Log.open(self._log_dir(name, partition), name, partition, config, recovery_point=None)
             self.logs[(name, partition)] = log_
         return log_

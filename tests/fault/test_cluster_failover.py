@@ -192,3 +192,19 @@ async def test_a_standby_controller_takes_over_and_handles_the_next_failure(depl
     )
     assert deployment.partition(moved, TOPIC, 0).leader_epoch > deployment.partition(after, TOPIC, 0).leader_epoch
     assert await first_produce_after(deployment.bootstrap, 0, killed_at) < 10
+
+
+async def test_partitions_are_added_through_the_controller(deployment_factory):
+    deployment = deployment_factory()
+    await create_topic(deployment, partitions=2)
+    async with TidewayClient(deployment.bootstrap) as client:
+        await client.create_partitions(TOPIC, 5)
+        with pytest.raises(errors.InvalidPartitionsError):
+            await client.create_partitions(TOPIC, 3)  # partitions never shrink
+    state = await deployment.wait_until(
+        lambda s: sum(1 for p in s.partitions if p.topic == TOPIC and len(p.isr) == 3) == 5, what="five in-sync partitions"
+    )
+    assert {p.leader for p in state.partitions if p.topic == TOPIC} == {1, 2, 3}  # leaders spread over the brokers
+    async with Producer(deployment.bootstrap, acks="all", linger_ms=0) as producer:
+        for p in range(5):
+            assert (await producer.send_and_wait(TOPIC, b"to %d" % p, partition=p)).offset == 0

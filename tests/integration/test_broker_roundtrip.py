@@ -158,3 +158,17 @@ def test_sync_client_round_trip(broker):
         consumer.assign([("sync", metadata[0].partition)], start="earliest")
         values = [r.value for records in consumer.poll(2000).values() for r in records]
         assert values == [b"a", b"b", b"c"]
+
+
+def test_partitions_grow_on_a_standalone_broker(broker):
+    assert run_cli("topics", "create", "--bootstrap", broker.bootstrap, "grow", "--partitions", "2").returncode == 0
+    grown = run_cli("topics", "add-partitions", "--bootstrap", broker.bootstrap, "grow", "--partitions", "4")
+    assert grown.returncode == 0, grown.stderr
+    shrink = run_cli("topics", "add-partitions", "--bootstrap", broker.bootstrap, "grow", "--partitions", "3")
+    assert shrink.returncode == 1 and b"INVALID_PARTITIONS" in shrink.stderr
+    produced = run_cli("produce", "--bootstrap", broker.bootstrap, "--topic", "grow", "--partition", "3", input_bytes=b"on the new partition\n")
+    assert produced.returncode == 0, produced.stderr
+    broker.terminate()
+    broker.restart()  # the new partitions survive a restart
+    consumed = run_cli("consume", "--bootstrap", broker.bootstrap, "--topic", "grow", "--partition", "3", "--from", "earliest", "--max", "1")
+    assert consumed.stdout == b"on the new partition\n"

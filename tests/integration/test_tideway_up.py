@@ -42,7 +42,12 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         consumed = run_cli("consume", "--bootstrap", bootstrap, "--topic", "demo", "--from", "earliest", "--max", "3000")
         assert sorted(consumed.stdout.split(b"\n")[:-1]) == sorted(lines.split(b"\n")[:-1])
 
-        status = subprocess.run([sys.executable, "-m", "tideway_cli.main", "cluster", "status"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+        # Through a broker instead of $TIDEWAY_HOME: its metadata names the controller.
+        status = subprocess.run(
+            [sys.executable, "-m", "tideway_cli.main", "cluster", "status", "--bootstrap", bootstrap.split(",")[1]],
+            cwd=REPO_ROOT, env={**env, "TIDEWAY_HOME": str(tmp_path / "elsewhere")}, capture_output=True, text=True,
+        )
+        assert status.returncode == 0, status.stderr
         partition_lines = [line for line in status.stdout.splitlines() if line.strip().startswith("demo-")]
         assert len(partition_lines) == 3
         assert all("isr [" in line and "leader " in line and "hw " in line and "leo " in line for line in partition_lines)

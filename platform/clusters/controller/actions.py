@@ -114,6 +114,11 @@ def do_register_broker(lease: Lease, *, broker_id: int, host: str, port: int, ra
         return broker.broker_epoch
 
 
+def record_heartbeats(lease: Lease, broker_ids: list[int]) -> None:
+    """Write when live brokers were last heard from (shown to operators; liveness itself is in memory)."""
+    Broker.objects.filter(cluster_id=lease.cluster_id, broker_id__in=broker_ids).update(last_heartbeat=timezone.now())
+
+
 def do_fence_broker(lease: Lease, broker_id: int) -> list[str]:
     """A broker's session expired: move its leaderships and take it out of every ISR."""
     moved = []
@@ -213,6 +218,33 @@ def do_create_topic(lease: Lease, topic: m.NewTopic) -> None:
             for i, replicas in enumerate(placement)
         )
     log.info("created topic %s: %d partitions, replication factor %d", topic.name, topic.partitions, topic.replication_factor)
+
+
+def do_create_partitions(lease: Lease, name: str, count: int) -> None:
+    """Grow a topic to ``count`` partitions (partitions never shrink)."""
+    with transaction.atomic():
+        renew_lease(lease)
+        try:
+            topic = Topic.objects.select_for_update().get(cluster_id=lease.cluster_id, name=name)
+        except Topic.DoesNotExist:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+        if count <= topic.partition_count:
+            raise errors.InvalidPartitionsError(
+                f"topic {name!r} has {topic.partition_count} partitions; the new count must be larger (partitions never shrink)"
+            )
+        TopicConfig.from_settings(count, topic.replication_factor, topic.configs)
+        brokers = [(b.broker_id, b.rack) for b in Broker.objects.filter(cluster_id=lease.cluster_id, state=BrokerState.ALIVE)]
+        try:
+            placement = assign_replicas(brokers, count - topic.partition_count, topic.replication_factor, start=topic.partition_count)
+        except ValueError as exc:
+            raise errors.InvalidReplicationFactorError(str(exc)) from None
+        Partition.objects.bulk_create(
+            Partition(topic=topic, index=topic.partition_count + i, replicas=replicas, isr=list(replicas), leader=replicas[0])
+            for i, replicas in enumerate(placement)
+        )
+        old_count, topic.partition_count = topic.partition_count, count
+        topic.save(update_fields=["partition_count"])
+    log.info("topic %s grew from %d to %d partitions", name, old_count, count)
 
 
 def do_delete_topic(lease: Lease, name: str) -> None:

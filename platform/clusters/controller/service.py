@@ -44,6 +44,8 @@ from clusters.controller.actions import Lease, LostLease
 
 log = logging.getLogger(__name__)
 
+HEARTBEAT_RECORD_INTERVAL_S = 5.0  # how often brokers' last-heartbeat times are written to the database
+
 
 @dataclass
 class ControllerConfig:
@@ -67,6 +69,7 @@ class Controller:
         self._broker_epochs: dict[int, int] = {}
         self._connections: dict[int, Connection] = {}
         self._push_needed = asyncio.Event()
+        self._heartbeats_recorded = 0.0
         self._tasks: list[asyncio.Task] = []
         self._server: asyncio.AbstractServer | None = None
         self.port = config.port
@@ -76,6 +79,7 @@ class Controller:
             ApiKey.ALTER_ISR: self._alter_isr,
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
         }
 
@@ -128,6 +132,7 @@ class Controller:
                 else:
                     await self.db(actions.renew_lease, self.lease)
                     await self._expire_sessions()
+                    await self._record_heartbeats()
                     await self._maybe_elect_preferred_leaders()
             except LostLease as exc:
                 self._resign(str(exc))
@@ -159,6 +164,13 @@ class Controller:
                 moved = await self.db(actions.do_fence_broker, self.lease, broker_id)
                 log.warning("broker %d session expired: fenced; leadership moved: %s", broker_id, ", ".join(moved) or "none")
                 self._push_needed.set()
+
+    async def _record_heartbeats(self) -> None:
+        now = time.monotonic()
+        if now - self._heartbeats_recorded < HEARTBEAT_RECORD_INTERVAL_S or not self._deadlines:
+            return
+        self._heartbeats_recorded = now
+        await self.db(actions.record_heartbeats, self.lease, list(self._deadlines))
 
     async def _maybe_elect_preferred_leaders(self) -> None:
         if time.monotonic() - self._last_preferred_check < self.config.preferred_leader_check_ms / 1000:
@@ -281,6 +293,11 @@ class Controller:
             alive = set(self._deadlines)
             await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
         return m.DeleteTopicsResponse(topics=results)
+
+    async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
+        await self.db(actions.do_create_partitions, self.lease, request.topic, request.count)
+        await self._wait_for_push()
+        return m.CreatePartitionsResponse()
 
     async def _wait_for_push(self) -> None:
         """Push now, so an admin call returns once the brokers know the result."""
