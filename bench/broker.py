@@ -21,7 +21,6 @@ import gc
 import json
 import os
 import platform
-import socket
 import struct
 import subprocess
 import sys
@@ -32,17 +31,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from bench.common import free_port, progress, wait_port  # noqa: E402
 from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
-
-
-def progress(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_broker(data_dir: str, port: int) -> subprocess.Popen:
@@ -51,15 +41,12 @@ def start_broker(data_dir: str, port: int) -> subprocess.Popen:
          "--listen", f"127.0.0.1:{port}", "--metrics-listen", "off"],
         cwd=REPO_ROOT,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit("broker did not start")
+    try:
+        wait_port(port, timeout_s=20)
+    except SystemExit:
+        process.kill()
+        raise
+    return process
 
 
 async def produce_phase(bootstrap: str, topic: str, count: int, size: int) -> dict:

@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,32 +32,12 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from bench.common import free_port, progress, wait_port  # noqa: E402
 from brokers import errors  # noqa: E402
 from brokers.client import Producer, TidewayClient  # noqa: E402
 from brokers.client.conn import connect  # noqa: E402
 from brokers.protocol import messages as m  # noqa: E402
 from brokers.protocol.messages import ApiKey  # noqa: E402
-
-
-def progress(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_port(port: int) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listening on {port}")
 
 
 class Cluster:

@@ -139,15 +139,9 @@ class Segment:
     def _rebuild_from_headers(self) -> None:
         self._reset_state()
         position = 0
-        while position < self.size_bytes:
-            raw = self._pread(BATCH_HEADER_BYTES, position)
-            if len(raw) < BATCH_HEADER_BYTES:
-                break
-            header = read_header(raw)
-            if header.batch_length < BATCH_LENGTH_MIN or position + header.size > self.size_bytes:
-                break
-            self._track(header, position)
-            position += header.size
+        for batch_position, header in self.iter_headers():
+            self._track(header, batch_position)
+            position = batch_position + header.size
         if position != self.size_bytes:
             # Headers do not add up: only recovery may cut a file, so check properly.
             self._recover()
@@ -328,13 +322,18 @@ class Segment:
         return out
 
     def iter_headers(self):
-        """Yield (position, header) of every batch, from the start of the file."""
+        """Yield (position, header) of every whole batch from the start of the file.
+
+        Trusts the headers (no CRC check); stops at one that does not add up.
+        """
         position = 0
         while position < self.size_bytes:
             raw = self._pread(BATCH_HEADER_BYTES, position)
             if len(raw) < BATCH_HEADER_BYTES:
                 return
             header = read_header(raw)
+            if header.batch_length < BATCH_LENGTH_MIN or position + header.size > self.size_bytes:
+                return
             yield position, header
             position += header.size
 
