@@ -10,10 +10,33 @@ import time
 from tests.conftest import REPO_ROOT, free_port, run_cli, wait_for_port
 
 
+def free_port_run(count: int, *, also_plus: int, avoid: set[int]) -> int:
+    """A port p with p..p+count-1 and the same plus ``also_plus`` all free now."""
+    import socket
+
+    for _ in range(200):
+        base = free_port()
+        wanted = [base + i for i in range(count)] + [base + i + also_plus for i in range(count)]
+        if any(p in avoid or p > 65535 for p in wanted):
+            continue
+        try:
+            sockets = []
+            for port in wanted:
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        return base
+    raise RuntimeError("no run of free ports found")
+
+
 def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
-    controller_port, first = free_port(), free_port()
-    while any(p in (controller_port,) for p in range(first, first + 3)):
-        first = free_port()
+    controller_port = free_port()
+    first = free_port_run(3, also_plus=1000, avoid={controller_port})  # brokers and their metrics ports
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO"}
     env.pop("DATABASE_URL", None)
     up = subprocess.Popen(
