@@ -77,6 +77,7 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         help="how often old segments are deleted by retention (default %(default)s)",
     )
     parser.add_argument("--max-request-bytes", type=int, default=100 << 20, help="largest request frame accepted (default %(default)s)")
+    parser.add_argument("--log-cleaner-interval-ms", type=int, default=15_000, help="how often compacted topics are cleaned (default %(default)s)")
     parser.add_argument(
         "--controller",
         help="controller addresses HOST:PORT[,HOST:PORT...]: join that cluster (default: run standalone, leading every partition alone)",
@@ -115,6 +116,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         controllers=[_host_port(a) for a in args.controller.split(",")] if args.controller else None,
         rack=args.rack,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        log_cleaner_interval_ms=args.log_cleaner_interval_ms,
     )
     try:
         return run_async(_serve(Broker(config))) or 0

@@ -62,6 +62,7 @@ __all__ = [
     "decode_records",
     "iter_batches",
     "read_header",
+    "rebuild_batch",
     "stamp_batch",
     "validate_batches",
 ]
@@ -474,3 +475,45 @@ def _decode_headers(data: bytes, position: int, end: int) -> tuple[tuple[str, by
     if position > end:
         raise ValueError("headers overrun the record")
     return tuple(headers)
+
+
+def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
+    """A batch holding ``records`` (a subset of the batch ``header`` came from).
+
+    Offsets, base timestamp, leader epoch, producer fields and the last offset
+    delta stay as they were, so offsets keep their meaning (with gaps) and a
+    consumer's position still moves past the whole original batch. Used by log
+    compaction; the records section is compressed with the original codec.
+    """
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    parts = []
+    max_timestamp = -1
+    for record in records:
+        offset_delta = record.offset - header.base_offset
+        timestamp_delta = record.timestamp_ms - header.base_timestamp
+        max_timestamp = max(max_timestamp, record.timestamp_ms)
+        key_part = b"\x01" if record.key is None else encode_varint(len(record.key)) + record.key
+        value_part = b"\x01" if record.value is None else encode_varint(len(record.value)) + record.value
+        header_part = _encode_headers(record.headers) if record.headers else b"\x00"
+        body = b"".join((b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta), key_part, value_part, header_part))
+        parts.append(encode_varint(len(body)) + body)
+    section = b"".join(parts)
+    codec = header.attributes & ATTRIBUTE_COMPRESSION_MASK
+    if codec:
+        section = compress(Compression(codec), section)
+    after_crc = _AFTER_CRC.pack(
+        header.attributes,
+        header.last_offset_delta,
+        header.base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(records),
+    )
+    crc = crc32c(section, crc32c(after_crc))
+    batch_length = BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + len(section)
+    return b"".join(
+        (_PREFIX.pack(header.base_offset, batch_length, header.leader_epoch, MAGIC), _CRC.pack(crc), after_crc, section)
+    )

@@ -31,7 +31,7 @@ from brokers.replication import Partition, ReplicaFetcher, Role
 from brokers.server.connection import BrokerConnection
 from brokers.server.controller_channel import ControllerChannel
 from brokers.server.metrics import BrokerMetrics
-from brokers.storage import Log, LogManager, TopicConfig
+from brokers.storage import Log, LogManager, TopicConfig, cleaner
 from brokers.storage.files import write_atomically
 
 __all__ = ["Broker", "BrokerConfig"]
@@ -62,6 +62,7 @@ class BrokerConfig:
     rack: str | None = None
     replica_lag_time_max_ms: int = 10_000
     isr_check_interval_ms: int = 500
+    log_cleaner_interval_ms: int = 15_000
 
 
 CLUSTER_FILE = "cluster.json"
@@ -99,6 +100,7 @@ class Broker:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_channel: ControllerChannel | None = None
         self._isr_requests_in_flight: set[tuple[str, int]] = set()
+        self._compacted_through: dict[tuple[str, int], int] = {}  # active segment base at the last compaction
         self._handlers = {
             ApiKey.PRODUCE: self._produce,
             ApiKey.FETCH: self._fetch,
@@ -148,6 +150,7 @@ class Broker:
             loop.create_task(self._every(self.config.flush_check_interval_ms, self._flush_due)),
             loop.create_task(self._every(self.config.checkpoint_interval_ms, self._checkpoint)),
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
+            loop.create_task(self._every(self.config.log_cleaner_interval_ms, self._compact_logs)),
         ]
         # Objects alive after start-up (modules, indexes, config) live as long
         # as the process: move them out of the collector's sight so full
@@ -292,6 +295,23 @@ class Broker:
 
     async def _enforce_retention(self) -> None:
         self.logs.enforce_retention()
+
+    async def _compact_logs(self) -> None:
+        """Compact every cleanup.policy=compact log that rolled since its last cleaning."""
+        for key, log_ in list(self.logs.logs.items()):
+            if not log_.config.compact or self._compacted_through.get(key) == log_.active_segment.base_offset:
+                continue
+            compaction = cleaner.plan(log_)
+            if compaction is None:
+                continue
+            try:
+                result = await asyncio.to_thread(cleaner.build, compaction)
+            except OSError as exc:  # a segment went away meanwhile (retention, topic deleted)
+                log.info("compaction of %s-%d skipped: %s", *key, exc)
+                continue
+            if self.logs.logs.get(key) is log_:
+                cleaner.swap(compaction, result)
+                self._compacted_through[key] = compaction.active.base_offset
 
     # -- dispatch ---------------------------------------------------------------------------
 

@@ -39,6 +39,17 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True):
     index_interval_bytes: int = 4096
     # acks=all needs this many in-sync replicas (capped at the replication factor).
     min_insync_replicas: int = 2
+    # "delete" (retention), "compact" (latest value per key) or "compact,delete".
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = DAY_MS  # how long compaction keeps a tombstone
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def from_settings(cls, partitions: int, replication_factor: int, settings: dict[str, str]) -> TopicConfig:
@@ -50,7 +61,7 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True):
             from brokers.errors import InvalidPartitionsError
 
             raise InvalidPartitionsError(f"partitions must be 1..10000, got {partitions!r}")
-        values: dict[str, int] = {}
+        values: dict[str, int | str] = {}
         for name, raw in settings.items():
             field = _SETTING_FIELDS.get(name)
             if field is None:
@@ -103,10 +114,17 @@ _SETTING_FIELDS = {
     "max.message.bytes": "max_message_bytes",
     "index.interval.bytes": "index_interval_bytes",
     "min.insync.replicas": "min_insync_replicas",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
 }
 
 
-def _parse_setting(name: str, field: str, raw: str) -> int:
+def _parse_setting(name: str, field: str, raw: str) -> int | str:
+    if field == "cleanup_policy":
+        policy = ",".join(sorted(part.strip().lower() for part in raw.split(",") if part.strip()))
+        if policy not in ("compact", "delete", "compact,delete"):
+            raise InvalidConfigError(f"cleanup.policy must be delete, compact or compact,delete; got {raw!r}")
+        return policy
     if field == "flush_interval_ms":
         lowered = raw.strip().lower()
         if lowered == "always":

@@ -87,7 +87,7 @@ class Log:
             int(match.group(1)) for name in os.listdir(self.directory) if (match := _SEGMENT_FILE.match(name))
         )
         for name in os.listdir(self.directory):
-            if name.endswith(".tmp"):
+            if name.endswith((".tmp", ".cleaned")):  # unfinished atomic writes or compactions
                 os.unlink(os.path.join(self.directory, name))
         recover_from = None
         if recovery_point is not None and base_offsets:
@@ -187,9 +187,10 @@ class Log:
         headers = validate_batches(data, batch_bytes_max=len(data), from_producer=False)
         next_offset = self.log_end_offset
         for header in headers:
-            if header.base_offset != next_offset:
+            # Gaps are fine (the leader's log may be compacted); going back is not.
+            if header.base_offset < next_offset:
                 raise CorruptRecordError(
-                    f"replicated batch starts at offset {header.base_offset}, expected {next_offset}"
+                    f"replicated batch starts at offset {header.base_offset}, below the log end {next_offset}"
                 )
             next_offset = header.next_offset
         self._maybe_roll(len(data), int(time.time() * 1000))
@@ -280,9 +281,13 @@ class Log:
         data = b""
         if offset < limit:
             slot = bisect_right(self._base_offsets, offset) - 1
+            # The first segment with a batch ending at or after ``offset``; after
+            # compaction some segments hold nothing at all, so look further.
             for segment in self.segments[slot:]:
+                if segment.base_offset >= limit:
+                    break
                 data = segment.read(offset, max_bytes, limit)
-                if data or segment.next_offset > offset:
+                if data:
                     break
         return ReadResult(data, self.high_watermark, start, end)
 
@@ -302,6 +307,8 @@ class Log:
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete whole segments past retention.ms or retention.bytes; return how many."""
+        if not self.config.delete:
+            return 0  # cleanup.policy=compact: the cleaner keeps the log small instead
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
         active = self.active_segment

@@ -351,6 +351,19 @@ class Segment:
             os.close(self.fd)
             self.fd = -1
 
+    def delete_indexes(self) -> None:
+        for path in (self.index_path, self.time_index_path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def close_without_indexes(self) -> None:
+        """Close the file only (its index files now belong to a replacement)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
     def delete(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
