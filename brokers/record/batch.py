@@ -484,11 +484,11 @@ def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
     delta stay as they were, so offsets keep their meaning (with gaps) and a
     consumer's position still moves past the whole original batch. Used by log
     compaction; the records section is compressed with the original codec.
+    ``records`` may be empty: compaction keeps an idempotent producer's last
+    batch as a bare header so its sequence history survives a rebuild.
     """
-    if not records:
-        raise ValueError("a batch needs at least one record")
     parts = []
-    max_timestamp = -1
+    max_timestamp = header.max_timestamp if not records else -1  # an empty batch keeps its header's
     for record in records:
         offset_delta = record.offset - header.base_offset
         timestamp_delta = record.timestamp_ms - header.base_timestamp

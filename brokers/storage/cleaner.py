@@ -82,8 +82,12 @@ def _batches(segment: Segment, size_bytes: int):
 def build(plan_: CompactionPlan) -> CompactionResult:
     """Write cleaned copies of the planned segments (runs in a worker thread)."""
     latest: dict[bytes, int] = {}
+    last_batch_of_producer: dict[int, int] = {}  # producer id -> base offset of its last batch
     for segment, size in [(s, s.size_bytes) for s in plan_.segments] + [(plan_.active, plan_.active_size_bytes)]:
         for raw in _batches(segment, size):
+            header = read_header(raw)
+            if header.producer_id >= 0:
+                last_batch_of_producer[header.producer_id] = header.base_offset
             for record in decode_records(raw):
                 if record.key is not None:
                     latest[record.key] = record.offset
@@ -102,10 +106,13 @@ def build(plan_: CompactionPlan) -> CompactionResult:
                 ]
                 before += len(records)
                 after += len(kept)
+                header = read_header(raw)
                 if len(kept) == len(records):
                     out.write(raw)
-                elif kept:
-                    out.write(rebuild_batch(read_header(raw), kept))
+                elif kept or last_batch_of_producer.get(header.producer_id) == header.base_offset:
+                    # An idempotent producer's last batch stays, if need be as a bare
+                    # header, so its sequence history survives a rebuild from the log.
+                    out.write(rebuild_batch(header, kept))
             out.flush()
             os.fsync(out.fileno())
         cleaned[segment.base_offset] = path

@@ -64,7 +64,7 @@ class ProducerStateTable:
             if header.base_sequence != 0:
                 raise errors.OutOfOrderSequenceError(f"a new producer epoch must start at sequence 0, got {header.base_sequence}")
             return None
-        last_sequence = header.base_sequence + header.record_count - 1
+        last_sequence = header.base_sequence + header.last_offset_delta  # = record_count - 1, unless compacted
         for first, last, base_offset in entry.recent:
             if first == header.base_sequence and last == last_sequence:
                 return base_offset
@@ -83,7 +83,7 @@ class ProducerStateTable:
         """Record a batch that is now in the log (header with its final base offset)."""
         if header.producer_id < 0:
             return
-        last_sequence = header.base_sequence + header.record_count - 1
+        last_sequence = header.base_sequence + header.last_offset_delta  # = record_count - 1, unless compacted
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.epoch:
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch, last_sequence)

@@ -130,3 +130,22 @@ def test_reads_skip_segments_that_compaction_emptied(tmp_path):
     assert sum(1 for s in log.segments if s.size_bytes == 0) >= 2  # the situation this is about
     assert log.read(0, 1 << 20).records  # something past the empty segments
     assert {r.key for r in read_everything(log)} == {b"user-%d" % i for i in range(40)}
+
+
+def test_an_idempotent_producers_last_batch_survives_compaction_as_a_header(tmp_path):
+    """After a crash the producer state is rebuilt from batch headers: compaction must not erase
+    a producer's last batch, or its next batch would look like a sequence gap."""
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(segment_bytes=1024, cleanup_policy="compact"), recovery_point=None)
+    builder = BatchBuilder(producer_id=77, producer_epoch=0, base_sequence=0)
+    for i in range(3):
+        builder.append(int(time.time() * 1000), b"k", b"from the producer %d" % i)
+    log.append(bytearray(builder.build()), leader_epoch=0)
+    write(log, [(b"k", b"newer %d" % i) for i in range(100)])  # supersedes all the producer's records
+    log.high_watermark = log.log_end_offset
+    compact(log)
+    assert all(r.value.startswith(b"newer") for r in read_everything(log))
+    log.producers.clear()
+    log._rebuild_producers()  # what a restart after a crash does
+    follow_up = BatchBuilder(producer_id=77, producer_epoch=0, base_sequence=3)
+    follow_up.append(int(time.time() * 1000), b"k", b"next")
+    assert not log.append(bytearray(follow_up.build()), leader_epoch=0).duplicate  # accepted, in sequence
