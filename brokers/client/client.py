@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from brokers import errors
 from brokers.client.conn import Connection, connect
@@ -48,7 +47,6 @@ class TidewayClient:
         self._connections: dict[int | tuple[str, int], Connection] = {}
         self._connecting: dict[int | tuple[str, int], asyncio.Future] = {}
         self._metadata_lock = asyncio.Lock()
-        self.metadata_refreshed_monotonic = 0.0
 
     async def start(self) -> None:
         await self.refresh_metadata()
@@ -133,7 +131,6 @@ class TidewayClient:
                 for name in list(self.topics):
                     if name not in known:
                         del self.topics[name]
-            self.metadata_refreshed_monotonic = time.monotonic()
 
     async def partitions_for(self, topic: str) -> list[m.PartitionInfo]:
         """The partitions of ``topic`` (refreshing metadata once if unknown)."""

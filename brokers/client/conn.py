@@ -35,12 +35,6 @@ class _Protocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._connection._lost(exc)
 
-    def pause_writing(self) -> None:
-        self._connection._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._connection._writable.set()
-
 
 class Connection:
     """A connection to one broker; safe to share between tasks of one loop."""
@@ -52,8 +46,6 @@ class Connection:
         self._pending: dict[int, tuple[asyncio.Future, m.ApiKey]] = {}
         self._next_correlation_id = 0
         self._decoder = FrameDecoder(frame_bytes_min=4, frame_bytes_max=RESPONSE_BYTES_MAX)
-        self._writable = asyncio.Event()
-        self._writable.set()
         self._closed_error: Exception | None = None
 
     @property
@@ -102,10 +94,6 @@ class Connection:
         self._transport.write(encode_request(int(api), 0, correlation_id, m.ENCODER.encode(body)))
         return future
 
-    async def drain(self) -> None:
-        """Wait while the socket's write buffer is over its high-water mark."""
-        await self._writable.wait()
-
     def _data_received(self, data: bytes) -> None:
         try:
             frames = self._decoder.feed(data)
@@ -145,7 +133,6 @@ class Connection:
                 future.set_exception(error)
         if self._transport is not None:
             self._transport.close()
-        self._writable.set()
 
     def close(self) -> None:
         self._fail(ConnectionAbortedError("closed by the client"))

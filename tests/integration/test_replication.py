@@ -68,6 +68,20 @@ async def wait_for(predicate, timeout_s: float = 20.0) -> None:
     raise AssertionError("condition not reached in time")
 
 
+async def consume_values(bootstrap: str, count: int) -> list[bytes]:
+    """The first ``count`` values of the partition, read from the earliest offset."""
+    consumer = Consumer(bootstrap)
+    await consumer.start()
+    await consumer.assign([(TOPIC, 0)], start="earliest")
+    got: list[bytes] = []
+    while len(got) < count:
+        batch = await consumer.getmany(timeout_ms=3000)
+        assert batch, f"only {len(got)} of {count} values arrived"
+        got += [r.value for records in batch.values() for r in records]
+    await consumer.stop()
+    return got
+
+
 async def produce(bootstrap: str, values: list[bytes], acks) -> list[m.ProducePartitionResult]:
     async with Producer(bootstrap, acks=acks, linger_ms=1, retries=0) as producer:
         futures = [await producer.send(TOPIC, v) for v in values]
@@ -92,14 +106,7 @@ async def test_acks_all_replicates_to_every_isr_member_byte_for_byte(cluster):
     await wait_for(lambda: _all_equal([segment_bytes(b.data_dir) for b in cluster]))
     async with TidewayClient(cluster[2].bootstrap) as client:  # metadata from a follower names the leader
         assert client.leader_for(TOPIC, 0) == 1 and client.topics[TOPIC][0].isr == [1, 2, 3]
-    consumer = Consumer(bootstrap)
-    await consumer.start()
-    await consumer.assign([(TOPIC, 0)], start="earliest")
-    got = []
-    while len(got) < 3000:
-        got += [r.value for rs in (await consumer.getmany(timeout_ms=3000)).values() for r in rs]
-    await consumer.stop()
-    assert got == values
+    assert await consume_values(bootstrap, 3000) == values
 
 
 async def _all_equal(items) -> bool:
@@ -147,14 +154,7 @@ async def test_a_returning_leader_truncates_its_unreplicated_tail(cluster):
     await wait_for(caught_up)
     assert "truncating divergent records 500..699" in b1.log_text()
     assert segment_bytes(b1.data_dir) == segment_bytes(b2.data_dir) == segment_bytes(b3.data_dir)
-    consumer = Consumer(b2.bootstrap)
-    await consumer.start()
-    await consumer.assign([(TOPIC, 0)], start="earliest")
-    got = []
-    while len(got) < 800:
-        got += [r.value for rs in (await consumer.getmany(timeout_ms=3000)).values() for r in rs]
-    await consumer.stop()
-    assert got == committed + after
+    assert await consume_values(b2.bootstrap, 800) == committed + after
 
 
 async def test_brokers_ignore_an_older_controller_epoch(cluster):
