@@ -318,3 +318,83 @@ for _cls in (
 ):
     ERRORS_BY_CODE[_cls.errno] = _cls
 del _cls
+
+
+class CoordinatorLoadInProgressError(BrokerError):
+    """Raised when the group coordinator is still loading the group's state."""
+
+    errno = 14
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True
+
+
+class CoordinatorNotAvailableError(BrokerError):
+    """Raised when no broker leads the group's partition of the internal topic yet."""
+
+    errno = 15
+    name = "COORDINATOR_NOT_AVAILABLE"
+    retriable = True
+
+
+class NotCoordinatorError(BrokerError):
+    """Raised when this broker is not the coordinator of the group (find it again)."""
+
+    errno = 16
+    name = "NOT_COORDINATOR"
+    retriable = True
+
+
+class InconsistentGroupTypeError(BrokerError):
+    """Raised when a group used as a stream group is used as a queue group, or the other way round."""
+
+    errno = 23
+    name = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidGroupIdError(BrokerError):
+    """Raised when a group id is empty or malformed."""
+
+    errno = 24
+    name = "INVALID_GROUP_ID"
+
+
+class UnknownMemberIdError(BrokerError):
+    """Raised when the member is not (or no longer) in the group: rejoin."""
+
+    errno = 25
+    name = "UNKNOWN_MEMBER_ID"
+
+
+class FencedMemberEpochError(BrokerError):
+    """Raised when a member's epoch is not the coordinator's: drop every partition and rejoin."""
+
+    errno = 110
+    name = "FENCED_MEMBER_EPOCH"
+
+
+class NotAssignedError(BrokerError):
+    """Raised when a member commits an offset for a partition it does not own."""
+
+    errno = 111
+    name = "PARTITION_NOT_ASSIGNED"
+
+
+class InvalidRecordStateError(BrokerError):
+    """Raised when a receipt is no longer valid: its lock expired, or the record was acknowledged or redelivered."""
+
+    errno = 121
+    name = "INVALID_RECORD_STATE"
+
+
+for _cls in (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    InconsistentGroupTypeError,
+    InvalidGroupIdError,
+    UnknownMemberIdError,
+    FencedMemberEpochError,
+    NotAssignedError,
+    InvalidRecordStateError,
+):
+    ERRORS_BY_CODE[_cls.errno] = _cls

@@ -12,6 +12,7 @@ __all__ = ["TopicConfig", "validate_topic_name"]
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 DAY_MS = 24 * 3600 * 1000
+MAX_VISIBILITY_TIMEOUT_MS = 12 * 3600 * 1000
 
 
 def validate_topic_name(name: str) -> None:
@@ -42,6 +43,15 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True):
     # "delete" (retention), "compact" (latest value per key) or "compact,delete".
     cleanup_policy: str = "delete"
     delete_retention_ms: int = DAY_MS  # how long compaction keeps a tombstone
+    # Queue model (shared consumption with per-message acks), per topic.
+    visibility_timeout_ms: int = 30_000  # default lock on an acquired record
+    max_deliveries: int = 5  # deliveries before a record is dead-lettered
+    retry_backoff_ms: int = 1_000  # first redelivery delay after a release (doubles, with jitter)
+    retry_backoff_max_ms: int = 60_000
+    delivery_delay_ms: int = 0  # default delay of every message (a deliver-at header overrides it)
+    fifo: str = "false"  # "true": at most one in-flight record per key, in order
+    max_in_flight: int = 1_000  # acquired records per partition per group, at most
+    dead_letter_topic: str = ""  # "" means "<topic>.dlq"
 
     @property
     def compact(self) -> bool:
@@ -88,6 +98,25 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidConfigError("index.interval.bytes must be positive")
         if self.min_insync_replicas < 1:
             raise InvalidConfigError("min.insync.replicas must be at least 1")
+        if not 1_000 <= self.visibility_timeout_ms <= MAX_VISIBILITY_TIMEOUT_MS:
+            raise InvalidConfigError("queue.visibility.timeout.ms must be 1000 .. 43200000 (12 h)")
+        if not 1 <= self.max_deliveries <= 1_000:
+            raise InvalidConfigError("queue.max.deliveries must be 1 .. 1000")
+        if self.retry_backoff_ms < 0 or self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise InvalidConfigError("queue.retry.backoff.ms must be >= 0 and <= queue.retry.backoff.max.ms")
+        if not 0 <= self.delivery_delay_ms <= MAX_VISIBILITY_TIMEOUT_MS:
+            raise InvalidConfigError("queue.delivery.delay.ms must be 0 .. 43200000 (12 h)")
+        if not 1 <= self.max_in_flight <= 100_000:
+            raise InvalidConfigError("queue.max.inflight must be 1 .. 100000")
+        if self.dead_letter_topic:
+            validate_topic_name(self.dead_letter_topic)
+
+    @property
+    def is_fifo(self) -> bool:
+        return self.fifo == "true"
+
+    def dead_letter_topic_for(self, topic: str) -> str:
+        return self.dead_letter_topic or f"{topic}.dlq"
 
     def to_settings(self) -> dict[str, str]:
         """The inverse of ``from_settings`` (for describe)."""
@@ -116,6 +145,14 @@ _SETTING_FIELDS = {
     "min.insync.replicas": "min_insync_replicas",
     "cleanup.policy": "cleanup_policy",
     "delete.retention.ms": "delete_retention_ms",
+    "queue.visibility.timeout.ms": "visibility_timeout_ms",
+    "queue.max.deliveries": "max_deliveries",
+    "queue.retry.backoff.ms": "retry_backoff_ms",
+    "queue.retry.backoff.max.ms": "retry_backoff_max_ms",
+    "queue.delivery.delay.ms": "delivery_delay_ms",
+    "queue.fifo": "fifo",
+    "queue.max.inflight": "max_in_flight",
+    "queue.dead.letter.topic": "dead_letter_topic",
 }
 
 
@@ -125,6 +162,13 @@ def _parse_setting(name: str, field: str, raw: str) -> int | str:
         if policy not in ("compact", "delete", "compact,delete"):
             raise InvalidConfigError(f"cleanup.policy must be delete, compact or compact,delete; got {raw!r}")
         return policy
+    if field == "fifo":
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false"):
+            raise InvalidConfigError(f"queue.fifo must be true or false, got {raw!r}")
+        return lowered
+    if field == "dead_letter_topic":
+        return raw.strip()
     if field == "flush_interval_ms":
         lowered = raw.strip().lower()
         if lowered == "always":

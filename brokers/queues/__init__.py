@@ -1,0 +1,1 @@
+"""The queue model: shared consumption with per-message acknowledgements."""

@@ -1,0 +1,322 @@
+"""The state of one queue group on one partition (Kafka's share-partition, KIP-932).
+
+Records of the partition move through these states, per group::
+
+    AVAILABLE --acquire--> ACQUIRED --accept--> ACCEPTED (done)
+        ^                     |  \\--reject, or release/expiry at the delivery limit--> DEAD_LETTERING --> DEAD (done)
+        +--release/expiry-----+
+
+The *window* is ``[start_offset, end_offset)``: every record below
+``start_offset`` is done, ``end_offset`` is the next offset to read from the
+log. Only the state machine lives here: reading records, writing the
+dead-letter topic and persisting snapshots are the queue service's job
+(``brokers/queues/service.py``). Times are wall-clock milliseconds because
+locks and delays must mean the same thing on the broker that takes over.
+
+A delivery is named by (offset, delivery count): the receipt. An
+acknowledgement is valid only while that delivery holds the lock, so a worker
+whose lock expired (and whose record went to another worker) cannot
+acknowledge it.
+
+Ownership: the event-loop thread of the coordinator that leads the group.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from brokers.errors import InvalidRecordStateError
+
+__all__ = ["Acquired", "QueueSettings", "SharePartition", "State"]
+
+MAX_LOCK_MS = 12 * 3600 * 1000  # a lock can be extended up to 12 hours from now
+
+
+class State(enum.IntEnum):
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACCEPTED = 2
+    DEAD_LETTERING = 3  # to be written to the dead-letter topic
+    DEAD = 4  # written to the dead-letter topic
+
+
+_DONE = (State.ACCEPTED, State.DEAD)
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    visibility_timeout_ms: int = 30_000
+    max_deliveries: int = 5
+    retry_backoff_ms: int = 1_000
+    retry_backoff_max_ms: int = 60_000
+    fifo: bool = False
+    max_in_flight: int = 1_000
+
+
+class Entry:
+    __slots__ = ("state", "count", "available_at", "deadline", "first_ms", "last_ms", "error", "key")
+
+    def __init__(self, available_at: int, key: bytes | None = None) -> None:
+        self.state = State.AVAILABLE
+        self.count = 0
+        self.available_at = available_at
+        self.deadline = 0
+        self.first_ms = 0
+        self.last_ms = 0
+        self.error = ""
+        self.key = key
+
+    def to_list(self, offset: int) -> list:
+        return [offset, int(self.state), self.count, self.available_at, self.deadline, self.first_ms, self.last_ms, self.error]
+
+    @classmethod
+    def from_list(cls, row: list) -> tuple[int, Entry]:
+        offset, state, count, available_at, deadline, first_ms, last_ms, error = row
+        entry = cls(available_at)
+        entry.state = State(state)
+        entry.count, entry.deadline, entry.first_ms, entry.last_ms, entry.error = count, deadline, first_ms, last_ms, error
+        return offset, entry
+
+
+class Acquired(NamedTuple):
+    offset: int
+    delivery_count: int
+    lock_deadline_ms: int
+
+
+class SharePartition:
+    def __init__(
+        self, start_offset: int, settings: QueueSettings, *, jitter: Callable[[], float] = random.random
+    ) -> None:
+        self.settings = settings
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        # Records read from the log and not yet done, in ascending offset order.
+        self.entries: dict[int, Entry] = {}
+        # Non-trivial state restored from a snapshot for records not read again yet.
+        self.restored: dict[int, Entry] = {}
+        self.in_flight = 0
+        self._jitter = jitter
+
+    # -- the log side ---------------------------------------------------------------
+
+    def add_records(self, records: Iterable[tuple[int, bytes | None, int]], end_offset: int) -> None:
+        """Records read from the log: (offset, key, available_at); ``end_offset`` is where reading stopped."""
+        for offset, key, available_at in records:
+            if offset < self.end_offset:
+                continue
+            entry = self.restored.pop(offset, None)
+            if entry is None:
+                entry = Entry(available_at, key)
+            else:
+                entry.key = key
+            self.entries[offset] = entry
+        if end_offset > self.end_offset:
+            self.end_offset = end_offset
+            # Restored state of records the log no longer has (compacted away) is moot.
+            for offset in [o for o in self.restored if o < end_offset]:
+                entry = self.restored.pop(offset)
+                if entry.state is State.ACQUIRED:
+                    self.in_flight -= 1
+        self._advance_start()
+
+    def move_start(self, offset: int) -> None:
+        """The log no longer holds records below ``offset`` (retention): forget them."""
+        if offset <= self.start_offset:
+            return
+        for old in [o for o in self.entries if o < offset]:
+            if self.entries.pop(old).state is State.ACQUIRED:
+                self.in_flight -= 1
+        for old in [o for o in self.restored if o < offset]:
+            if self.restored.pop(old).state is State.ACQUIRED:
+                self.in_flight -= 1
+        self.start_offset = offset
+        self.end_offset = max(self.end_offset, offset)
+
+    @property
+    def window_records(self) -> int:
+        return len(self.entries)
+
+    def _advance_start(self) -> None:
+        entries = self.entries
+        while entries:
+            offset = next(iter(entries))
+            if entries[offset].state in _DONE:
+                del entries[offset]
+                continue
+            self.start_offset = offset
+            return
+        self.start_offset = min(self.end_offset, min(self.restored, default=self.end_offset))
+
+    # -- consumers ------------------------------------------------------------------------
+
+    def acquire(self, now: int, max_records: int, lock_ms: int | None = None) -> list[Acquired]:
+        """Lock up to ``max_records`` deliverable records, in offset order."""
+        if self.restored:
+            return []  # the window must be read again first (FIFO needs every key)
+        lock_ms = self.settings.visibility_timeout_ms if lock_ms is None else min(lock_ms, MAX_LOCK_MS)
+        cap = self.settings.max_in_flight
+        fifo = self.settings.fifo
+        busy_keys: set[bytes] = set()
+        out: list[Acquired] = []
+        for offset, entry in self.entries.items():
+            if len(out) >= max_records or self.in_flight >= cap:
+                break
+            state = entry.state
+            if state in _DONE:
+                continue
+            if fifo and entry.key is not None:
+                # Only the first unfinished record of a key may be delivered.
+                if entry.key in busy_keys:
+                    continue
+                busy_keys.add(entry.key)
+            if state is State.AVAILABLE and entry.available_at <= now:
+                entry.state = State.ACQUIRED
+                entry.count += 1
+                entry.deadline = now + lock_ms
+                if not entry.first_ms:
+                    entry.first_ms = now
+                entry.last_ms = now
+                self.in_flight += 1
+                out.append(Acquired(offset, entry.count, entry.deadline))
+        return out
+
+    def accept(self, offset: int, delivery_count: int, now: int) -> None:
+        entry = self._held(offset, delivery_count, now)
+        entry.state = State.ACCEPTED
+        self.in_flight -= 1
+        self._advance_start()
+
+    def release(self, offset: int, delivery_count: int, now: int, *, delay_ms: int | None = None, error: str = "") -> bool:
+        """Give the record back for redelivery; True if it goes to the dead-letter topic instead."""
+        entry = self._held(offset, delivery_count, now)
+        if error:
+            entry.error = error
+        return self._unlock(entry, offset, now, self._backoff_ms(entry.count) if delay_ms is None else max(0, delay_ms))
+
+    def reject(self, offset: int, delivery_count: int, now: int, *, error: str = "") -> None:
+        entry = self._held(offset, delivery_count, now)
+        entry.error = error or "rejected by the consumer"
+        entry.state = State.DEAD_LETTERING
+        self.in_flight -= 1
+
+    def extend(self, offset: int, delivery_count: int, now: int, lock_ms: int) -> int:
+        """Move the lock's deadline to ``now + lock_ms`` (at most 12 h); return the deadline."""
+        entry = self._held(offset, delivery_count, now)
+        entry.deadline = now + max(0, min(lock_ms, MAX_LOCK_MS))
+        return entry.deadline
+
+    def expire(self, now: int) -> bool:
+        """Unlock every record whose lock ran out; True if anything changed."""
+        if not self.in_flight:
+            return False
+        changed = False
+        for source in (self.entries, self.restored):
+            for offset, entry in source.items():
+                if entry.state is State.ACQUIRED and entry.deadline <= now:
+                    if not entry.error:
+                        entry.error = "visibility timeout expired"
+                    self._unlock(entry, offset, now, 0)
+                    changed = True
+        return changed
+
+    def _unlock(self, entry: Entry, offset: int, now: int, delay_ms: int) -> bool:
+        self.in_flight -= 1
+        if entry.count >= self.settings.max_deliveries:
+            entry.state = State.DEAD_LETTERING
+            return True
+        entry.state = State.AVAILABLE
+        entry.available_at = now + delay_ms
+        return False
+
+    def _held(self, offset: int, delivery_count: int, now: int) -> Entry:
+        entry = self.entries.get(offset)
+        if entry is None:
+            entry = self.restored.get(offset)
+        if entry is None or entry.state is not State.ACQUIRED:
+            state = "done or unknown" if entry is None else entry.state.name.lower()
+            raise InvalidRecordStateError(f"offset {offset} is not locked (it is {state})")
+        if entry.count != delivery_count:
+            raise InvalidRecordStateError(
+                f"offset {offset} was redelivered (delivery {entry.count}); this receipt is for delivery {delivery_count}"
+            )
+        if entry.deadline <= now:
+            raise InvalidRecordStateError(f"the lock on offset {offset} expired {now - entry.deadline} ms ago")
+        return entry
+
+    def _backoff_ms(self, delivery_count: int) -> int:
+        base = self.settings.retry_backoff_ms
+        if base <= 0:
+            return 0
+        ceiling = min(self.settings.retry_backoff_max_ms, base << min(delivery_count - 1, 30))
+        # "Equal jitter": half the delay for sure, the other half at random.
+        return int(ceiling / 2 + self._jitter() * ceiling / 2)
+
+    # -- dead letters -------------------------------------------------------------------------
+
+    def dead_lettering(self) -> list[int]:
+        """Offsets waiting to be written to the dead-letter topic."""
+        return [o for o, e in self.entries.items() if e.state is State.DEAD_LETTERING]
+
+    def dead_lettered(self, offset: int) -> None:
+        entry = self.entries.get(offset)
+        if entry is not None and entry.state is State.DEAD_LETTERING:
+            entry.state = State.DEAD
+            self._advance_start()
+
+    def entry(self, offset: int) -> Entry | None:
+        return self.entries.get(offset) or self.restored.get(offset)
+
+    # -- when something becomes possible -------------------------------------------------------
+
+    def next_due(self) -> int | None:
+        """The earliest future time a lock expires or a delayed record becomes available."""
+        due = None
+        for entry in self.entries.values():
+            if entry.state is State.ACQUIRED:
+                moment = entry.deadline
+            elif entry.state is State.AVAILABLE:
+                moment = entry.available_at
+            else:
+                continue
+            if due is None or moment < due:
+                due = moment
+        return due
+
+    def counts(self, now: int) -> dict[str, int]:
+        out = {"available": 0, "delayed": 0, "in_flight": self.in_flight, "dead_lettering": 0}
+        for entry in self.entries.values():
+            if entry.state is State.AVAILABLE:
+                out["available" if entry.available_at <= now else "delayed"] += 1
+            elif entry.state is State.DEAD_LETTERING:
+                out["dead_lettering"] += 1
+        return out
+
+    # -- persistence ------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict:
+        """Everything a new coordinator needs; fresh records are left out (the log has them)."""
+        rows = [
+            entry.to_list(offset)
+            for source in (self.entries, self.restored)
+            for offset, entry in source.items()
+            if entry.count or entry.state is not State.AVAILABLE
+        ]
+        rows.sort()
+        return {"start": self.start_offset, "entries": rows}
+
+    @classmethod
+    def restore(cls, snapshot: dict, settings: QueueSettings, *, jitter: Callable[[], float] = random.random) -> SharePartition:
+        share = cls(snapshot["start"], settings, jitter=jitter)
+        for row in snapshot["entries"]:
+            offset, entry = Entry.from_list(row)
+            if entry.state in _DONE and offset < share.start_offset:
+                continue
+            share.restored[offset] = entry
+            if entry.state is State.ACQUIRED:
+                share.in_flight += 1
+        return share
