@@ -106,6 +106,19 @@ class Consumer:
             await self.seek((topic, partition), start)
         self._room.set()
 
+    async def add(self, partitions: dict[TopicPartition, str | int]) -> None:
+        """Start reading more partitions, each from its start (see ``assign``)."""
+        for (topic, partition), start in partitions.items():
+            await self.client.partitions_for(topic)
+            self._partitions[(topic, partition)] = _PartitionState(0)
+            await self.seek((topic, partition), start)
+        self._room.set()
+
+    def remove(self, partitions) -> None:
+        """Stop reading these partitions and drop what was buffered for them."""
+        for tp in partitions:
+            self._partitions.pop(tp, None)
+
     def assignment(self) -> list[TopicPartition]:
         return list(self._partitions)
 

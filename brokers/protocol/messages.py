@@ -40,6 +40,13 @@ class ApiKey(enum.IntEnum):
     BROKER_HEARTBEAT = 1002  # broker -> controller, every heartbeat interval
     ALTER_ISR = 1003  # leader broker -> controller: shrink or expand a partition's ISR
     DESCRIBE_CLUSTER = 1004  # anyone -> controller: brokers with their state, every partition
+    FIND_COORDINATOR = 10  # which broker coordinates a group
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: join, heartbeat, leave; the answer carries the assignment
+    DESCRIBE_GROUP = 69
+    SHARE_ACQUIRE = 78  # queue model: lock and return records
+    SHARE_ACKNOWLEDGE = 79  # queue model: accept, release, reject, extend
 
 
 ACKS_ALL = -1
@@ -361,6 +368,160 @@ class DescribeClusterResponse(_Response):
     partitions: list[PartitionState] = []
 
 
+# -- groups (stream model) --------------------------------------------------------
+
+
+class FindCoordinatorRequest(Struct, kw_only=True):
+    group_id: str
+
+
+class FindCoordinatorResponse(_Response):
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+
+
+class TopicPartitionRef(Struct, kw_only=True, array_like=True):
+    topic: str
+    partition: int
+
+
+class CommittedOffset(Struct, kw_only=True, omit_defaults=True):
+    topic: str
+    partition: int
+    offset: int = -1  # -1: nothing committed
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    error_code: int = 0
+    error_message: str = ""
+
+
+class OffsetCommitRequest(Struct, kw_only=True):
+    group_id: str
+    member_id: str = ""  # "" with epoch -1: a consumer outside any group membership
+    member_epoch: int = -1
+    offsets: list[CommittedOffset] = []
+
+
+class OffsetCommitResponse(_Response):
+    offsets: list[CommittedOffset] = []  # per-partition errors
+
+
+class OffsetFetchRequest(Struct, kw_only=True):
+    group_id: str
+    partitions: list[TopicPartitionRef] | None = None  # None: every committed partition
+
+
+class OffsetFetchResponse(_Response):
+    offsets: list[CommittedOffset] = []
+
+
+class ConsumerGroupHeartbeatRequest(Struct, kw_only=True):
+    group_id: str
+    member_id: str = ""  # "" to join
+    member_epoch: int = 0  # 0: join, -1: leave, else the epoch of the last answer
+    topics: list[str] | None = None  # the subscription; None: unchanged
+    owned: list[TopicPartitionRef] | None = None  # what the member holds now; None: unchanged
+    session_timeout_ms: int = 10_000
+    client_id: str = ""
+
+
+class ConsumerGroupHeartbeatResponse(_Response):
+    member_id: str = ""
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 1_000
+    assignment: list[TopicPartitionRef] = []  # every partition the member may own now
+
+
+class DescribeGroupRequest(Struct, kw_only=True):
+    group_id: str
+
+
+class MemberDescription(Struct, kw_only=True):
+    member_id: str
+    client_id: str
+    member_epoch: int
+    topics: list[str]
+    assigned: list[TopicPartitionRef]
+    revoking: list[TopicPartitionRef]
+
+
+class SharePartitionDescription(Struct, kw_only=True):
+    topic: str
+    partition: int
+    start_offset: int  # every record below is accepted or dead-lettered
+    read_offset: int  # next offset the coordinator reads from the log
+    available: int
+    delayed: int
+    in_flight: int
+    dead_lettering: int
+
+
+class DescribeGroupResponse(_Response):
+    group_id: str = ""
+    group_type: str = ""  # stream | queue | "" (unknown group)
+    group_epoch: int = -1
+    coordinator: int = -1
+    members: list[MemberDescription] = []
+    offsets: list[CommittedOffset] = []
+    share_partitions: list[SharePartitionDescription] = []
+
+
+# -- queues (share groups) --------------------------------------------------------
+
+
+class ShareAcquireRequest(Struct, kw_only=True):
+    group_id: str
+    topic: str
+    max_records: int = 100
+    max_wait_ms: int = 0  # long polling: wait up to this long for a record
+    lock_ms: int = 0  # 0: the queue's visibility timeout
+    member_id: str = ""  # for logs and describe
+
+
+class AcquiredRecord(Struct, kw_only=True, array_like=True):
+    partition: int
+    offset: int
+    delivery_count: int
+    lock_deadline_ms: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class ShareAcquireResponse(_Response):
+    records: list[AcquiredRecord] = []
+
+
+class ShareAck(Struct, kw_only=True, omit_defaults=True):
+    partition: int
+    offset: int
+    delivery_count: int
+    action: str  # accept | release | reject | extend
+    delay_ms: int = -1  # release: redeliver after this long (-1: the queue's backoff)
+    lock_ms: int = 0  # extend: the new lock, from now
+    error: str = ""  # release, reject: why (kept for the dead-letter headers)
+
+
+class ShareAcknowledgeRequest(Struct, kw_only=True):
+    group_id: str
+    topic: str
+    acks: list[ShareAck] = []
+
+
+class ShareAckResult(Struct, kw_only=True, omit_defaults=True):
+    partition: int
+    offset: int
+    error_code: int = 0
+    error_message: str = ""
+    lock_deadline_ms: int = -1
+
+
+class ShareAcknowledgeResponse(_Response):
+    results: list[ShareAckResult] = []
+
+
 class ErrorResponse(_Response):
     """What a broker answers when it cannot even decode a request."""
 
@@ -380,6 +541,13 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatRequest,
     ApiKey.ALTER_ISR: AlterIsrRequest,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterRequest,
+    ApiKey.FIND_COORDINATOR: FindCoordinatorRequest,
+    ApiKey.OFFSET_COMMIT: OffsetCommitRequest,
+    ApiKey.OFFSET_FETCH: OffsetFetchRequest,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatRequest,
+    ApiKey.DESCRIBE_GROUP: DescribeGroupRequest,
+    ApiKey.SHARE_ACQUIRE: ShareAcquireRequest,
+    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
 }
 
 RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
@@ -397,6 +565,13 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatResponse,
     ApiKey.ALTER_ISR: AlterIsrResponse,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
+    ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
+    ApiKey.OFFSET_COMMIT: OffsetCommitResponse,
+    ApiKey.OFFSET_FETCH: OffsetFetchResponse,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse,
+    ApiKey.DESCRIBE_GROUP: DescribeGroupResponse,
+    ApiKey.SHARE_ACQUIRE: ShareAcquireResponse,
+    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
 }
 
 # (min, max) version the broker speaks per API; every API is at version 0.

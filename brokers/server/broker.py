@@ -24,6 +24,7 @@ from prometheus_client import start_http_server
 from brokers import errors
 from brokers.aio import cancel_and_wait
 from brokers.errors import BrokerError, InvalidRequestError, UnsupportedVersionError
+from brokers.groups.coordinator import GroupCoordinator
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import iter_batches
@@ -63,6 +64,8 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 10_000
     isr_check_interval_ms: int = 500
     log_cleaner_interval_ms: int = 15_000
+    offsets_topic_partitions: int = 8  # partitions of __consumer_offsets when a broker creates it
+    group_heartbeat_interval_ms: int = 1_000
 
 
 CLUSTER_FILE = "cluster.json"
@@ -113,6 +116,20 @@ class Broker:
             ApiKey.CLUSTER_STATE: self._cluster_state,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
         }
+        self.coordinator = GroupCoordinator(
+            self, internal_partitions=config.offsets_topic_partitions, heartbeat_interval_ms=config.group_heartbeat_interval_ms
+        )
+        self._handlers.update(
+            {
+                ApiKey.FIND_COORDINATOR: self.coordinator.find_coordinator,
+                ApiKey.OFFSET_COMMIT: self.coordinator.offset_commit,
+                ApiKey.OFFSET_FETCH: self.coordinator.offset_fetch,
+                ApiKey.CONSUMER_GROUP_HEARTBEAT: self.coordinator.heartbeat,
+                ApiKey.DESCRIBE_GROUP: self.coordinator.describe,
+                ApiKey.SHARE_ACQUIRE: self.coordinator.queues.acquire,
+                ApiKey.SHARE_ACKNOWLEDGE: self.coordinator.queues.acknowledge,
+            }
+        )
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -152,6 +169,9 @@ class Broker:
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
             loop.create_task(self._every(self.config.log_cleaner_interval_ms, self._compact_logs)),
         ]
+        self.coordinator.start()
+        if not self.cluster_mode:
+            self.coordinator.on_roles_changed()
         # Objects alive after start-up (modules, indexes, config) live as long
         # as the process: move them out of the collector's sight so full
         # collections stay short and do not show up in request latency.
@@ -171,6 +191,7 @@ class Broker:
         for connection in list(self._connections):
             connection.close()
         await cancel_and_wait(*self._background)
+        await self.coordinator.stop()
         for fetcher in list(self._fetchers.values()):
             await fetcher.stop()
         if self.controller_channel is not None:
@@ -409,7 +430,12 @@ class Broker:
             flush.add_done_callback(lambda _f, key=log_: self._flushes.pop(key, None))
         return flush
 
+    def wake_fetchers(self, topic: str, partition: int) -> None:
+        """New records in ``topic``-``partition``: wake long-polling fetches (and queue receivers)."""
+        self._wake_fetchers(topic, partition)
+
     def _wake_fetchers(self, topic: str, partition: int) -> None:
+        self.coordinator.queues.on_data(topic)
         waiters = self._data_waiters.pop((topic, partition), None)
         if waiters:
             for waiter in waiters:
@@ -542,6 +568,12 @@ class Broker:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
         return m.ListOffsetsResponse(partitions=results)
+
+    def advertised(self) -> tuple[str, int]:
+        return self._advertised()
+
+    async def handle_create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        return await self._create_topics(request)
 
     def _advertised(self) -> tuple[str, int]:
         return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.port)
@@ -723,6 +755,7 @@ class Broker:
             if me in state.replicas:
                 self._apply_partition_state(state)
         self._sync_fetchers()
+        self.coordinator.on_roles_changed()
         return m.ClusterStateResponse()
 
     def _apply_partition_state(self, state: m.PartitionState) -> None:

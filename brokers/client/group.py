@@ -1,0 +1,357 @@
+"""Consumer groups for clients: the stream model (GroupConsumer) and group admin.
+
+``GroupConsumer`` joins a group, gets partitions from the coordinator
+(server-side assignment, KIP-848 style) and reads them with a ``Consumer``.
+Assignment changes are applied inside ``getmany``, that is between two
+batches of the application: a revoked partition's position is committed
+(with auto commit) and only then reported as released, so the next owner
+starts where this one stopped and never sees a committed record again.
+
+If the coordinator cannot be reached for longer than the session timeout,
+the member can no longer prove it owns anything: it drops every partition
+(``on_lost``) before the coordinator may give them to someone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Literal
+
+from brokers import errors
+from brokers.aio import cancel_and_wait
+from brokers.client.client import TidewayClient
+from brokers.client.consumer import Consumer, TopicPartition
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.record.batch import Record, decode_records, iter_batches
+
+__all__ = ["CoordinatorLink", "GroupConsumer", "describe_group", "group_lag"]
+
+log = logging.getLogger(__name__)
+
+_RETRY = (
+    errors.NotCoordinatorError,
+    errors.CoordinatorNotAvailableError,
+    errors.CoordinatorLoadInProgressError,
+    errors.ConnectionClosedError,
+    errors.ClientTimeoutError,
+    errors.RequestTimedOutError,
+    errors.NotEnoughReplicasError,
+    errors.LeaderNotAvailableError,
+)
+
+
+class CoordinatorLink:
+    """Sends one group's requests to its coordinator, finding it again whenever it moves."""
+
+    def __init__(self, client: TidewayClient, group_id: str, *, retry_for_s: float = 30.0) -> None:
+        self.client = client
+        self.group_id = group_id
+        self.retry_for_s = retry_for_s
+        self.node_id: int | None = None
+
+    async def request(self, api: ApiKey, body, *, timeout_s: float | None = None, retry_for_s: float | None = None):
+        deadline = time.monotonic() + (self.retry_for_s if retry_for_s is None else retry_for_s)
+        backoff = 0.05
+        while True:
+            try:
+                if self.node_id is None:
+                    found: m.FindCoordinatorResponse = await self.client.request_any(
+                        ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=self.group_id)
+                    )  # type: ignore[assignment]
+                    if found.node_id not in self.client.brokers:
+                        await self.client.refresh_metadata()
+                    self.node_id = found.node_id
+                connection = await self.client.connection(self.node_id)
+                return await connection.request(api, body, timeout_s=timeout_s or self.client.request_timeout_s)
+            except _RETRY as exc:
+                self.node_id = None
+                if time.monotonic() + backoff > deadline:
+                    raise
+                log.debug("group %s: %s; finding the coordinator again", self.group_id, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 0.5)
+                try:
+                    await self.client.refresh_metadata()
+                except errors.TidewayError:
+                    pass
+
+
+Listener = Callable[[list[TopicPartition]], None]
+
+
+class GroupConsumer:
+    def __init__(
+        self,
+        client: TidewayClient | str,
+        group_id: str,
+        topics: list[str],
+        *,
+        auto_offset_reset: Literal["earliest", "latest"] = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        session_timeout_ms: int = 10_000,
+        client_id: str = "",
+        on_assigned: Listener | None = None,
+        on_revoked: Listener | None = None,
+        on_lost: Listener | None = None,
+        **consumer_options,
+    ) -> None:
+        self._own_client = isinstance(client, str)
+        self.client = TidewayClient(client) if isinstance(client, str) else client
+        self.group_id = group_id
+        self.topics = sorted(set(topics))
+        self.auto_offset_reset = auto_offset_reset
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self.session_timeout_ms = session_timeout_ms
+        self.client_id = client_id
+        self.member_id = uuid.uuid4().hex
+        self.member_epoch = 0
+        self.link = CoordinatorLink(self.client, group_id)
+        self.consumer = Consumer(self.client, auto_offset_reset=auto_offset_reset, **consumer_options)
+        self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+        self._on_lost = on_lost
+        self._owned: set[TopicPartition] = set()
+        self._target: set[TopicPartition] | None = None  # the coordinator's latest answer, not applied yet
+        self._lease_from = 0.0  # when the last answered heartbeat was sent
+        self._subscription_sent = False
+        self._heartbeat_now = asyncio.Event()
+        self._heartbeat: asyncio.Task | None = None
+        self._last_commit = time.monotonic()
+        self._stopped = False
+        self.heartbeat_interval_s = 1.0
+
+    async def start(self) -> None:
+        if self._own_client:
+            await self.client.start()
+        await self.consumer.start()
+        await self._send_heartbeat()  # join now, so the first getmany has partitions
+        self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+
+    async def __aenter__(self) -> GroupConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.stop()
+
+    def assignment(self) -> list[TopicPartition]:
+        return sorted(self._owned)
+
+    # -- membership ------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._heartbeat_now.wait(), self.heartbeat_interval_s)
+            except TimeoutError:
+                pass
+            self._heartbeat_now.clear()
+            try:
+                await self._send_heartbeat()
+            except (errors.UnknownMemberIdError, errors.FencedMemberEpochError) as exc:
+                log.warning("group %s: %s; dropping every partition and rejoining", self.group_id, exc)
+                self.member_epoch = 0
+                self._subscription_sent = False
+                self._target = set()
+                self._heartbeat_now.set()
+            except errors.TidewayError as exc:
+                log.info("group %s: heartbeat failed: %s", self.group_id, exc)
+                await asyncio.sleep(0.2)
+
+    async def _send_heartbeat(self) -> None:
+        sent_at = time.monotonic()
+        request = m.ConsumerGroupHeartbeatRequest(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.member_epoch,
+            topics=None if self._subscription_sent and self.member_epoch > 0 else self.topics,
+            owned=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(self._owned)],
+            session_timeout_ms=self.session_timeout_ms,
+            client_id=self.client_id,
+        )
+        response: m.ConsumerGroupHeartbeatResponse = await self.link.request(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, request, retry_for_s=self.session_timeout_ms / 2000
+        )
+        self._subscription_sent = True
+        self._lease_from = sent_at
+        self.member_epoch = response.member_epoch
+        self.heartbeat_interval_s = max(response.heartbeat_interval_ms, 50) / 1000
+        target = {(tp.topic, tp.partition) for tp in response.assignment}
+        if target != self._owned:
+            self._target = target
+
+    async def _apply_assignment(self) -> None:
+        """Between two batches of the application: let go of revoked partitions, take new ones."""
+        if self._owned and time.monotonic() - self._lease_from > self.session_timeout_ms / 1000 * 0.8:
+            lost = sorted(self._owned)
+            log.warning("group %s: no answer from the coordinator for a session; dropping %s", self.group_id, lost)
+            self.consumer.remove(lost)
+            self._owned.clear()
+            if self._on_lost:
+                self._on_lost(lost)
+            return
+        target, self._target = self._target, None
+        if target is None:
+            return
+        revoked = sorted(self._owned - target)
+        added = sorted(target - self._owned)
+        if revoked:
+            if self.enable_auto_commit:
+                try:
+                    await self.commit(revoked)
+                except errors.TidewayError as exc:
+                    log.warning("group %s: commit before releasing %s failed: %s", self.group_id, revoked, exc)
+            self.consumer.remove(revoked)
+            self._owned.difference_update(revoked)
+            if self._on_revoked:
+                self._on_revoked(revoked)
+            self._heartbeat_now.set()  # tell the coordinator at once
+        if added:
+            committed = await self.committed(added)
+            await self.consumer.add({tp: committed[tp] if committed[tp] >= 0 else self.auto_offset_reset for tp in added})
+            self._owned.update(added)
+            if self._on_assigned:
+                self._on_assigned(added)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def getmany(self, timeout_ms: int = 1000, max_records: int | None = None) -> dict[TopicPartition, list[Record]]:
+        await self._apply_assignment()
+        if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_s:
+            try:
+                await self.commit()
+            except errors.TidewayError as exc:
+                log.info("group %s: auto commit failed: %s", self.group_id, exc)
+        if not self._owned:
+            await asyncio.sleep(min(timeout_ms / 1000, 0.05))
+            return {}
+        records = await self.consumer.getmany(timeout_ms, max_records)
+        return {tp: batch for tp, batch in records.items() if tp in self._owned}
+
+    async def seek(self, tp: TopicPartition, start: str | int) -> None:
+        """Move an owned partition to an offset, "earliest", "latest" or "@<ms>" (a time)."""
+        if tp not in self._owned:
+            raise errors.NotAssignedError(f"{tp[0]}-{tp[1]} is not assigned to this member")
+        await self.consumer.seek(tp, start)
+
+    def position(self, tp: TopicPartition) -> int:
+        return self.consumer.position(tp)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    async def commit(self, partitions: list[TopicPartition] | None = None, offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Commit the positions of owned partitions (or the given offsets); returns once replicated."""
+        if offsets is None:
+            offsets = {tp: self.consumer.position(tp) for tp in (partitions if partitions is not None else sorted(self._owned))}
+        self._last_commit = time.monotonic()
+        if not offsets:
+            return
+        request = m.OffsetCommitRequest(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.member_epoch,
+            offsets=[m.CommittedOffset(topic=t, partition=p, offset=o) for (t, p), o in offsets.items()],
+        )
+        response: m.OffsetCommitResponse = await self.link.request(ApiKey.OFFSET_COMMIT, request)
+        for result in response.offsets:
+            if result.error_code:
+                raise errors.error_for_code(result.error_code, result.error_message)
+
+    async def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return await fetch_committed(self.link, partitions)
+
+    async def stop(self) -> None:
+        """Commit (with auto commit), leave the group, close."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._heartbeat is not None:
+            await cancel_and_wait(self._heartbeat)
+        if self.enable_auto_commit and self._owned:
+            try:
+                await self.commit()
+            except errors.TidewayError as exc:
+                log.warning("group %s: final commit failed: %s", self.group_id, exc)
+        released = sorted(self._owned)
+        self.consumer.remove(released)
+        self._owned.clear()
+        if released and self._on_revoked:
+            self._on_revoked(released)
+        try:
+            await self.link.request(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                m.ConsumerGroupHeartbeatRequest(group_id=self.group_id, member_id=self.member_id, member_epoch=-1),
+                retry_for_s=5,
+            )
+        except errors.TidewayError as exc:
+            log.info("group %s: leave failed (the session will expire): %s", self.group_id, exc)
+        await self.consumer.stop()
+        if self._own_client:
+            await self.client.close()
+
+
+async def fetch_committed(link: CoordinatorLink, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    request = m.OffsetFetchRequest(group_id=link.group_id, partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in partitions])
+    response: m.OffsetFetchResponse = await link.request(ApiKey.OFFSET_FETCH, request)
+    return {(o.topic, o.partition): o.offset for o in response.offsets}
+
+
+async def describe_group(client: TidewayClient, group_id: str) -> m.DescribeGroupResponse:
+    return await CoordinatorLink(client, group_id).request(ApiKey.DESCRIBE_GROUP, m.DescribeGroupRequest(group_id=group_id))
+
+
+async def _timestamp_at(client: TidewayClient, topic: str, partition: int, offset: int) -> int | None:
+    """The timestamp of the first record at or after ``offset`` (None if there is none)."""
+    connection = await client.connection(client.leader_for(topic, partition))
+    request = m.FetchRequest(
+        max_wait_ms=0, min_bytes=0,
+        partitions=[m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=1)],
+    )
+    response: m.FetchResponse = await connection.request(ApiKey.FETCH, request)
+    (result,) = response.partitions
+    if result.error_code or not result.records:
+        return None
+    for position, _base, _size in iter_batches(result.records):
+        for record in decode_records(result.records, position):
+            if record.offset >= offset:
+                return record.timestamp_ms
+    return None
+
+
+async def group_lag(client: TidewayClient, group_id: str) -> list[dict]:
+    """Per partition: the group's position, the log end, the lag and the age of the oldest unconsumed record.
+
+    For a stream group the position is the committed offset; for a queue
+    group it is the oldest record not yet accepted or dead-lettered.
+    """
+    described = await describe_group(client, group_id)
+    positions: dict[TopicPartition, int] = {}
+    if described.group_type == "queue":
+        for share in described.share_partitions:
+            positions[(share.topic, share.partition)] = share.start_offset
+    else:
+        for committed in described.offsets:
+            positions[(committed.topic, committed.partition)] = committed.offset
+    rows = []
+    now = int(time.time() * 1000)
+    for (topic, partition), position in sorted(positions.items()):
+        try:
+            end, _ = await client.list_offset(topic, partition, m.LATEST_TIMESTAMP)
+        except errors.UnknownTopicOrPartitionError:
+            continue
+        lag = max(0, end - position)
+        oldest = await _timestamp_at(client, topic, partition, position) if lag else None
+        rows.append(
+            {
+                "topic": topic, "partition": partition, "position": position, "log_end": end, "lag": lag,
+                "oldest_age_ms": None if oldest is None else max(0, now - oldest),
+            }
+        )
+    return rows

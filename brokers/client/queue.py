@@ -1,0 +1,218 @@
+"""Queue consumers (shared consumption with per-message acks) and dead-letter tools.
+
+    async with QueueConsumer("127.0.0.1:9401", "workers", "jobs") as queue:
+        for message in await queue.receive(max_messages=10, wait_ms=20_000):
+            try:
+                handle(message.value)
+            except Exception as exc:
+                await queue.nack([message], error=str(exc))   # redelivered after a backoff
+            else:
+                await queue.ack([message])
+
+A message is locked for the visibility timeout (the queue's, or ``lock_ms``)
+from the moment it is received; ``extend`` moves the lock. A receipt
+(``Message.receipt``) names one delivery: once the lock has expired and the
+message went to another worker, acknowledging with the old receipt fails
+with INVALID_RECORD_STATE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from brokers import errors
+from brokers.client.client import TidewayClient
+from brokers.client.consumer import Consumer
+from brokers.client.group import CoordinatorLink, fetch_committed
+from brokers.client.producer import Producer
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS
+
+__all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "parse_receipt", "redrive"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    topic: str
+    partition: int
+    offset: int
+    delivery_count: int
+    lock_deadline_ms: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+    @property
+    def receipt(self) -> str:
+        return f"{self.partition}:{self.offset}:{self.delivery_count}"
+
+
+def parse_receipt(receipt: str) -> tuple[int, int, int]:
+    """'partition:offset:delivery' -> (partition, offset, delivery count)."""
+    try:
+        partition, offset, count = (int(part) for part in receipt.split(":"))
+    except ValueError:
+        raise errors.InvalidRequestError(f"receipt {receipt!r} is not partition:offset:delivery") from None
+    return partition, offset, count
+
+
+Receipt = Message | str
+
+
+class QueueConsumer:
+    def __init__(self, client: TidewayClient | str, group_id: str, topic: str, *, member_id: str = "") -> None:
+        self._own_client = isinstance(client, str)
+        self.client = TidewayClient(client) if isinstance(client, str) else client
+        self.group_id = group_id
+        self.topic = topic
+        self.member_id = member_id
+        self.link = CoordinatorLink(self.client, group_id)
+
+    async def start(self) -> None:
+        if self._own_client:
+            await self.client.start()
+
+    async def stop(self) -> None:
+        if self._own_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> QueueConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.stop()
+
+    async def receive(self, max_messages: int = 10, *, wait_ms: int = 0, lock_ms: int = 0) -> list[Message]:
+        """Lock and return up to ``max_messages``; wait up to ``wait_ms`` for the first one (long polling)."""
+        request = m.ShareAcquireRequest(
+            group_id=self.group_id, topic=self.topic, max_records=max_messages, max_wait_ms=wait_ms, lock_ms=lock_ms, member_id=self.member_id
+        )
+        response: m.ShareAcquireResponse = await self.link.request(
+            ApiKey.SHARE_ACQUIRE, request, timeout_s=self.client.request_timeout_s + wait_ms / 1000
+        )
+        return [
+            Message(self.topic, r.partition, r.offset, r.delivery_count, r.lock_deadline_ms, r.timestamp_ms, r.key, r.value, r.headers)
+            for r in response.records
+        ]
+
+    async def ack(self, messages: list[Receipt]) -> None:
+        """Accept: the messages are done."""
+        await self._acknowledge(messages, "accept")
+
+    async def nack(self, messages: list[Receipt], *, delay_ms: int | None = None, error: str = "") -> None:
+        """Release for redelivery after ``delay_ms`` (default: the queue's backoff); dead-lettered at the delivery limit."""
+        await self._acknowledge(messages, "release", delay_ms=-1 if delay_ms is None else delay_ms, error=error)
+
+    async def reject(self, messages: list[Receipt], *, error: str = "") -> None:
+        """Send straight to the dead-letter topic."""
+        await self._acknowledge(messages, "reject", error=error)
+
+    async def extend(self, messages: list[Receipt], lock_ms: int) -> list[int]:
+        """Hold the locks ``lock_ms`` more from now (up to 12 h); returns the new deadlines (ms)."""
+        results = await self._acknowledge(messages, "extend", lock_ms=lock_ms)
+        return [r.lock_deadline_ms for r in results]
+
+    async def _acknowledge(self, messages: list[Receipt], action: str, **fields) -> list[m.ShareAckResult]:
+        acks = []
+        for message in messages:
+            if isinstance(message, Message):
+                partition, offset, count = message.partition, message.offset, message.delivery_count
+            else:
+                partition, offset, count = parse_receipt(message)
+            acks.append(m.ShareAck(partition=partition, offset=offset, delivery_count=count, action=action, **fields))
+        if not acks:
+            return []
+        request = m.ShareAcknowledgeRequest(group_id=self.group_id, topic=self.topic, acks=acks)
+        response: m.ShareAcknowledgeResponse = await self.link.request(ApiKey.SHARE_ACKNOWLEDGE, request)
+        for result in response.results:
+            if result.error_code:
+                raise errors.error_for_code(result.error_code, f"{self.topic}-{result.partition}@{result.offset}: {result.error_message}")
+        return response.results
+
+
+# -- dead letters ------------------------------------------------------------------------------
+
+
+def _redrive_group(dlq_topic: str) -> str:
+    return f"{dlq_topic}.redrive"
+
+
+async def list_dead_letters(client: TidewayClient, dlq_topic: str, *, limit: int = 100) -> list[dict]:
+    """Dead letters not redriven yet, oldest first, with their origin headers."""
+    link = CoordinatorLink(client, _redrive_group(dlq_topic))
+    out: list[dict] = []
+    for info in await client.partitions_for(dlq_topic):
+        tp = (dlq_topic, info.partition)
+        start = (await fetch_committed(link, [tp]))[tp]
+        consumer = Consumer(client, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        await consumer.start()
+        try:
+            await consumer.assign([tp], start=start if start >= 0 else "earliest")
+            end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
+            while consumer.position(tp) < end and len(out) < limit:
+                for record in (await consumer.getmany(1000)).get(tp, []):
+                    headers = {k: (v or b"").decode(errors="replace") for k, v in record.headers}
+                    out.append({"partition": info.partition, "offset": record.offset, "key": record.key, "value": record.value, "headers": headers})
+        finally:
+            await consumer.stop()
+    return out[:limit]
+
+
+async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 100.0, limit: int | None = None) -> int:
+    """Publish dead letters back to their origin topic at ``rate_per_s``; return how many.
+
+    Progress is committed as group ``<dlq>.redrive``, after each message is
+    acknowledged by the origin topic, so a redrive that stops half way carries
+    on from there (a message may be redriven twice, never lost).
+    """
+    link = CoordinatorLink(client, _redrive_group(dlq_topic))
+    producer = Producer(client, acks="all", linger_ms=1)
+    await producer.start()
+    moved = 0
+    interval = 1 / rate_per_s if rate_per_s > 0 else 0.0
+    try:
+        for info in await client.partitions_for(dlq_topic):
+            tp = (dlq_topic, info.partition)
+            start = (await fetch_committed(link, [tp]))[tp]
+            end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
+            consumer = Consumer(client, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+            await consumer.start()
+            try:
+                await consumer.assign([tp], start=start if start >= 0 else "earliest")
+                next_at = time.monotonic()
+                while consumer.position(tp) < end and (limit is None or moved < limit):
+                    for record in (await consumer.getmany(1000)).get(tp, []):
+                        if limit is not None and moved >= limit:
+                            break
+                        headers = dict(record.headers)
+                        origin = (headers.get("tideway-dlq-origin-topic") or b"").decode()
+                        if origin:
+                            kept = [(k, v) for k, v in record.headers if k not in DLQ_HEADERS and k != DEADLINE_HEADER]
+                            delay = next_at - time.monotonic()
+                            if delay > 0:
+                                await asyncio.sleep(delay)
+                            next_at = max(next_at, time.monotonic() - 1) + interval
+                            await (await producer.send(origin, record.value, key=record.key, headers=kept))
+                            moved += 1
+                        await _commit_free(link, tp, record.offset + 1)
+            finally:
+                await consumer.stop()
+    finally:
+        await producer.stop()
+    return moved
+
+
+async def _commit_free(link: CoordinatorLink, tp, offset: int) -> None:
+    request = m.OffsetCommitRequest(group_id=link.group_id, offsets=[m.CommittedOffset(topic=tp[0], partition=tp[1], offset=offset)])
+    response: m.OffsetCommitResponse = await link.request(ApiKey.OFFSET_COMMIT, request)
+    for result in response.offsets:
+        if result.error_code:
+            raise errors.error_for_code(result.error_code, result.error_message)

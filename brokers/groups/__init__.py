@@ -1,0 +1,1 @@
+"""Group coordination on the brokers: stream groups (offsets, membership) and queue groups."""

@@ -1,0 +1,408 @@
+"""The group coordinator: stream groups, committed offsets and queue groups.
+
+Every group belongs to one partition of the internal topic
+``__consumer_offsets`` (crc32 of the group id, modulo its partition count);
+the broker that leads that partition is the group's coordinator. Everything
+the coordinator must not forget (members and their assignments, committed
+offsets, queue state) is written to that partition as keyed records and
+acknowledged only once every in-sync replica has it (acks=all). The topic is
+compacted: the latest record per key is the state. When leadership of the
+partition moves, the new leader reads it back and carries on; the old one
+drops its groups at once.
+
+Record keys are msgpack lists, values msgpack maps (None: deleted):
+
+    ["group", group]                      {"type": "stream" | "queue"}
+    ["member", group, member_id]          a stream member and its assignment
+    ["offset", group, topic, partition]   {"offset", "metadata", "ts"}
+    ["share", group, topic, partition]    a queue partition's snapshot
+
+Ownership: the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import zlib
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from brokers import errors
+from brokers.aio import cancel_and_wait
+from brokers.groups.stream import Member, StreamGroup
+from brokers.protocol import messages as m
+from brokers.queues.service import QueueService
+from brokers.record.batch import BatchBuilder, decode_records, iter_batches, read_header
+from brokers.replication import Role
+from brokers.storage import TopicConfig
+
+if TYPE_CHECKING:
+    from brokers.server.broker import Broker
+
+__all__ = ["INTERNAL_TOPIC", "GroupCoordinator", "partition_for_group"]
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPIC = "__consumer_offsets"
+INTERNAL_TOPIC_SETTINGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(16 << 20),
+    "retention.ms": "-1",
+    "max.message.bytes": str(8 << 20),
+}
+GROUP_ID_MAX = 255
+WRITE_TIMEOUT_S = 15.0
+_ENCODE = msgspec.msgpack.encode
+_DECODE = msgspec.msgpack.decode
+
+
+def partition_for_group(group_id: str, partitions: int) -> int:
+    return zlib.crc32(group_id.encode()) % partitions
+
+
+def _check_group_id(group_id: str) -> None:
+    if not group_id or len(group_id) > GROUP_ID_MAX or not group_id.isprintable():
+        raise errors.InvalidGroupIdError(f"group id {group_id!r} must be 1-{GROUP_ID_MAX} printable characters")
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker, *, internal_partitions: int = 8, heartbeat_interval_ms: int = 1_000) -> None:
+        self.broker = broker
+        self.internal_partitions = internal_partitions
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.loaded: dict[int, int] = {}  # internal partition -> the leader epoch its groups were loaded in
+        self.group_types: dict[str, str] = {}
+        self.stream_groups: dict[str, StreamGroup] = {}
+        self.queues = QueueService(self)
+        self._creating: asyncio.Task | None = None
+        self._sweeper: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+        self.queues.start()
+
+    async def stop(self) -> None:
+        await cancel_and_wait(*(t for t in (self._sweeper, self._creating) if t is not None))
+        await self.queues.stop()
+
+    # -- which groups are ours ------------------------------------------------------------
+
+    def _internal_partition_count(self) -> int | None:
+        broker = self.broker
+        if broker.cluster_mode:
+            topic = broker.metadata_topics.get(INTERNAL_TOPIC)
+            return None if topic is None else topic.partitions
+        config = broker.logs.topics.get(INTERNAL_TOPIC)
+        return None if config is None else config.partitions
+
+    def on_roles_changed(self) -> None:
+        """Load the groups of internal partitions we now lead; drop the ones we no longer lead."""
+        for (topic, index), partition in list(self.broker.partitions.items()):
+            if topic != INTERNAL_TOPIC:
+                continue
+            leading = partition.role is Role.LEADER
+            if leading and self.loaded.get(index) != partition.leader_epoch:
+                self._unload(index)
+                self._load(index)
+                self.loaded[index] = partition.leader_epoch
+            elif not leading and index in self.loaded:
+                self._unload(index)
+        for index in list(self.loaded):
+            if (INTERNAL_TOPIC, index) not in self.broker.partitions:
+                self._unload(index)
+
+    def check_coordinator(self, group_id: str) -> int:
+        """The internal partition of ``group_id``; raise unless this broker coordinates it."""
+        _check_group_id(group_id)
+        count = self._internal_partition_count()
+        if count is None:
+            self._ensure_internal_topic()
+            raise errors.CoordinatorNotAvailableError(f"the group topic {INTERNAL_TOPIC} is being created")
+        index = partition_for_group(group_id, count)
+        partition = self.broker.partitions.get((INTERNAL_TOPIC, index))
+        if partition is None or partition.role is not Role.LEADER:
+            raise errors.NotCoordinatorError(f"broker {self.broker.config.broker_id} does not coordinate group {group_id!r}")
+        if self.loaded.get(index) != partition.leader_epoch:
+            raise errors.CoordinatorLoadInProgressError(f"group {group_id!r} is being loaded")
+        return index
+
+    def _ensure_internal_topic(self) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create_internal_topic())
+
+    async def _create_internal_topic(self) -> None:
+        broker = self.broker
+        replication = min(3, max(1, len(broker.cluster_brokers))) if broker.cluster_mode else 1
+        request = m.CreateTopicsRequest(
+            topics=[m.NewTopic(name=INTERNAL_TOPIC, partitions=self.internal_partitions, replication_factor=replication, configs=INTERNAL_TOPIC_SETTINGS)]
+        )
+        try:
+            response = await broker.handle_create_topics(request)
+        except errors.TidewayError as exc:
+            log.warning("could not create %s: %s", INTERNAL_TOPIC, exc)
+            return
+        for result in response.topics:
+            if result.error_code and result.error_code != errors.TopicAlreadyExistsError.errno:
+                log.warning("could not create %s: %s", INTERNAL_TOPIC, result.error_message)
+            elif not result.error_code:
+                log.info("created %s: %d partitions, replication factor %d", INTERNAL_TOPIC, self.internal_partitions, replication)
+        if not broker.cluster_mode:
+            self.on_roles_changed()
+
+    async def find_coordinator(self, request: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
+        _check_group_id(request.group_id)
+        broker = self.broker
+        count = self._internal_partition_count()
+        if count is None:
+            self._ensure_internal_topic()
+            raise errors.CoordinatorNotAvailableError(f"the group topic {INTERNAL_TOPIC} is being created")
+        index = partition_for_group(request.group_id, count)
+        if not broker.cluster_mode:
+            host, port = broker.advertised()
+            return m.FindCoordinatorResponse(node_id=broker.config.broker_id, host=host, port=port)
+        state = broker.metadata_partitions.get((INTERNAL_TOPIC, index))
+        info = None if state is None else broker.cluster_brokers.get(state.leader)
+        if info is None:
+            raise errors.CoordinatorNotAvailableError(f"{INTERNAL_TOPIC}-{index} has no leader right now")
+        return m.FindCoordinatorResponse(node_id=info.node_id, host=info.host, port=info.port)
+
+    # -- the state log ------------------------------------------------------------------------
+
+    def _load(self, index: int) -> None:
+        started = time.monotonic()
+        partition = self.broker.partitions[(INTERNAL_TOPIC, index)]
+        log_ = partition.log
+        latest: dict[tuple, dict | None] = {}
+        offset = log_.log_start_offset
+        end = log_.log_end_offset
+        while offset < end:
+            read = log_.read(offset, 8 << 20, max_offset=end)
+            if not read.records:
+                break
+            for position, _base, _size in iter_batches(read.records):
+                for record in decode_records(read.records, position):
+                    if record.key is not None:
+                        key = tuple(_DECODE(record.key))
+                        latest[key] = None if record.value is None else _DECODE(record.value)
+                    offset = record.offset + 1
+            offset = max(offset, _next_offset(read.records))
+        members: dict[str, list[Member]] = defaultdict(list)
+        groups = 0
+        for key, value in latest.items():
+            if value is None:
+                continue
+            kind, group_id = key[0], key[1]
+            if kind == "group":
+                self.group_types[group_id] = value["type"]
+                groups += 1
+            elif kind == "member":
+                members[group_id].append(Member.from_value(key[2], value))
+            elif kind == "offset":
+                group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
+                group.offsets[(key[2], key[3])] = (value["offset"], value["metadata"], value["ts"])
+            elif kind == "share":
+                self.queues.restore(group_id, key[2], key[3], value)
+        for group_id, group_members in members.items():
+            group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
+            for member in group_members:
+                group.restore_member(member)
+            group.after_restore(self.partition_counts(group.subscribed_topics()))
+        log.info(
+            "coordinator for %s-%d (epoch %d): loaded %d groups from %d keys in %.0f ms",
+            INTERNAL_TOPIC, index, partition.leader_epoch, groups, len(latest), (time.monotonic() - started) * 1000,
+        )
+
+    def _unload(self, index: int) -> None:
+        if self.loaded.pop(index, None) is None:
+            return
+        count = self._internal_partition_count() or self.internal_partitions
+        for group_id in [g for g in set(self.group_types) | set(self.stream_groups) if partition_for_group(g, count) == index]:
+            self.group_types.pop(group_id, None)
+            self.stream_groups.pop(group_id, None)
+            self.queues.unload_group(group_id)
+        log.info("no longer coordinator for %s-%d", INTERNAL_TOPIC, index)
+
+    async def write(self, index: int, records: list[tuple[list, dict | None]]) -> None:
+        """Append state records and return once every in-sync replica has them."""
+        partition = self.broker.partitions.get((INTERNAL_TOPIC, index))
+        if partition is None or partition.role is not Role.LEADER:
+            raise errors.NotCoordinatorError(f"broker {self.broker.config.broker_id} no longer coordinates these groups")
+        builder = BatchBuilder()
+        now = int(time.time() * 1000)
+        for key, value in records:
+            builder.append(now, _ENCODE(key), None if value is None else _ENCODE(value))
+        try:
+            _appended, committed = partition.append_as_leader(bytearray(builder.build()), acks=m.ACKS_ALL)
+        except errors.NotLeaderError as exc:
+            raise errors.NotCoordinatorError(exc.message) from None
+        self.broker.wake_fetchers(INTERNAL_TOPIC, index)
+        try:
+            await asyncio.wait_for(asyncio.shield(committed), WRITE_TIMEOUT_S)
+        except TimeoutError:
+            raise errors.RequestTimedOutError("the group state was not replicated in time") from None
+
+    async def _set_type(self, index: int, group_id: str, group_type: str) -> None:
+        known = self.group_types.get(group_id)
+        if known == group_type:
+            return
+        if known is not None:
+            raise errors.InconsistentGroupTypeError(f"group {group_id!r} is a {known} group; use another group id")
+        self.group_types[group_id] = group_type
+        try:
+            await self.write(index, [(["group", group_id], {"type": group_type})])
+        except errors.TidewayError:
+            self.group_types.pop(group_id, None)
+            raise
+
+    # -- topics -----------------------------------------------------------------------------
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        broker = self.broker
+        if broker.cluster_mode:
+            state = broker.metadata_topics.get(topic)
+            if state is None:
+                raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            return TopicConfig.from_settings(state.partitions, state.replication_factor, state.configs)
+        config = broker.logs.topics.get(topic)
+        if config is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        return config
+
+    def partition_counts(self, topics) -> dict[str, int]:
+        out = {}
+        for topic in topics:
+            try:
+                out[topic] = self.topic_config(topic).partitions
+            except errors.UnknownTopicOrPartitionError:
+                out[topic] = 0
+        return out
+
+    # -- stream groups ---------------------------------------------------------------------------
+
+    async def heartbeat(self, request: m.ConsumerGroupHeartbeatRequest) -> m.ConsumerGroupHeartbeatResponse:
+        index = self.check_coordinator(request.group_id)
+        group_id = request.group_id
+        await self._set_type(index, group_id, "stream")
+        group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
+        topics = set(request.topics or ()) | group.subscribed_topics()
+        member, changed = group.heartbeat(
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            topics=request.topics,
+            owned=None if request.owned is None else [(tp.topic, tp.partition) for tp in request.owned],
+            session_timeout_ms=request.session_timeout_ms,
+            client_id=request.client_id,
+            partition_counts=self.partition_counts(topics),
+        )
+        if changed:
+            await self.write(index, [(["member", group_id, c.member_id], None if c.member_id not in group.members else c.to_value()) for c in changed])
+        if member is None:
+            return m.ConsumerGroupHeartbeatResponse(member_id=request.member_id, member_epoch=-1)
+        return m.ConsumerGroupHeartbeatResponse(
+            member_id=member.member_id,
+            member_epoch=member.epoch,
+            heartbeat_interval_ms=min(self.heartbeat_interval_ms, member.session_timeout_ms // 3),
+            assignment=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(member.assigned)],
+        )
+
+    async def offset_commit(self, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
+        index = self.check_coordinator(request.group_id)
+        group_id = request.group_id
+        await self._set_type(index, group_id, "stream")
+        group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
+        now = int(time.time() * 1000)
+        results, records, accepted = [], [], []
+        for item in request.offsets:
+            tp = (item.topic, item.partition)
+            result = m.CommittedOffset(topic=item.topic, partition=item.partition, offset=item.offset)
+            if item.offset < 0:
+                result.error_code, result.error_message = errors.InvalidRequestError.errno, "offsets are never negative"
+            elif request.member_id and not group.owns(request.member_id, tp):
+                exc: errors.BrokerError
+                if request.member_id not in group.members:
+                    exc = errors.UnknownMemberIdError(f"member {request.member_id!r} is not in group {group_id!r}: rejoin")
+                else:
+                    exc = errors.NotAssignedError(f"member {request.member_id!r} does not own {item.topic}-{item.partition}")
+                result.error_code, result.error_message = exc.errno, exc.message
+            elif not request.member_id and group.members:
+                exc = errors.UnknownMemberIdError(f"group {group_id!r} has members: only they may commit")
+                result.error_code, result.error_message = exc.errno, exc.message
+            else:
+                records.append((["offset", group_id, item.topic, item.partition], {"offset": item.offset, "metadata": item.metadata, "ts": now}))
+                accepted.append((tp, (item.offset, item.metadata, now)))
+            results.append(result)
+        if records:
+            await self.write(index, records)
+            for tp, value in accepted:
+                group.offsets[tp] = value
+        return m.OffsetCommitResponse(offsets=results)
+
+    async def offset_fetch(self, request: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
+        self.check_coordinator(request.group_id)
+        group = self.stream_groups.get(request.group_id)
+        offsets = {} if group is None else group.offsets
+        wanted = sorted(offsets) if request.partitions is None else [(tp.topic, tp.partition) for tp in request.partitions]
+        out = []
+        for tp in wanted:
+            offset, metadata, ts = offsets.get(tp, (-1, "", -1))
+            out.append(m.CommittedOffset(topic=tp[0], partition=tp[1], offset=offset, metadata=metadata, commit_timestamp_ms=ts))
+        return m.OffsetFetchResponse(offsets=out)
+
+    async def describe(self, request: m.DescribeGroupRequest) -> m.DescribeGroupResponse:
+        self.check_coordinator(request.group_id)
+        group_id = request.group_id
+        response = m.DescribeGroupResponse(group_id=group_id, group_type=self.group_types.get(group_id, ""), coordinator=self.broker.config.broker_id)
+        group = self.stream_groups.get(group_id)
+        if group is not None:
+            response.group_epoch = group.epoch
+            response.members = [
+                m.MemberDescription(
+                    member_id=mb.member_id, client_id=mb.client_id, member_epoch=mb.epoch, topics=mb.topics,
+                    assigned=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(mb.assigned)],
+                    revoking=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(mb.revoking)],
+                )
+                for mb in group.members.values()
+            ]
+            response.offsets = [
+                m.CommittedOffset(topic=t, partition=p, offset=o, metadata=md, commit_timestamp_ms=ts)
+                for (t, p), (o, md, ts) in sorted(group.offsets.items())
+            ]
+        response.share_partitions = self.queues.describe(group_id)
+        return response
+
+    # -- background --------------------------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            try:
+                await self._expire_members()
+            except errors.TidewayError as exc:
+                log.info("member expiry: %s", exc)
+            except Exception:
+                log.exception("member expiry failed")
+
+    async def _expire_members(self) -> None:
+        now = time.monotonic()
+        count = self._internal_partition_count()
+        if count is None:
+            return
+        for group_id, group in list(self.stream_groups.items()):
+            if not group.members:
+                continue
+            gone = group.expire(now, self.partition_counts(group.subscribed_topics()))
+            for member in gone:
+                log.info("group %s: member %s expired (no heartbeat for %d ms)", group_id, member.member_id, member.session_timeout_ms)
+            if gone:
+                await self.write(partition_for_group(group_id, count), [(["member", group_id, mb.member_id], None) for mb in gone])
+
+
+def _next_offset(records: bytes) -> int:
+    last = 0
+    for position, _base, _size in iter_batches(records):
+        last = read_header(records, position).next_offset
+    return last

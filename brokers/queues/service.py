@@ -1,0 +1,518 @@
+"""The queue service: share-partitions of queue groups, on the group's coordinator.
+
+For each (group, topic, partition) it keeps a ``SharePartition`` (the state
+machine) and the payloads of the records in its window, read from the
+partition's leader (straight from the local log when that is this broker).
+Every change a consumer is told about (an acquisition, an acknowledgement) is
+first written to the coordinator's internal partition as a snapshot and
+replicated; writes of one share-partition are coalesced (whoever changed the
+state while a write was in flight is carried by the next one).
+
+Records that must be dead-lettered are written to the queue's dead-letter
+topic by a background task with the headers below, then marked done. A crash
+between the two writes can put a record in the dead-letter topic twice, never
+zero times.
+
+Ownership: the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from brokers import errors
+from brokers.aio import cancel_and_wait
+from brokers.protocol import messages as m
+from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS
+from brokers.queues.share_partition import QueueSettings, SharePartition, State
+from brokers.record.batch import Record, decode_records, iter_batches, read_header
+from brokers.replication import Role
+from brokers.storage import TopicConfig
+
+if TYPE_CHECKING:
+    from brokers.groups.coordinator import GroupCoordinator
+
+__all__ = ["DEADLINE_HEADER", "QueueService"]
+
+log = logging.getLogger(__name__)
+
+WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, per share-partition
+READ_BYTES = 1 << 20
+MAX_WAIT_MS = 30_000
+ACTIONS = ("accept", "release", "reject", "extend")
+
+
+def settings_of(config: TopicConfig) -> QueueSettings:
+    return QueueSettings(
+        visibility_timeout_ms=config.visibility_timeout_ms,
+        max_deliveries=config.max_deliveries,
+        retry_backoff_ms=config.retry_backoff_ms,
+        retry_backoff_max_ms=config.retry_backoff_max_ms,
+        fifo=config.is_fifo,
+        max_in_flight=config.max_in_flight,
+    )
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(eq=False)
+class _Share:
+    group_id: str
+    topic: str
+    partition: int
+    share: SharePartition
+    records: dict[int, Record] = field(default_factory=dict)
+    version: int = 0  # bumped on every change a consumer may be told about
+    persisted: int = 0
+    writing: asyncio.Future | None = None
+    reading: asyncio.Lock = field(default_factory=asyncio.Lock)
+    log_end_known: int = -1  # the leader's high watermark at the last read
+
+
+class QueueService:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.shares: dict[tuple[str, str, int], _Share] = {}
+        self._restored: dict[tuple[str, str, int], dict] = {}
+        self._changed: dict[tuple[str, str], asyncio.Event] = {}
+        self._round_robin: dict[tuple[str, str], int] = {}
+        self._dead_letters = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._client = None
+        self._producer = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._expire_forever()), loop.create_task(self._dead_letter_forever())]
+
+    async def stop(self) -> None:
+        await cancel_and_wait(*self._tasks)
+        if self._producer is not None:
+            await self._producer.stop()
+        if self._client is not None:
+            await self._client.close()
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def restore(self, group_id: str, topic: str, partition: int, snapshot: dict) -> None:
+        self._restored[(group_id, topic, partition)] = snapshot
+        self._dead_letters.set()
+
+    def unload_group(self, group_id: str) -> None:
+        for key in [k for k in self.shares if k[0] == group_id]:
+            share = self.shares.pop(key)
+            if share.writing is not None and not share.writing.done():
+                share.writing.cancel()
+        for key in [k for k in self._restored if k[0] == group_id]:
+            del self._restored[key]
+
+    async def _share(self, group_id: str, topic: str, partition: int, settings: QueueSettings) -> _Share:
+        key = (group_id, topic, partition)
+        found = self.shares.get(key)
+        if found is not None:
+            found.share.settings = settings
+            return found
+        snapshot = self._restored.pop(key, None)
+        if snapshot is not None:
+            share = SharePartition.restore(snapshot, settings)
+        else:
+            # A new queue group starts at the oldest record the partition still has.
+            share = SharePartition(await self._log_start(topic, partition), settings)
+        found = self.shares.setdefault(key, _Share(group_id, topic, partition, share))
+        return found
+
+    # -- reading the partition ------------------------------------------------------------------
+
+    def _local_leader(self, topic: str, partition: int):
+        local = self.coordinator.broker.partitions.get((topic, partition))
+        return local if local is not None and local.role is Role.LEADER else None
+
+    async def _log_start(self, topic: str, partition: int) -> int:
+        local = self._local_leader(topic, partition)
+        if local is not None:
+            return local.log.log_start_offset
+        client = await self._cluster_client()
+        offset, _ = await client.list_offset(topic, partition, m.EARLIEST_TIMESTAMP)
+        return offset
+
+    async def _read(self, state: _Share, config: TopicConfig) -> None:
+        """Read records after the window into it (one read)."""
+        async with state.reading:
+            share = state.share
+            if share.window_records >= WINDOW_RECORDS_MAX and not share.restored:
+                return
+            offset = share.end_offset
+            local = self._local_leader(state.topic, state.partition)
+            if local is not None:
+                log_ = local.log
+                if offset >= log_.high_watermark:
+                    state.log_end_known = log_.high_watermark
+                    return
+                if offset < log_.log_start_offset:
+                    share.move_start(log_.log_start_offset)
+                    offset = share.end_offset
+                read = log_.read(offset, READ_BYTES)
+                data, high_watermark = read.records, read.high_watermark
+            else:
+                data, high_watermark = await self._fetch_remote(state, offset)
+            state.log_end_known = high_watermark
+            if not data:
+                return
+            delay = config.delivery_delay_ms
+            added = []
+            end = offset
+            for position, _base, _size in iter_batches(data):
+                for record in decode_records(data, position):
+                    if record.offset < offset:
+                        continue
+                    available_at = record.timestamp_ms + delay if delay else 0
+                    for name, value in record.headers:
+                        if name == DEADLINE_HEADER and value:
+                            try:
+                                available_at = int(value)
+                            except ValueError:
+                                pass
+                    added.append((record.offset, record.key, available_at))
+                    state.records[record.offset] = record
+                end = max(end, read_header(data, position).next_offset)
+            share.add_records(added, end)
+
+    async def _fetch_remote(self, state: _Share, offset: int) -> tuple[bytes, int]:
+        client = await self._cluster_client()
+        await client.partitions_for(state.topic)
+        try:
+            leader = client.leader_for(state.topic, state.partition)
+            connection = await client.connection(leader)
+            request = m.FetchRequest(
+                max_wait_ms=0, min_bytes=0,
+                partitions=[m.FetchPartition(topic=state.topic, partition=state.partition, fetch_offset=offset, partition_max_bytes=READ_BYTES)],
+            )
+            response: m.FetchResponse = await connection.request(m.ApiKey.FETCH, request, timeout_s=5)
+        except (errors.ConnectionClosedError, errors.ClientTimeoutError, errors.LeaderNotAvailableError):
+            await client.refresh_metadata([state.topic])
+            return b"", state.log_end_known
+        (result,) = response.partitions
+        if result.error_code == errors.OffsetOutOfRangeError.errno:
+            start = await self._log_start(state.topic, state.partition)
+            if offset < start:
+                state.share.move_start(start)
+            return b"", state.log_end_known
+        if result.error_code:
+            if result.error_code in (errors.NotLeaderError.errno, errors.UnknownTopicOrPartitionError.errno):
+                await client.refresh_metadata([state.topic])
+            return b"", state.log_end_known
+        return result.records, result.high_watermark
+
+    async def _cluster_client(self):
+        if self._client is None:
+            from brokers.client.client import TidewayClient
+
+            host, port = self.coordinator.broker.advertised()
+            client = TidewayClient(f"{host}:{port}", request_timeout_ms=10_000)
+            await client.start()
+            if self._client is None:
+                self._client = client
+            else:
+                await client.close()
+        return self._client
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    async def _persist(self, index: int, state: _Share) -> None:
+        """Return once the state as of now is replicated (a write of a later state counts)."""
+        wanted = state.version
+        while state.persisted < wanted:
+            if state.writing is not None:
+                try:
+                    await asyncio.shield(state.writing)
+                except (errors.TidewayError, asyncio.CancelledError):
+                    if self.shares.get((state.group_id, state.topic, state.partition)) is not state:
+                        raise errors.NotCoordinatorError("this broker no longer coordinates the group") from None
+                continue
+            version = state.version
+            future = state.writing = asyncio.get_running_loop().create_future()
+            try:
+                await self.coordinator.write(index, [(["share", state.group_id, state.topic, state.partition], state.share.snapshot())])
+            except BaseException as exc:
+                future.set_exception(exc)
+                future.exception()
+                raise
+            else:
+                state.persisted = max(state.persisted, version)
+                future.set_result(None)
+            finally:
+                state.writing = None
+
+    def _wake(self, group_id: str, topic: str) -> None:
+        event = self._changed.get((group_id, topic))
+        if event is not None:
+            event.set()
+
+    def on_data(self, topic: str) -> None:
+        """New records in a local partition of ``topic``: wake waiting receivers."""
+        for (_group, waiting_topic), event in self._changed.items():
+            if waiting_topic == topic:
+                event.set()
+
+    # -- acquire -----------------------------------------------------------------------------------
+
+    async def acquire(self, request: m.ShareAcquireRequest) -> m.ShareAcquireResponse:
+        coordinator = self.coordinator
+        index = coordinator.check_coordinator(request.group_id)
+        if request.max_records < 1:
+            raise errors.InvalidRequestError("max_records must be at least 1")
+        config = coordinator.topic_config(request.topic)
+        await coordinator._set_type(index, request.group_id, "queue")
+        settings = settings_of(config)
+        lock_ms = request.lock_ms if request.lock_ms > 0 else None
+        deadline = time.monotonic() + min(max(request.max_wait_ms, 0), MAX_WAIT_MS) / 1000
+        key = (request.group_id, request.topic)
+        event = self._changed.setdefault(key, asyncio.Event())
+        while True:
+            event.clear()
+            got, touched, next_due = await self._acquire_once(request, config, settings, lock_ms)
+            if touched:
+                await asyncio.gather(*(self._persist(index, s) for s in touched))
+                return m.ShareAcquireResponse(records=got)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return m.ShareAcquireResponse()
+            wait = min(remaining, 0.1)
+            if next_due is not None:
+                wait = min(wait, max(0.001, (next_due - _now_ms()) / 1000))
+            try:
+                await asyncio.wait_for(event.wait(), wait)
+            except TimeoutError:
+                pass
+            coordinator.check_coordinator(request.group_id)
+
+    async def _acquire_once(self, request, config: TopicConfig, settings: QueueSettings, lock_ms):
+        count = config.partitions
+        start = self._round_robin.get((request.group_id, request.topic), 0)
+        self._round_robin[(request.group_id, request.topic)] = start + 1
+        got: list[m.AcquiredRecord] = []
+        touched: list[_Share] = []
+        next_due: int | None = None
+        for i in range(count):
+            partition = (start + i) % count
+            want = request.max_records - len(got)
+            if want <= 0:
+                break
+            state = await self._share(request.group_id, request.topic, partition, settings)
+            share = state.share
+            now = _now_ms()
+            if share.expire(now) and share.dead_lettering():
+                self._dead_letters.set()
+            acquired = share.acquire(now, want, lock_ms)
+            if len(acquired) < want and (share.restored or share.end_offset < state.log_end_known or self._may_have_more(state)):
+                await self._read(state, config)
+                acquired += share.acquire(_now_ms(), want - len(acquired), lock_ms)
+            for item in acquired:
+                record = state.records[item.offset]
+                got.append(
+                    m.AcquiredRecord(
+                        partition=partition, offset=item.offset, delivery_count=item.delivery_count,
+                        lock_deadline_ms=item.lock_deadline_ms, timestamp_ms=record.timestamp_ms,
+                        key=record.key, value=record.value, headers=list(record.headers),
+                    )
+                )
+            if acquired:
+                state.version += 1
+                touched.append(state)
+            due = share.next_due()
+            if due is not None and (next_due is None or due < next_due):
+                next_due = due
+        return got, touched, next_due
+
+    def _may_have_more(self, state: _Share) -> bool:
+        local = self._local_leader(state.topic, state.partition)
+        if local is not None:
+            return state.share.end_offset < local.log.high_watermark
+        return True  # a remote leader: ask it
+
+    # -- acknowledge ----------------------------------------------------------------------------------
+
+    async def acknowledge(self, request: m.ShareAcknowledgeRequest) -> m.ShareAcknowledgeResponse:
+        coordinator = self.coordinator
+        index = coordinator.check_coordinator(request.group_id)
+        for partition in {ack.partition for ack in request.acks}:
+            key = (request.group_id, request.topic, partition)
+            if key in self._restored:  # acknowledged before anyone received here since a failover
+                await self._share(*key, settings_of(coordinator.topic_config(request.topic)))
+        now = _now_ms()
+        results = []
+        touched: dict[int, _Share] = {}
+        released = False
+        for ack in request.acks:
+            result = m.ShareAckResult(partition=ack.partition, offset=ack.offset)
+            state = self.shares.get((request.group_id, request.topic, ack.partition))
+            try:
+                if ack.action not in ACTIONS:
+                    raise errors.InvalidRequestError(f"unknown action {ack.action!r}: use one of {', '.join(ACTIONS)}")
+                if state is None:
+                    raise errors.InvalidRecordStateError(
+                        f"{request.topic}-{ack.partition} offset {ack.offset} is not locked by group {request.group_id!r}"
+                    )
+                share = state.share
+                if ack.action == "accept":
+                    share.accept(ack.offset, ack.delivery_count, now)
+                    state.records.pop(ack.offset, None)
+                elif ack.action == "release":
+                    share.release(ack.offset, ack.delivery_count, now, delay_ms=None if ack.delay_ms < 0 else ack.delay_ms, error=ack.error)
+                    released = True
+                elif ack.action == "reject":
+                    share.reject(ack.offset, ack.delivery_count, now, error=ack.error)
+                else:
+                    result.lock_deadline_ms = share.extend(ack.offset, ack.delivery_count, now, ack.lock_ms)
+            except errors.BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            else:
+                state.version += 1
+                touched[id(state)] = state
+            results.append(result)
+        if touched:
+            await asyncio.gather(*(self._persist(index, s) for s in touched.values()))
+            if any(s.share.dead_lettering() for s in touched.values()):
+                self._dead_letters.set()
+        if released:
+            self._wake(request.group_id, request.topic)
+        return m.ShareAcknowledgeResponse(results=results)
+
+    def describe(self, group_id: str) -> list[m.SharePartitionDescription]:
+        now = _now_ms()
+        out = []
+        for (g, topic, partition), state in sorted(self.shares.items(), key=lambda kv: kv[0]):
+            if g != group_id:
+                continue
+            counts = state.share.counts(now)
+            out.append(
+                m.SharePartitionDescription(
+                    topic=topic, partition=partition, start_offset=state.share.start_offset, read_offset=state.share.end_offset,
+                    available=counts["available"], delayed=counts["delayed"], in_flight=counts["in_flight"],
+                    dead_lettering=counts["dead_lettering"],
+                )
+            )
+        return out
+
+    # -- background: lock expiry and dead letters --------------------------------------------------------
+
+    async def _expire_forever(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            now = _now_ms()
+            for state in list(self.shares.values()):
+                if state.share.expire(now):
+                    self._wake(state.group_id, state.topic)
+                    if state.share.dead_lettering():
+                        self._dead_letters.set()
+
+    async def _dead_letter_forever(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._dead_letters.wait(), 1.0)
+            except TimeoutError:
+                pass
+            self._dead_letters.clear()
+            try:
+                await self._write_dead_letters()
+            except asyncio.CancelledError:
+                raise
+            except errors.TidewayError as exc:
+                log.warning("dead-lettering failed (will retry): %s", exc)
+                await asyncio.sleep(0.5)
+                self._dead_letters.set()
+            except Exception:
+                log.exception("dead-lettering failed (will retry)")
+                await asyncio.sleep(1)
+                self._dead_letters.set()
+
+    async def _write_dead_letters(self) -> None:
+        coordinator = self.coordinator
+        # Restored share-partitions with records to dead-letter must be read first.
+        for key, snapshot in list(self._restored.items()):
+            if any(row[1] in (State.DEAD_LETTERING, State.ACQUIRED) for row in snapshot["entries"]):
+                try:
+                    config = coordinator.topic_config(key[1])
+                except errors.UnknownTopicOrPartitionError:
+                    continue
+                state = await self._share(*key, settings_of(config))
+                while state.share.restored:
+                    before = state.share.end_offset
+                    await self._read(state, config)
+                    if state.share.end_offset == before:
+                        break
+        for state in list(self.shares.values()):
+            offsets = state.share.dead_lettering()
+            if not offsets:
+                continue
+            try:
+                config = coordinator.topic_config(state.topic)
+                index = coordinator.check_coordinator(state.group_id)
+            except errors.BrokerError:
+                continue
+            dlq = config.dead_letter_topic_for(state.topic)
+            producer = await self._dlq_producer()
+            await self._ensure_topic(dlq, config)
+            futures = []
+            for offset in offsets:
+                record = state.records.get(offset)
+                entry = state.share.entry(offset)
+                if record is None or entry is None:
+                    continue
+                headers = [h for h in record.headers if h[0] not in DLQ_HEADERS] + [
+                    ("tideway-dlq-origin-topic", state.topic.encode()),
+                    ("tideway-dlq-origin-partition", str(state.partition).encode()),
+                    ("tideway-dlq-origin-offset", str(offset).encode()),
+                    ("tideway-dlq-group", state.group_id.encode()),
+                    ("tideway-dlq-delivery-count", str(entry.count).encode()),
+                    ("tideway-dlq-last-error", entry.error.encode()),
+                    ("tideway-dlq-first-delivery-ms", str(entry.first_ms).encode()),
+                    ("tideway-dlq-last-delivery-ms", str(entry.last_ms).encode()),
+                ]
+                future = await producer.send(dlq, record.value, key=record.key, headers=headers, timestamp_ms=record.timestamp_ms)
+                futures.append((offset, future))
+            for offset, future in futures:
+                await future
+                state.share.dead_lettered(offset)
+                state.records.pop(offset, None)
+                log.info("group %s: %s-%d offset %d dead-lettered to %s", state.group_id, state.topic, state.partition, offset, dlq)
+            if futures:
+                state.version += 1
+                await self._persist(index, state)
+
+    async def _dlq_producer(self):
+        if self._producer is None:
+            from brokers.client.producer import Producer
+
+            producer = Producer(await self._cluster_client(), acks="all", linger_ms=1, delivery_timeout_ms=30_000)
+            await producer.start()
+            self._producer = producer
+        return self._producer
+
+    async def _ensure_topic(self, name: str, config: TopicConfig) -> None:
+        client = await self._cluster_client()
+        try:
+            await client.partitions_for(name)
+            return
+        except errors.UnknownTopicOrPartitionError:
+            pass
+        try:
+            await client.create_topic(name, partitions=1, replication_factor=config.replication_factor)
+            log.info("created dead-letter topic %s", name)
+        except errors.TopicAlreadyExistsError:
+            pass
+        for _ in range(50):
+            try:
+                await client.refresh_metadata([name])
+                partitions = await client.partitions_for(name)
+                if all(p.leader >= 0 for p in partitions):
+                    return
+            except errors.UnknownTopicOrPartitionError:
+                pass
+            await asyncio.sleep(0.1)
