@@ -30,7 +30,7 @@ async def _until(predicate, timeout_s: float = 20.0, what: str = "condition") ->
 
 async def _poll(member: GroupConsumer, seen: dict, rounds: int = 1) -> None:
     for _ in range(rounds):
-        for (topic, partition), records in (await member.getmany(100)).items():
+        for (_topic, partition), records in (await member.getmany(100)).items():
             for record in records:
                 seen.setdefault((partition, record.offset), []).append(member.member_id)
 

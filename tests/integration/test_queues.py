@@ -1,0 +1,187 @@
+"""The queue model on a real broker: locks, acks, redelivery, dead letters, delays, FIFO, long polling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from brokers import errors
+from brokers.client import Producer, TidewayClient
+from brokers.client.group import describe_group
+from brokers.client.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST = {"queue.retry.backoff.ms": "50", "queue.retry.backoff.max.ms": "200", "queue.visibility.timeout.ms": "2000"}
+
+
+async def _topic(bootstrap: str, name: str, partitions: int = 2, **settings: str) -> None:
+    async with TidewayClient(bootstrap) as client:
+        await client.create_topic(name, partitions=partitions, configs={**FAST, **settings})
+
+
+async def _publish(bootstrap: str, topic: str, values: list[bytes], **kwargs) -> None:
+    async with Producer(bootstrap, acks="all") as producer:
+        await asyncio.gather(*[await producer.send(topic, v, **kwargs) for v in values])
+
+
+async def _drain(queue: QueueConsumer, *, until: int, wait_ms: int = 500, timeout_s: float = 20) -> list:
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < until and time.monotonic() < deadline:
+        got += await queue.receive(100, wait_ms=wait_ms)
+    return got
+
+
+async def test_every_message_accepted_once_across_workers(broker):
+    await _topic(broker.bootstrap, "jobs", partitions=3)
+    await _publish(broker.bootstrap, "jobs", [str(i).encode() for i in range(300)])
+    accepted: list[bytes] = []
+
+    async def worker(n: int):
+        async with QueueConsumer(broker.bootstrap, "workers", "jobs", member_id=f"w{n}") as queue:
+            idle = 0
+            while idle < 3:
+                messages = await queue.receive(25, wait_ms=300)
+                idle = 0 if messages else idle + 1
+                await queue.ack(messages)
+                accepted.extend(m.value for m in messages)
+
+    await asyncio.gather(*(worker(n) for n in range(4)))
+    assert sorted(accepted) == sorted(str(i).encode() for i in range(300))
+    async with TidewayClient(broker.bootstrap) as client:
+        description = await describe_group(client, "workers")
+    assert description.group_type == "queue"
+    assert sum(p.in_flight for p in description.share_partitions) == 0
+
+
+async def test_release_redelivers_and_the_limit_dead_letters_with_headers_then_redrive(broker):
+    await _topic(broker.bootstrap, "tasks", partitions=1, **{"queue.max.deliveries": "3"})
+    await _publish(broker.bootstrap, "tasks", [b"good", b"poison"])
+    async with QueueConsumer(broker.bootstrap, "g", "tasks") as queue:
+        deliveries = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for message in await queue.receive(10, wait_ms=300):
+                deliveries.append((message.value, message.delivery_count))
+                if message.value == b"poison":
+                    await queue.nack([message], error=f"cannot parse (try {message.delivery_count})")
+                else:
+                    await queue.ack([message])
+            if (b"poison", 3) in deliveries:
+                break
+        assert deliveries.count((b"good", 1)) == 1
+        assert [c for v, c in deliveries if v == b"poison"] == [1, 2, 3]
+        async with TidewayClient(broker.bootstrap) as client:
+            dead: list = []
+            deadline = time.monotonic() + 10
+            while not dead and time.monotonic() < deadline:
+                try:
+                    dead = await list_dead_letters(client, "tasks.dlq")
+                except errors.UnknownTopicOrPartitionError:
+                    await asyncio.sleep(0.2)
+            (letter,) = dead
+            assert letter["value"] == b"poison"
+            headers = letter["headers"]
+            assert headers["tideway-dlq-origin-topic"] == "tasks"
+            assert headers["tideway-dlq-origin-partition"] == "0"
+            assert headers["tideway-dlq-origin-offset"] == "1"
+            assert headers["tideway-dlq-delivery-count"] == "3"
+            assert headers["tideway-dlq-last-error"] == "cannot parse (try 3)"
+            assert 0 < int(headers["tideway-dlq-first-delivery-ms"]) <= int(headers["tideway-dlq-last-delivery-ms"])
+            assert await queue.receive(10, wait_ms=300) == []  # not redelivered from the source
+            assert await redrive(client, "tasks.dlq", rate_per_s=50) == 1
+            assert await list_dead_letters(client, "tasks.dlq") == []  # redriven ones are not listed again
+        (back,) = await _drain(queue, until=1)
+        assert back.value == b"poison" and back.delivery_count == 1 and back.offset == 2
+        await queue.reject([back], error="still bad")
+        async with TidewayClient(broker.bootstrap) as client:
+            deadline = time.monotonic() + 10
+            while len(letters := await list_dead_letters(client, "tasks.dlq")) < 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            assert letters[0]["headers"]["tideway-dlq-last-error"] == "still bad"
+
+
+async def test_visibility_timeout_expiry_redelivers_and_old_receipt_fails(broker):
+    await _topic(broker.bootstrap, "slow", partitions=1)
+    await _publish(broker.bootstrap, "slow", [b"x"])
+    async with QueueConsumer(broker.bootstrap, "g", "slow") as queue:
+        (first,) = await queue.receive(1, wait_ms=2000, lock_ms=1000)
+        assert await queue.receive(1, wait_ms=200) == []  # locked
+        (second,) = await _drain(queue, until=1, wait_ms=3000)
+        assert second.offset == first.offset and second.delivery_count == 2
+        with pytest.raises(errors.InvalidRecordStateError):
+            await queue.ack([first])
+        deadlines = await queue.extend([second], 10_000)
+        assert deadlines[0] >= int(time.time() * 1000) + 9_000
+        await asyncio.sleep(2.5)  # past the queue's 2 s default lock; the extension holds
+        await queue.ack([second.receipt])
+
+
+async def test_deliver_at_and_default_delay(broker):
+    await _topic(broker.bootstrap, "later", partitions=1)
+    at = int(time.time() * 1000) + 1500
+    await _publish(broker.bootstrap, "later", [b"delayed"], headers=[(DEADLINE_HEADER, str(at).encode())])
+    await _publish(broker.bootstrap, "later", [b"now"])
+    async with QueueConsumer(broker.bootstrap, "g", "later") as queue:
+        (now,) = await queue.receive(10, wait_ms=1000)
+        assert now.value == b"now"
+        await queue.ack([now])
+        (delayed,) = await _drain(queue, until=1, wait_ms=3000)
+        assert delayed.value == b"delayed" and int(time.time() * 1000) >= at
+    await _topic(broker.bootstrap, "default-delay", partitions=1, **{"queue.delivery.delay.ms": "800"})
+    sent = int(time.time() * 1000)
+    await _publish(broker.bootstrap, "default-delay", [b"d"])
+    async with QueueConsumer(broker.bootstrap, "g2", "default-delay") as queue:
+        (message,) = await _drain(queue, until=1, wait_ms=3000)
+        assert int(time.time() * 1000) - sent >= 800 - 50  # the record's timestamp is a few ms after `sent`
+
+
+async def test_fifo_keys_one_in_flight_in_order(broker):
+    await _topic(broker.bootstrap, "fifo", partitions=1, **{"queue.fifo": "true"})
+    async with Producer(broker.bootstrap, acks="all") as producer:
+        for i in range(4):
+            for key in (b"a", b"b"):
+                await (await producer.send("fifo", f"{key.decode()}{i}".encode(), key=key))
+    async with QueueConsumer(broker.bootstrap, "g", "fifo") as queue:
+        order: dict[bytes, list[bytes]] = {b"a": [], b"b": []}
+        while sum(len(v) for v in order.values()) < 8:
+            messages = await queue.receive(10, wait_ms=1000)
+            keys = [m.key for m in messages]
+            assert len(keys) == len(set(keys)), "two in-flight records of one key"
+            for message in messages:
+                order[message.key].append(message.value)
+            await queue.ack(messages)
+        assert order == {b"a": [b"a0", b"a1", b"a2", b"a3"], b"b": [b"b0", b"b1", b"b2", b"b3"]}
+
+
+async def test_long_poll_returns_as_soon_as_a_message_arrives(broker):
+    await _topic(broker.bootstrap, "poll", partitions=1)
+    async with QueueConsumer(broker.bootstrap, "g", "poll") as queue:
+        assert await queue.receive(1, wait_ms=200) == []
+        receiving = asyncio.ensure_future(queue.receive(1, wait_ms=10_000))
+        await asyncio.sleep(0.5)
+        assert not receiving.done()
+        await _publish(broker.bootstrap, "poll", [b"hello"])
+        (message,) = await asyncio.wait_for(receiving, 5)
+        assert message.value == b"hello"
+
+
+async def test_in_flight_cap_and_bad_requests(broker):
+    await _topic(broker.bootstrap, "capped", partitions=1, **{"queue.max.inflight": "3"})
+    await _publish(broker.bootstrap, "capped", [b"%d" % i for i in range(10)])
+    async with QueueConsumer(broker.bootstrap, "g", "capped") as queue:
+        first = await queue.receive(10, wait_ms=1000)
+        assert len(first) == 3
+        assert await queue.receive(10, wait_ms=200) == []
+        await queue.ack(first[:1])
+        assert len(await queue.receive(10, wait_ms=1000)) == 1
+        with pytest.raises(errors.InvalidRequestError):
+            await queue.ack(["not-a-receipt"])
+        with pytest.raises(errors.InvalidRecordStateError):
+            await queue.ack(["0:9:1"])  # never delivered
+    async with QueueConsumer(broker.bootstrap, "g", "no-such-topic") as queue:
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await queue.receive(1)
