@@ -54,6 +54,12 @@ class CoordinatorLink:
         self.retry_for_s = retry_for_s
         self.node_id: int | None = None
 
+    async def find(self) -> int:
+        """The node id of the group's coordinator (waiting while there is none)."""
+        await self.request(ApiKey.OFFSET_FETCH, m.OffsetFetchRequest(group_id=self.group_id, partitions=[]))
+        assert self.node_id is not None
+        return self.node_id
+
     async def request(self, api: ApiKey, body, *, timeout_s: float | None = None, retry_for_s: float | None = None):
         deadline = time.monotonic() + (self.retry_for_s if retry_for_s is None else retry_for_s)
         backoff = 0.05

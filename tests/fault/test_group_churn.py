@@ -25,7 +25,6 @@ import pytest
 from brokers.client import Producer, TidewayClient
 from brokers.client.group import CoordinatorLink, fetch_committed
 from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from tests.conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
@@ -106,10 +105,10 @@ async def test_groups_under_churn_and_coordinator_failover(deployment_factory, t
 
     # Kill the coordinator broker, remembering what was committed.
     async with TidewayClient(deployment.bootstrap) as client:
-        found: m.FindCoordinatorResponse = await client.request_any(ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=GROUP))
         link = CoordinatorLink(client, GROUP)
+        coordinator_id = await link.find()
         before = await fetch_committed(link, [(TOPIC, p) for p in range(PARTITIONS)])
-    coordinator = deployment.brokers[found.node_id]
+    coordinator = deployment.brokers[coordinator_id]
     coordinator.kill()
     await asyncio.sleep(4)
     async with TidewayClient(",".join(b.bootstrap for b in deployment.brokers.values() if b.alive())) as client:
@@ -144,7 +143,7 @@ async def test_groups_under_churn_and_coordinator_failover(deployment_factory, t
     intervals = [(p, start, stop, i) for i, member in enumerate(members) for p, start, stop in ownership_intervals(member, end)]
     for p in range(PARTITIONS):
         spans = sorted((start, stop, i) for q, start, stop, i in intervals if q == p)
-        for (s1, e1, m1), (s2, e2, m2) in zip(spans, spans[1:], strict=False):
+        for (s1, e1, m1), (s2, _e2, m2) in zip(spans, spans[1:], strict=False):
             assert s2 >= e1, f"partition {p} owned by member {m1} [{s1:.3f}, {e1:.3f}] and member {m2} from {s2:.3f}"
     # 2. Nothing below a committed offset is delivered again; 3. everything is delivered.
     commits = sorted((e["t"], e["partition"], e["offset"]) for member in members for e in member.events() if e["event"] == "commit")
