@@ -1,0 +1,131 @@
+"""Benchmark the consumption models on one real broker process (100-byte messages).
+
+* queue mode: 4 worker processes receive (batches of 100) and accept every
+  message of a 4-partition queue; accepts/s over the whole drain. Every
+  acquisition and every accept is replicated state (a snapshot written to
+  __consumer_offsets before the answer).
+* stream mode: one group member reads the whole topic and commits after every
+  batch; msgs/s.
+
+Prints one JSON object on stdout; progress goes to stderr.
+
+    .venv/bin/python bench/consume.py            # 200,000 messages
+    .venv/bin/python bench/consume.py --quick    # 40,000 messages
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from bench.broker import start_broker  # noqa: E402
+from bench.common import free_port, progress  # noqa: E402
+from brokers.client import Producer, TidewayClient  # noqa: E402
+from brokers.client.group import GroupConsumer  # noqa: E402
+from brokers.client.queue import QueueConsumer  # noqa: E402
+
+PARTITIONS = 4
+SIZE = 100
+
+
+async def fill(bootstrap: str, topic: str, count: int) -> None:
+    value = os.urandom(SIZE)
+    async with Producer(bootstrap, acks=1, linger_ms=5, batch_size_bytes=512 << 10) as producer:
+        for i in range(count):
+            await producer.send(topic, value, partition=i % PARTITIONS)
+        await producer.flush()
+
+
+def queue_worker(bootstrap: str, topic: str, accepted, stop_at: int) -> None:
+    async def run() -> None:
+        async with QueueConsumer(bootstrap, "bench-workers", topic) as queue:
+            idle = 0
+            while idle < 3 and accepted.value < stop_at:
+                messages = await queue.receive(100, wait_ms=500)
+                if not messages:
+                    idle += 1
+                    continue
+                idle = 0
+                await queue.ack(messages)
+                with accepted.get_lock():
+                    accepted.value += len(messages)
+
+    asyncio.run(run())
+
+
+def queue_phase(bootstrap: str, topic: str, count: int, workers: int) -> dict:
+    accepted = multiprocessing.Value("q", 0)
+    processes = [
+        multiprocessing.get_context("fork").Process(target=queue_worker, args=(bootstrap, topic, accepted, count)) for _ in range(workers)
+    ]
+    started = time.perf_counter()
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    elapsed = time.perf_counter() - started
+    return {"workers": workers, "messages": accepted.value, "seconds": round(elapsed, 2), "accepts_per_s": round(accepted.value / elapsed)}
+
+
+async def stream_phase(bootstrap: str, topic: str, count: int) -> dict:
+    member = GroupConsumer(bootstrap, "bench-stream", [topic], auto_offset_reset="earliest", enable_auto_commit=False)
+    await member.start()
+    got = 0
+    started = time.perf_counter()
+    while got < count:
+        batch = await member.getmany(1000)
+        got += sum(len(records) for records in batch.values())
+        if batch:
+            await member.commit()
+    elapsed = time.perf_counter() - started
+    await member.stop()
+    return {"members": 1, "messages": got, "seconds": round(elapsed, 2), "msgs_per_s": round(got / elapsed), "commit": "after every batch"}
+
+
+async def prepare(bootstrap: str, count: int) -> None:
+    async with TidewayClient(bootstrap) as client:
+        for topic in ("bench-queue", "bench-stream"):
+            await client.create_topic(topic, partitions=PARTITIONS)
+    progress(f"publishing {count:,} x {SIZE} B to each topic")
+    await fill(bootstrap, "bench-queue", count)
+    await fill(bootstrap, "bench-stream", count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="40,000 messages instead of 200,000")
+    parser.add_argument("--workers", type=int, default=4, help="queue worker processes (default %(default)s)")
+    args = parser.parse_args()
+    count = 40_000 if args.quick else 200_000
+    with tempfile.TemporaryDirectory(prefix="tideway-bench-") as data:
+        port = free_port()
+        broker = start_broker(data, port)
+        bootstrap = f"127.0.0.1:{port}"
+        try:
+            asyncio.run(prepare(bootstrap, count))
+            progress(f"queue mode: {args.workers} workers accept {count:,} messages")
+            queue = queue_phase(bootstrap, "bench-queue", count, args.workers)
+            progress(f"stream mode: one group member reads {count:,} messages")
+            stream = asyncio.run(stream_phase(bootstrap, "bench-stream", count))
+        finally:
+            broker.terminate()
+            broker.wait(30)
+    print(json.dumps({
+        "bench": "consume", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "message_bytes": SIZE, "partitions": PARTITIONS, "queue": queue, "stream": stream,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
