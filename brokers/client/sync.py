@@ -14,10 +14,12 @@ from typing import Any, TypeVar
 
 from brokers.client.client import TidewayClient
 from brokers.client.consumer import Consumer, TopicPartition
+from brokers.client.group import GroupConsumer
 from brokers.client.producer import Producer, RecordMetadata
+from brokers.client.queue import Message, QueueConsumer
 from brokers.record.batch import Record
 
-__all__ = ["SyncClient", "SyncConsumer", "SyncProducer"]
+__all__ = ["SyncClient", "SyncConsumer", "SyncGroupConsumer", "SyncProducer", "SyncQueueConsumer"]
 
 T = TypeVar("T")
 
@@ -132,6 +134,81 @@ class SyncConsumer:
         self._loop.stop()
 
     def __enter__(self) -> SyncConsumer:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+class SyncGroupConsumer:
+    """A GroupConsumer (stream group member) driven from blocking code."""
+
+    def __init__(self, bootstrap: str, group_id: str, topics: list[str], **kwargs: Any) -> None:
+        self._loop = _LoopThread()
+        self.member = self._loop.run(self._make(bootstrap, group_id, topics, kwargs))
+
+    @staticmethod
+    async def _make(bootstrap: str, group_id: str, topics: list[str], kwargs: dict) -> GroupConsumer:
+        member = GroupConsumer(bootstrap, group_id, topics, **kwargs)
+        await member.start()
+        return member
+
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> dict[TopicPartition, list[Record]]:
+        return self._loop.run(self.member.getmany(timeout_ms, max_records))
+
+    def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
+        self._loop.run(self.member.commit(offsets=offsets))
+
+    def seek(self, tp: TopicPartition, start: str | int) -> None:
+        self._loop.run(self.member.seek(tp, start))
+
+    def assignment(self) -> list[TopicPartition]:
+        return self.member.assignment()
+
+    def close(self) -> None:
+        self._loop.run(self.member.stop())
+        self._loop.stop()
+
+    def __enter__(self) -> SyncGroupConsumer:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+class SyncQueueConsumer:
+    """A QueueConsumer driven from blocking code (receive, ack, nack, reject, extend)."""
+
+    def __init__(self, bootstrap: str, group_id: str, topic: str, **kwargs: Any) -> None:
+        self._loop = _LoopThread()
+        self.queue = self._loop.run(self._make(bootstrap, group_id, topic, kwargs))
+
+    @staticmethod
+    async def _make(bootstrap: str, group_id: str, topic: str, kwargs: dict) -> QueueConsumer:
+        queue = QueueConsumer(bootstrap, group_id, topic, **kwargs)
+        await queue.start()
+        return queue
+
+    def receive(self, max_messages: int = 10, *, wait_ms: int = 0, lock_ms: int = 0) -> list[Message]:
+        return self._loop.run(self.queue.receive(max_messages, wait_ms=wait_ms, lock_ms=lock_ms))
+
+    def ack(self, messages: list[Message | str]) -> None:
+        self._loop.run(self.queue.ack(messages))
+
+    def nack(self, messages: list[Message | str], *, delay_ms: int | None = None, error: str = "") -> None:
+        self._loop.run(self.queue.nack(messages, delay_ms=delay_ms, error=error))
+
+    def reject(self, messages: list[Message | str], *, error: str = "") -> None:
+        self._loop.run(self.queue.reject(messages, error=error))
+
+    def extend(self, messages: list[Message | str], lock_ms: int) -> list[int]:
+        return self._loop.run(self.queue.extend(messages, lock_ms))
+
+    def close(self) -> None:
+        self._loop.run(self.queue.stop())
+        self._loop.stop()
+
+    def __enter__(self) -> SyncQueueConsumer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -185,3 +185,30 @@ async def test_in_flight_cap_and_bad_requests(broker):
     async with QueueConsumer(broker.bootstrap, "g", "no-such-topic") as queue:
         with pytest.raises(errors.UnknownTopicOrPartitionError):
             await queue.receive(1)
+
+
+def test_blocking_clients_for_both_models(broker):
+    from brokers.client import SyncClient, SyncGroupConsumer, SyncProducer, SyncQueueConsumer
+
+    with SyncClient(broker.bootstrap) as client:
+        client.create_topic("sync-q", partitions=1)
+        client.create_topic("sync-s", partitions=1)
+    with SyncProducer(broker.bootstrap, acks="all") as producer:
+        producer.send_many("sync-q", [b"a", b"b"])
+        producer.send_many("sync-s", [b"x", b"y"])
+    with SyncQueueConsumer(broker.bootstrap, "sync-workers", "sync-q") as queue:
+        messages = queue.receive(10, wait_ms=2000)
+        assert [m.value for m in messages] == [b"a", b"b"]
+        queue.extend(messages[:1], 5000)
+        queue.ack(messages[:1])
+        queue.nack(messages[1:], delay_ms=0)
+        (again,) = queue.receive(10, wait_ms=2000)
+        assert again.value == b"b" and again.delivery_count == 2
+        queue.ack([again])
+    with SyncGroupConsumer(broker.bootstrap, "sync-readers", ["sync-s"], auto_offset_reset="earliest") as member:
+        got = []
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += [r.value for records in member.poll(500).values() for r in records]
+        assert got == [b"x", b"y"]
+        member.commit()
