@@ -351,52 +351,42 @@ async def _consume_group(args: argparse.Namespace) -> int:
         print("tideway consume: with --group, --from must be earliest or latest (use seek for offsets)", file=sys.stderr)
         return 2
     member = GroupConsumer(args.bootstrap, args.group, [args.topic], auto_offset_reset=args.start, enable_auto_commit=False)
-    out = sys.stdout.buffer
-    count = 0
-    try:
+
+    async def start() -> None:
         await member.start()
-        idle_deadline = None if args.idle_exit_ms is None else time.monotonic() + args.idle_exit_ms / 1000
-        while args.max is None or count < args.max:
-            remaining = None if args.max is None else args.max - count
-            batch = await member.getmany(timeout_ms=200, max_records=remaining)
-            if not batch:
-                if idle_deadline is not None and time.monotonic() >= idle_deadline:
-                    break
-                continue
-            for records in batch.values():
-                out.write(b"".join((record.value or b"") + b"\n" for record in records))
-                count += len(records)
-            out.flush()
-            await member.commit()
-            if args.idle_exit_ms is not None:
-                idle_deadline = time.monotonic() + args.idle_exit_ms / 1000
-    except errors.TidewayError as exc:
-        print(f"tideway consume: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
-    finally:
-        await member.stop()
-    return 0
+
+    return await _print_values(args, start, member.getmany, member.commit, member.stop)
 
 
 async def _consume(args: argparse.Namespace) -> int:
     from brokers.client import Consumer
 
-    start: str | int = args.start
-    if isinstance(start, str) and start.lstrip("-").isdigit():
-        start = int(start)
+    position: str | int = args.start
+    if isinstance(position, str) and position.lstrip("-").isdigit():
+        position = int(position)
     consumer = Consumer(args.bootstrap, auto_offset_reset="earliest")
+
+    async def start() -> None:
+        await consumer.start()
+        partitions = args.partition or range(len(await consumer.client.partitions_for(args.topic)))
+        await consumer.assign([(args.topic, p) for p in partitions], start=position)
+
+    async def nothing() -> None:
+        return None
+
+    return await _print_values(args, start, consumer.getmany, nothing, consumer.stop)
+
+
+async def _print_values(args: argparse.Namespace, start, getmany, after_batch, stop) -> int:
+    """Print each value on its own line until --max or --idle-exit-ms; ``after_batch`` runs after each flush."""
     out = sys.stdout.buffer
     count = 0
     try:
-        await consumer.start()
-        partitions = args.partition or range(len(await consumer.client.partitions_for(args.topic)))
-        await consumer.assign([(args.topic, p) for p in partitions], start=start)
+        await start()
         idle_deadline = None if args.idle_exit_ms is None else time.monotonic() + args.idle_exit_ms / 1000
         while args.max is None or count < args.max:
             remaining = None if args.max is None else args.max - count
-            batch = await consumer.getmany(timeout_ms=200, max_records=remaining)
+            batch = await getmany(timeout_ms=200, max_records=remaining)
             if not batch:
                 if idle_deadline is not None and time.monotonic() >= idle_deadline:
                     break
@@ -405,6 +395,7 @@ async def _consume(args: argparse.Namespace) -> int:
                 out.write(b"".join((record.value or b"") + b"\n" for record in records))
                 count += len(records)
             out.flush()
+            await after_batch()
             if args.idle_exit_ms is not None:
                 idle_deadline = time.monotonic() + args.idle_exit_ms / 1000
     except errors.TidewayError as exc:
@@ -413,7 +404,7 @@ async def _consume(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return 0
     finally:
-        await consumer.stop()
+        await stop()
     return 0
 
 

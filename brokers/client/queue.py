@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from brokers import errors
@@ -145,25 +146,33 @@ def _redrive_group(dlq_topic: str) -> str:
     return f"{dlq_topic}.redrive"
 
 
-async def list_dead_letters(client: TidewayClient, dlq_topic: str, *, limit: int = 100) -> list[dict]:
-    """Dead letters not redriven yet, oldest first, with their origin headers."""
-    link = CoordinatorLink(client, _redrive_group(dlq_topic))
-    out: list[dict] = []
+async def _not_redriven(client: TidewayClient, link: CoordinatorLink, dlq_topic: str):
+    """Yield (partition, record) for every dead letter past the redrive position, as the topic stood at the start."""
     for info in await client.partitions_for(dlq_topic):
         tp = (dlq_topic, info.partition)
         start = (await fetch_committed(link, [tp]))[tp]
+        end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
         consumer = Consumer(client, auto_offset_reset="earliest", fetch_max_wait_ms=100)
         await consumer.start()
         try:
             await consumer.assign([tp], start=start if start >= 0 else "earliest")
-            end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
-            while consumer.position(tp) < end and len(out) < limit:
+            while consumer.position(tp) < end:
                 for record in (await consumer.getmany(1000)).get(tp, []):
-                    headers = {k: (v or b"").decode(errors="replace") for k, v in record.headers}
-                    out.append({"partition": info.partition, "offset": record.offset, "key": record.key, "value": record.value, "headers": headers})
+                    yield info.partition, record
         finally:
             await consumer.stop()
-    return out[:limit]
+
+
+async def list_dead_letters(client: TidewayClient, dlq_topic: str, *, limit: int = 100) -> list[dict]:
+    """Dead letters not redriven yet, oldest first, with their origin headers."""
+    out: list[dict] = []
+    async with aclosing(_not_redriven(client, CoordinatorLink(client, _redrive_group(dlq_topic)), dlq_topic)) as letters:
+        async for partition, record in letters:
+            if len(out) >= limit:
+                break
+            headers = {k: (v or b"").decode(errors="replace") for k, v in record.headers}
+            out.append({"partition": partition, "offset": record.offset, "key": record.key, "value": record.value, "headers": headers})
+    return out
 
 
 async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 100.0, limit: int | None = None) -> int:
@@ -178,33 +187,23 @@ async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 
     await producer.start()
     moved = 0
     interval = 1 / rate_per_s if rate_per_s > 0 else 0.0
+    next_at = time.monotonic()
     try:
-        for info in await client.partitions_for(dlq_topic):
-            tp = (dlq_topic, info.partition)
-            start = (await fetch_committed(link, [tp]))[tp]
-            end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
-            consumer = Consumer(client, auto_offset_reset="earliest", fetch_max_wait_ms=100)
-            await consumer.start()
-            try:
-                await consumer.assign([tp], start=start if start >= 0 else "earliest")
-                next_at = time.monotonic()
-                while consumer.position(tp) < end and (limit is None or moved < limit):
-                    for record in (await consumer.getmany(1000)).get(tp, []):
-                        if limit is not None and moved >= limit:
-                            break
-                        headers = dict(record.headers)
-                        origin = (headers.get("tideway-dlq-origin-topic") or b"").decode()
-                        if origin:
-                            kept = [(k, v) for k, v in record.headers if k not in DLQ_HEADERS and k != DEADLINE_HEADER]
-                            delay = next_at - time.monotonic()
-                            if delay > 0:
-                                await asyncio.sleep(delay)
-                            next_at = max(next_at, time.monotonic() - 1) + interval
-                            await (await producer.send(origin, record.value, key=record.key, headers=kept))
-                            moved += 1
-                        await _commit_free(link, tp, record.offset + 1)
-            finally:
-                await consumer.stop()
+        async with aclosing(_not_redriven(client, link, dlq_topic)) as letters:
+            async for partition, record in letters:
+                if limit is not None and moved >= limit:
+                    break
+                origin = (dict(record.headers).get("tideway-dlq-origin-topic") or b"").decode()
+                if origin:
+                    # Without the dead-letter headers, and due at once (no deliver-at).
+                    kept = [(k, v) for k, v in record.headers if k not in DLQ_HEADERS and k != DEADLINE_HEADER]
+                    delay = next_at - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    next_at = max(next_at, time.monotonic() - 1) + interval
+                    await (await producer.send(origin, record.value, key=record.key, headers=kept))
+                    moved += 1
+                await _commit_free(link, (dlq_topic, partition), record.offset + 1)
     finally:
         await producer.stop()
     return moved

@@ -188,8 +188,7 @@ class GroupCoordinator:
                     if record.key is not None:
                         key = tuple(_DECODE(record.key))
                         latest[key] = None if record.value is None else _DECODE(record.value)
-                    offset = record.offset + 1
-            offset = max(offset, _next_offset(read.records))
+                offset = read_header(read.records, position).next_offset
         members: dict[str, list[Member]] = defaultdict(list)
         groups = 0
         for key, value in latest.items():
@@ -245,7 +244,7 @@ class GroupCoordinator:
         except TimeoutError:
             raise errors.RequestTimedOutError("the group state was not replicated in time") from None
 
-    async def _set_type(self, index: int, group_id: str, group_type: str) -> None:
+    async def set_type(self, index: int, group_id: str, group_type: str) -> None:
         known = self.group_types.get(group_id)
         if known == group_type:
             return
@@ -286,7 +285,7 @@ class GroupCoordinator:
     async def heartbeat(self, request: m.ConsumerGroupHeartbeatRequest) -> m.ConsumerGroupHeartbeatResponse:
         index = self.check_coordinator(request.group_id)
         group_id = request.group_id
-        await self._set_type(index, group_id, "stream")
+        await self.set_type(index, group_id, "stream")
         group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
         topics = set(request.topics or ()) | group.subscribed_topics()
         member, changed = group.heartbeat(
@@ -312,7 +311,7 @@ class GroupCoordinator:
     async def offset_commit(self, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
         index = self.check_coordinator(request.group_id)
         group_id = request.group_id
-        await self._set_type(index, group_id, "stream")
+        await self.set_type(index, group_id, "stream")
         group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
         now = int(time.time() * 1000)
         results, records, accepted = [], [], []
@@ -400,9 +399,3 @@ class GroupCoordinator:
             if gone:
                 await self.write(partition_for_group(group_id, count), [(["member", group_id, mb.member_id], None) for mb in gone])
 
-
-def _next_offset(records: bytes) -> int:
-    last = 0
-    for position, _base, _size in iter_batches(records):
-        last = read_header(records, position).next_offset
-    return last

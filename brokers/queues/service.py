@@ -268,7 +268,7 @@ class QueueService:
         if request.max_records < 1:
             raise errors.InvalidRequestError("max_records must be at least 1")
         config = coordinator.topic_config(request.topic)
-        await coordinator._set_type(index, request.group_id, "queue")
+        await coordinator.set_type(index, request.group_id, "queue")
         settings = settings_of(config)
         lock_ms = request.lock_ms if request.lock_ms > 0 else None
         deadline = time.monotonic() + min(max(request.max_wait_ms, 0), MAX_WAIT_MS) / 1000

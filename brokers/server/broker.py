@@ -158,7 +158,7 @@ class Broker:
             self.controller_channel = ControllerChannel(
                 broker_id=self.config.broker_id,
                 controllers=self.config.controllers,
-                advertised=self._advertised(),
+                advertised=self.advertised(),
                 rack=self.config.rack,
             )
             self.controller_channel.start()
@@ -569,19 +569,16 @@ class Broker:
             results.append(result)
         return m.ListOffsetsResponse(partitions=results)
 
-    def advertised(self) -> tuple[str, int]:
-        return self._advertised()
-
     async def handle_create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
         return await self._create_topics(request)
 
-    def _advertised(self) -> tuple[str, int]:
+    def advertised(self) -> tuple[str, int]:
         return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.port)
 
     async def _metadata(self, request: m.MetadataRequest) -> m.MetadataResponse:
         if self.cluster_mode:
             return self._cluster_metadata(request)
-        host, port = self._advertised()
+        host, port = self.advertised()
         me = self.config.broker_id
         names = list(self.logs.topics) if request.topics is None else request.topics
         topics = []

@@ -20,14 +20,6 @@ async def _produce(bootstrap: str, topic: str, count: int, partitions: int) -> N
         await asyncio.gather(*futures)
 
 
-async def _until(predicate, timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def _poll(member: GroupConsumer, seen: dict, rounds: int = 1) -> None:
     for _ in range(rounds):
         for (_topic, partition), records in (await member.getmany(100)).items():
