@@ -8,7 +8,7 @@ import os
 import sys
 
 from brokers import cli as broker_cli
-from tideway_cli import control
+from tideway_cli import control, tenants
 
 __all__ = ["main"]
 
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker_cli.add_commands(subparsers)
     control.add_commands(subparsers)
+    tenants.add_commands(subparsers)
     return parser
 
 

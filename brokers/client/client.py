@@ -167,6 +167,12 @@ class TidewayClient:
         await self.request_any(ApiKey.CREATE_PARTITIONS, m.CreatePartitionsRequest(topic=name, count=count), timeout_s=self.request_timeout_s)
         await self.refresh_metadata([name])
 
+    async def alter_configs(self, name: str, *, set: dict[str, str] | None = None, delete: list[str] | None = None) -> dict[str, str]:
+        """Change topic ``name``'s settings (``delete`` resets to defaults); returns all its settings after."""
+        request = m.AlterConfigsRequest(topic=name, set=set or {}, delete=delete or [])
+        response: m.AlterConfigsResponse = await self.request_any(ApiKey.ALTER_CONFIGS, request, timeout_s=self.request_timeout_s)  # type: ignore[assignment]
+        return response.configs
+
     async def delete_topic(self, name: str) -> None:
         response: m.DeleteTopicsResponse = await self.request_any(ApiKey.DELETE_TOPICS, m.DeleteTopicsRequest(names=[name]), timeout_s=self.request_timeout_s)  # type: ignore[assignment]
         _raise_first(response.topics)

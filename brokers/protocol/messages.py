@@ -35,6 +35,7 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DESCRIBE_TOPICS = 75
     CREATE_PARTITIONS = 37  # grow a topic's partition count (through the controller)
+    ALTER_CONFIGS = 44  # change a topic's settings (through the controller); unnamed settings keep their value
     CLUSTER_STATE = 1000  # controller -> broker: the whole cluster's metadata and this broker's roles
     BROKER_REGISTER = 1001  # broker -> controller, at start
     BROKER_HEARTBEAT = 1002  # broker -> controller, every heartbeat interval
@@ -230,6 +231,16 @@ class CreatePartitionsRequest(Struct, kw_only=True):
 
 class CreatePartitionsResponse(_Response):
     pass
+
+
+class AlterConfigsRequest(Struct, kw_only=True):
+    topic: str
+    set: dict[str, str] = {}  # setting -> new value
+    delete: list[str] = []  # settings that go back to their default
+
+
+class AlterConfigsResponse(_Response):
+    configs: dict[str, str] = {}  # the topic's settings after the change
 
 
 class DescribeTopicsRequest(Struct, kw_only=True):
@@ -537,6 +548,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsRequest,
     ApiKey.CLUSTER_STATE: ClusterStateRequest,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
+    ApiKey.ALTER_CONFIGS: AlterConfigsRequest,
     ApiKey.BROKER_REGISTER: BrokerRegisterRequest,
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatRequest,
     ApiKey.ALTER_ISR: AlterIsrRequest,
@@ -561,6 +573,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DESCRIBE_TOPICS: DescribeTopicsResponse,
     ApiKey.CLUSTER_STATE: ClusterStateResponse,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
+    ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
     ApiKey.BROKER_REGISTER: BrokerRegisterResponse,
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatResponse,
     ApiKey.ALTER_ISR: AlterIsrResponse,

@@ -33,6 +33,7 @@ from brokers.server.connection import BrokerConnection
 from brokers.server.controller_channel import ControllerChannel
 from brokers.server.metrics import BrokerMetrics
 from brokers.storage import Log, LogManager, TopicConfig, cleaner
+from brokers.storage.config import altered_settings
 from brokers.storage.files import write_atomically
 
 __all__ = ["Broker", "BrokerConfig"]
@@ -115,6 +116,7 @@ class Broker:
             ApiKey.DESCRIBE_TOPICS: self._describe_topics,
             ApiKey.CLUSTER_STATE: self._cluster_state,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
+            ApiKey.ALTER_CONFIGS: self._alter_configs,
         }
         self.coordinator = GroupCoordinator(
             self, internal_partitions=config.offsets_topic_partitions, heartbeat_interval_ms=config.group_heartbeat_interval_ms
@@ -712,6 +714,19 @@ class Broker:
             self._add_partition(self.logs.add_replica(request.topic, p)).make_standalone_leader()
         return m.CreatePartitionsResponse()
 
+    async def _alter_configs(self, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
+        if self.controller_channel is not None:
+            return await self.controller_channel.request(ApiKey.ALTER_CONFIGS, request)
+        if self.cluster_mode:
+            raise InvalidRequestError("this broker is in a cluster: alter topic settings through the controller")
+        config = self.logs.topics.get(request.topic)
+        if config is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {request.topic!r} does not exist")
+        settings = altered_settings(config.to_settings(), request.set, request.delete)
+        new_config = TopicConfig.from_settings(config.partitions, config.replication_factor, settings)
+        self.logs.set_config(request.topic, new_config)
+        return m.AlterConfigsResponse(configs=new_config.to_settings())
+
     def _delete_local_topic(self, name: str) -> None:
         for key in [key for key in self.partitions if key[0] == name]:
             partition = self.partitions.pop(key)
@@ -742,7 +757,8 @@ class Broker:
         for topic in request.topics:
             self.metadata_topics[topic.name] = topic
             if topic.name in self.logs.topics:
-                self.logs.set_partition_count(topic.name, topic.partitions)
+                # Settings and partition count may have changed (ALTER_CONFIGS, CREATE_PARTITIONS).
+                self.logs.set_config(topic.name, TopicConfig.from_settings(topic.partitions, topic.replication_factor, topic.configs))
         for state in request.partitions:
             key = (state.topic, state.partition)
             known = self.metadata_partitions.get(key)

@@ -156,6 +156,16 @@ _SETTING_FIELDS = {
 }
 
 
+def altered_settings(settings: dict[str, str], new: dict[str, str], removed: list[str]) -> dict[str, str]:
+    """``settings`` with ``new`` applied and ``removed`` back to their defaults (validated by the caller)."""
+    unknown = [name for name in removed if name not in _SETTING_FIELDS]
+    if unknown:
+        raise InvalidConfigError(f"unknown topic settings {unknown}")
+    out = {name: value for name, value in settings.items() if name not in removed}
+    out.update(new)
+    return out
+
+
 def _parse_setting(name: str, field: str, raw: str) -> int | str:
     if field == "cleanup_policy":
         policy = ",".join(sorted(part.strip().lower() for part in raw.split(",") if part.strip()))

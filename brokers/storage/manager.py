@@ -117,6 +117,21 @@ class LogManager:
             self.topics[name] = msgspec.structs.replace(config, partitions=count)
             self._write_topics()
 
+    def set_config(self, name: str, config: TopicConfig) -> None:
+        """Replace topic ``name``'s settings; its open logs use them from now on."""
+        current = self.topics[name]
+        if config.partitions < current.partitions:  # partitions never shrink: an older view of the topic
+            config = msgspec.structs.replace(config, partitions=current.partitions)
+        config.check()
+        if config == current:
+            return
+        self.topics[name] = config
+        self._write_topics()
+        for (topic, _), log_ in self.logs.items():
+            if topic == name:
+                log_.config = config
+        log.info("topic %s settings changed", name)
+
     def add_replica(self, name: str, partition: int) -> Log:
         """Open (creating if needed) this broker's log of ``name``-``partition``."""
         log_ = self.logs.get((name, partition))

@@ -34,18 +34,83 @@ ALLOWED_HOSTS = os.environ.get("TIDEWAY_ALLOWED_HOSTS", "127.0.0.1,localhost").s
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "controlplane",
+    "billing",
     "clusters",
+    "tenants",
+    "topics",
+    "registry",
 ]
 
-MIDDLEWARE: list[str] = []
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
 ROOT_URLCONF = "controlplane.urls"
+ASGI_APPLICATION = "controlplane.asgi.application"
+STATIC_URL = "static/"
+APPEND_SLASH = False  # API clients (Confluent's among them) call paths exactly as written
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+            ]
+        },
+    }
+]
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "controlplane.api.auth.ApiKeyAuthentication",
+        "controlplane.api.auth.MemberBasicAuthentication",
+        "controlplane.api.auth.MemberSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.TenantScopePermission"],
+    "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tideway API",
+    "DESCRIPTION": "Tenants, API keys, queues and topics, the schema registry and the audit log of Tideway.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+
+# Several processes share one SQLite file (controller, API server, CLI): wait for the write
+# lock rather than fail, and take it at the start of a transaction (no lock upgrades to deadlock).
+_SQLITE_OPTIONS = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
 
 
 def _database() -> dict:
     url = os.environ.get("DATABASE_URL")
     if not url:
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(TIDEWAY_HOME / "tideway.sqlite3")}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(TIDEWAY_HOME / "tideway.sqlite3"), "OPTIONS": _SQLITE_OPTIONS}
     from urllib.parse import unquote, urlparse
 
     parsed = urlparse(url)
@@ -59,7 +124,7 @@ def _database() -> dict:
             "PORT": str(parsed.port or ""),
         }
     if parsed.scheme == "sqlite":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parsed.path)}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parsed.path), "OPTIONS": _SQLITE_OPTIONS}
     raise ImproperlyConfigured(f"DATABASE_URL scheme {parsed.scheme!r} is not supported (use postgres or sqlite)")
 
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from brokers import errors
 from brokers.protocol import messages as m
-from brokers.storage.config import TopicConfig, validate_topic_name
+from brokers.storage.config import TopicConfig, altered_settings, validate_topic_name
 from clusters.choices import BrokerState
 from clusters.controller.placement import assign_replicas
 from clusters.models import Broker, Cluster, ControllerLease, Partition, Topic
@@ -245,6 +245,22 @@ def do_create_partitions(lease: Lease, name: str, count: int) -> None:
         old_count, topic.partition_count = topic.partition_count, count
         topic.save(update_fields=["partition_count"])
     log.info("topic %s grew from %d to %d partitions", name, old_count, count)
+
+
+def do_alter_configs(lease: Lease, name: str, new: dict[str, str], removed: list[str]) -> dict[str, str]:
+    """Change a topic's settings; brokers apply them when the controller next pushes its state."""
+    with transaction.atomic():
+        renew_lease(lease)
+        try:
+            topic = Topic.objects.select_for_update().get(cluster_id=lease.cluster_id, name=name)
+        except Topic.DoesNotExist:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+        settings = altered_settings(topic.configs, new, removed)
+        config = TopicConfig.from_settings(topic.partition_count, topic.replication_factor, settings)  # raises on bad settings
+        topic.configs = settings
+        topic.save(update_fields=["configs"])
+    log.info("topic %s settings changed: set %s, reset %s", name, new, removed)
+    return config.to_settings()
 
 
 def do_delete_topic(lease: Lease, name: str) -> None:

@@ -80,6 +80,7 @@ class Controller:
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
+            ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
         }
 
@@ -298,6 +299,11 @@ class Controller:
         await self.db(actions.do_create_partitions, self.lease, request.topic, request.count)
         await self._wait_for_push()
         return m.CreatePartitionsResponse()
+
+    async def _alter_configs(self, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
+        configs = await self.db(actions.do_alter_configs, self.lease, request.topic, request.set, request.delete)
+        await self._wait_for_push()
+        return m.AlterConfigsResponse(configs=configs)
 
     async def _wait_for_push(self) -> None:
         """Push now, so an admin call returns once the brokers know the result."""

@@ -1,0 +1,3 @@
+from billing.models.plans import Plan
+
+__all__ = ["Plan"]

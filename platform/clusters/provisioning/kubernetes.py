@@ -1,0 +1,120 @@
+"""The Kubernetes provisioner: manifests rendered from a cluster spec.
+
+Brokers run as a StatefulSet behind a headless Service, so broker N keeps
+its name (``<cluster>-broker-<N-1>``) and its volume across restarts; the
+broker id is the pod's ordinal + 1. A PodDisruptionBudget lets at most one
+broker be voluntarily evicted at a time (with replication factor 3 and
+min.insync.replicas 2, acks=all writes go on). Controllers run as a second
+StatefulSet behind their own headless Service (one active, the rest standing
+by on the shared database); brokers are given every controller's address.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from clusters.provisioning.base import ClusterSpec
+
+BROKER_PORT = 9092
+METRICS_PORT = 9093
+CONTROLLER_PORT = 9400
+
+
+class KubernetesProvisioner:
+    kind = "kubernetes"
+
+    def __init__(self, database_secret: str = "tideway-database") -> None:
+        self.database_secret = database_secret  # a Secret with DATABASE_URL, created by the operator
+
+    def bootstrap(self, spec: ClusterSpec) -> str:
+        service = f"{spec.name}-brokers.{spec.namespace}.svc"
+        return ",".join(f"{spec.name}-broker-{i}.{service}:{BROKER_PORT}" for i in range(spec.brokers))
+
+    def manifests(self, spec: ClusterSpec) -> list[dict]:
+        labels = {"app.kubernetes.io/name": "tideway", "app.kubernetes.io/instance": spec.name}
+        broker_labels = {**labels, "app.kubernetes.io/component": "broker"}
+        controller_labels = {**labels, "app.kubernetes.io/component": "controller"}
+        controller_service = f"{spec.name}-controllers"
+        controller_addresses = ",".join(
+            f"{spec.name}-controller-{i}.{controller_service}.{spec.namespace}.svc:{CONTROLLER_PORT}" for i in range(spec.controllers)
+        )
+        meta = lambda name, extra=None: {"name": name, "namespace": spec.namespace, "labels": {**labels, **(extra or {})}}  # noqa: E731
+        config = {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"{spec.name}-config"),
+            "data": {
+                "TIDEWAY_CLUSTER": spec.name,
+                "TIDEWAY_CONTROLLER": controller_addresses,
+                "TIDEWAY_REPLICA_LAG_TIME_MAX_MS": str(spec.replica_lag_time_max_ms),
+            },
+        }
+        env_from = [{"configMapRef": {"name": f"{spec.name}-config"}}]
+        broker_script = (
+            'id=$(( ${HOSTNAME##*-} + 1 )); exec tideway broker --id "$id" --data /data '
+            f'--listen 0.0.0.0:{BROKER_PORT} --advertise "$HOSTNAME.{spec.name}-brokers.{spec.namespace}.svc:{BROKER_PORT}" '
+            f'--metrics-listen 0.0.0.0:{METRICS_PORT} --controller "$TIDEWAY_CONTROLLER" '
+            '--replica-lag-time-max-ms "$TIDEWAY_REPLICA_LAG_TIME_MAX_MS"'
+        )
+        headless = {
+            "apiVersion": "v1", "kind": "Service", "metadata": meta(f"{spec.name}-brokers", {"app.kubernetes.io/component": "broker"}),
+            "spec": {
+                "clusterIP": "None", "publishNotReadyAddresses": True, "selector": broker_labels,
+                "ports": [{"name": "tideway", "port": BROKER_PORT}, {"name": "metrics", "port": METRICS_PORT}],
+            },
+        }
+        statefulset = {
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(f"{spec.name}-broker", {"app.kubernetes.io/component": "broker"}),
+            "spec": {
+                "serviceName": f"{spec.name}-brokers", "replicas": spec.brokers, "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": broker_labels},
+                "template": {
+                    "metadata": {"labels": broker_labels},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 60,  # a broker flushes and checkpoints on SIGTERM
+                        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                            "weight": 100,
+                            "podAffinityTerm": {"labelSelector": {"matchLabels": broker_labels}, "topologyKey": "kubernetes.io/hostname"},
+                        }]}},
+                        "containers": [{
+                            "name": "broker", "image": spec.image, "command": ["/bin/sh", "-c", broker_script],
+                            "envFrom": env_from,
+                            "ports": [{"name": "tideway", "containerPort": BROKER_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}],
+                            "readinessProbe": {"tcpSocket": {"port": BROKER_PORT}, "periodSeconds": 5},
+                            "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": {"memory": spec.memory}},
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        }],
+                    },
+                },
+                "volumeClaimTemplates": [{
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{spec.storage_gib}Gi"}}},
+                }],
+            },
+        }
+        budget = {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(f"{spec.name}-broker"),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": broker_labels}},
+        }
+        controller = {
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(f"{spec.name}-controller", {"app.kubernetes.io/component": "controller"}),
+            "spec": {
+                "serviceName": controller_service, "replicas": spec.controllers, "selector": {"matchLabels": controller_labels},
+                "template": {
+                    "metadata": {"labels": controller_labels},
+                    "spec": {"containers": [{
+                        "name": "controller", "image": spec.image,
+                        "command": ["/bin/sh", "-c", f'exec tideway controller --listen 0.0.0.0:{CONTROLLER_PORT} --cluster {spec.name}'],
+                        "envFrom": [*env_from, {"secretRef": {"name": self.database_secret}}],
+                        "ports": [{"name": "controller", "containerPort": CONTROLLER_PORT}],
+                    }]},
+                },
+            },
+        }
+        controller_svc = {
+            "apiVersion": "v1", "kind": "Service", "metadata": meta(controller_service, {"app.kubernetes.io/component": "controller"}),
+            "spec": {"clusterIP": "None", "selector": controller_labels, "ports": [{"name": "controller", "port": CONTROLLER_PORT}]},
+        }
+        return [config, headless, statefulset, budget, controller, controller_svc]
+
+    def render(self, spec: ClusterSpec) -> str:
+        """All manifests as one multi-document YAML stream, ready for ``kubectl apply -f -``."""
+        return yaml.safe_dump_all(self.manifests(spec), sort_keys=False)

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class RegistryConfig(AppConfig):
+    name = "registry"
+    label = "registry"
+    verbose_name = "Schema registry"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,1 @@
+"""Tenants, their members, API keys and the audit log of management actions."""

@@ -1,0 +1,134 @@
+"""Every change to tenants, members and API keys: one ``do_*`` function each.
+
+Each runs in one transaction with an audit row; ``acting`` is the actor
+string of the caller (see tenants.models.AuditEntry).
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from billing.models import Plan
+from controlplane.errors import ActionError
+from tenants import audit
+from tenants.choices import ALL_SCOPES, Role
+from tenants.keys import new_key
+from tenants.models import ApiKey, Membership, Tenant
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,48}[a-z0-9]?$")
+
+
+def _plan(name: str) -> Plan:
+    plan = Plan.objects.filter(name=name).first()
+    if plan is None:
+        known = ", ".join(Plan.objects.values_list("name", flat=True))
+        raise ActionError("unknown_plan", f"plan {name!r} does not exist (plans: {known})", 400)
+    return plan
+
+
+def do_create_tenant(name: str, *, plan_name: str = "free", slug: str | None = None, region: str = "local",
+                     acting: str) -> Tenant:
+    slug = slug or slugify(name)[:50].strip("-")
+    if not slug or not _SLUG.match(slug):
+        raise ActionError("invalid_tenant_name", f"cannot make a tenant id from {name!r}: use letters, digits and '-'")
+    plan = _plan(plan_name)
+    try:
+        with transaction.atomic():
+            tenant = Tenant.objects.create(name=name, slug=slug, plan=plan, region=region)
+            audit.record(tenant, acting, "tenant.create", slug, plan=plan.name, region=region)
+    except IntegrityError:
+        raise ActionError("tenant_exists", f"a tenant with id {slug!r} already exists", 409) from None
+    return tenant
+
+
+def do_change_plan(tenant: Tenant, plan_name: str, *, acting: str) -> Tenant:
+    plan = _plan(plan_name)
+    with transaction.atomic():
+        old = tenant.plan.name
+        tenant.plan = plan
+        tenant.save(update_fields=["plan"])
+        audit.record(tenant, acting, "tenant.change_plan", tenant.slug, old=old, new=plan.name)
+    return tenant
+
+
+def do_signup(*, username: str, password: str, email: str, tenant_name: str) -> tuple[object, Tenant]:
+    """A new user and their tenant on the free plan, with the user as owner."""
+    User = get_user_model()
+    with transaction.atomic():
+        if User.objects.filter(username=username).exists():
+            raise ActionError("username_taken", f"the user name {username!r} is taken", 409)
+        user = User.objects.create_user(username=username, email=email, password=password)
+        tenant = do_create_tenant(tenant_name, acting=f"user:{username}")
+        Membership.objects.create(user=user, tenant=tenant, role=Role.OWNER)
+        audit.record(tenant, f"user:{username}", "member.add", username, role=Role.OWNER)
+    return user, tenant
+
+
+def do_create_api_key(tenant: Tenant, *, name: str, scopes: list[str], queue_patterns: list[str] | None = None,
+                      acting: str) -> tuple[ApiKey, str]:
+    """A new key; returns the row and the full key string, which is never shown again."""
+    unknown = sorted(set(scopes) - ALL_SCOPES)
+    if unknown or not scopes:
+        raise ActionError("invalid_scopes", f"scopes must be a non-empty subset of {sorted(ALL_SCOPES)}; got {scopes}")
+    key, prefix, secret_sha256 = new_key()
+    with transaction.atomic():
+        row = ApiKey.objects.create(tenant=tenant, name=name, prefix=prefix, secret_sha256=secret_sha256,
+                                    scopes=sorted(set(scopes)), queue_patterns=list(queue_patterns or ["*"]),
+                                    created_by=acting)
+        audit.record(tenant, acting, "api_key.create", prefix, name=name, scopes=row.scopes, queue_patterns=row.queue_patterns)
+    return row, key
+
+
+def do_revoke_api_key(key: ApiKey, *, acting: str) -> ApiKey:
+    with transaction.atomic():
+        if key.revoked_at is None:
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+            audit.record(key.tenant, acting, "api_key.revoke", key.prefix, name=key.name)
+    return key
+
+
+def do_add_member(tenant: Tenant, *, username: str, role: str, password: str | None = None, email: str = "",
+                  acting: str) -> Membership:
+    """Add a user (created when ``password`` is given and the user is new) to the tenant."""
+    User = get_user_model()
+    with transaction.atomic():
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            if not password:
+                raise ActionError("unknown_user", f"user {username!r} does not exist; give a password to create them", 404)
+            user = User.objects.create_user(username=username, email=email, password=password)
+        if Membership.objects.filter(user=user, tenant=tenant).exists():
+            raise ActionError("member_exists", f"{username!r} is already a member", 409)
+        membership = Membership.objects.create(user=user, tenant=tenant, role=role)
+        audit.record(tenant, acting, "member.add", username, role=role)
+    return membership
+
+
+def do_change_role(membership: Membership, role: str, *, acting: str) -> Membership:
+    with transaction.atomic():
+        _keep_an_owner(membership, new_role=role)
+        old, membership.role = membership.role, role
+        membership.save(update_fields=["role"])
+        audit.record(membership.tenant, acting, "member.change_role", membership.user.username, old=old, new=role)
+    return membership
+
+
+def do_remove_member(membership: Membership, *, acting: str) -> None:
+    with transaction.atomic():
+        _keep_an_owner(membership, new_role=None)
+        membership.delete()
+        audit.record(membership.tenant, acting, "member.remove", membership.user.username)
+
+
+def _keep_an_owner(membership: Membership, new_role: str | None) -> None:
+    if membership.role != Role.OWNER or new_role == Role.OWNER:
+        return
+    owners = Membership.objects.select_for_update().filter(tenant=membership.tenant, role=Role.OWNER).count()
+    if owners <= 1:
+        raise ActionError("last_owner", "a tenant keeps at least one owner: make someone else owner first", 409)

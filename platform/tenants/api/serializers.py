@@ -1,0 +1,94 @@
+from rest_framework import serializers
+
+from billing.models import Plan
+from tenants.choices import Role, Scope
+from tenants.models import ApiKey, AuditEntry, Membership, Tenant
+
+
+class PlanSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Plan
+        fields = ["name", "display_name", "max_queues", "max_partitions", "max_storage_bytes", "max_publish_bytes_per_s",
+                  "max_consume_bytes_per_s", "max_requests_per_s", "max_message_bytes", "max_retention_ms",
+                  "monthly_price_cents"]
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    plan = PlanSerializer(read_only=True)
+    dedicated_cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "region", "plan", "dedicated_cluster", "created"]
+
+
+class UsageSerializer(serializers.Serializer):
+    queues = serializers.IntegerField()
+    partitions = serializers.IntegerField()
+    reserved_storage_bytes = serializers.IntegerField()
+
+
+class CurrentTenantSerializer(serializers.Serializer):
+    tenant = TenantSerializer()
+    usage = UsageSerializer()
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    scopes = serializers.ListField(child=serializers.ChoiceField(Scope.choices), min_length=1, max_length=3)
+    queue_patterns = serializers.ListField(
+        child=serializers.RegexField(r"^[A-Za-z0-9._*?\[\]-]{1,100}$"), required=False, max_length=50,
+        help_text="fnmatch patterns of queue names the key may touch (default: all)",
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["prefix", "name", "scopes", "queue_patterns", "created", "created_by", "revoked_at", "last_used_at"]
+        read_only_fields = ["prefix", "created", "created_by", "revoked_at", "last_used_at"]
+        extra_kwargs = {"name": {"max_length": 100}}
+
+
+class NewApiKeySerializer(ApiKeySerializer):
+    key = serializers.CharField(read_only=True, help_text="the whole key; shown only in this answer")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = ["key", *ApiKeySerializer.Meta.fields]
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    username = serializers.RegexField(r"^[\w.@+-]{1,150}$", source="user.username")
+    email = serializers.EmailField(source="user.email", required=False, allow_blank=True)
+    role = serializers.ChoiceField(Role.choices)
+    password = serializers.CharField(write_only=True, required=False, min_length=8, max_length=128,
+                                     help_text="creates the user when they do not exist yet")
+
+    class Meta:
+        model = Membership
+        fields = ["username", "email", "role", "password", "created"]
+        read_only_fields = ["created"]
+
+
+class MemberRoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(Role.choices)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = ["id", "created", "actor", "action", "target", "details"]
+
+
+class SignupSerializer(serializers.Serializer):
+    username = serializers.RegexField(r"^[\w.@+-]{1,150}$")
+    password = serializers.CharField(min_length=8, max_length=128, write_only=True)
+    email = serializers.EmailField(required=False, allow_blank=True, default="")
+    tenant_name = serializers.CharField(max_length=100)
+
+
+class OperatorTenantSerializer(serializers.ModelSerializer):
+    plan = serializers.SlugRelatedField(slug_field="name", queryset=Plan.objects.all(), required=False)
+    slug = serializers.SlugField(max_length=50, required=False)
+
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "plan", "region", "created"]
+        read_only_fields = ["created"]

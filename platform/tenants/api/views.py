@@ -1,0 +1,210 @@
+"""The tenant's own resources: itself, API keys, members and the audit log; sign-up; operators' tenants."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing.models import Plan
+from controlplane.api.errors import not_found
+from controlplane.api.permissions import ANY_SCOPE
+from tenants import actions
+from tenants.api.serializers import (
+    ApiKeySerializer,
+    AuditEntrySerializer,
+    CurrentTenantSerializer,
+    MemberRoleSerializer,
+    MemberSerializer,
+    NewApiKeySerializer,
+    OperatorTenantSerializer,
+    PlanSerializer,
+    SignupSerializer,
+    TenantSerializer,
+)
+from tenants.models import ApiKey, AuditEntry, Membership, Tenant
+
+AUDIT_LIMIT_MAX = 1000
+
+
+class CurrentTenantView(APIView):
+    """The tenant the caller acts for, its plan and what its queues take from the quotas."""
+
+    @extend_schema(responses=CurrentTenantSerializer, tags=["tenant"])
+    def get(self, request):
+        from topics.actions import footprint
+
+        tenant = request.auth.tenant
+        used = footprint(tenant)
+        return Response(CurrentTenantSerializer({
+            "tenant": tenant,
+            "usage": {"queues": used.queues, "partitions": used.partitions, "reserved_storage_bytes": used.storage_bytes},
+        }).data)
+
+
+class ApiKeyListView(APIView):
+    required_scopes = {"GET": "manage", "POST": "manage"}
+    members_admin = True
+
+    @extend_schema(responses=ApiKeySerializer(many=True), tags=["API keys"])
+    def get(self, request):
+        return Response(ApiKeySerializer(ApiKey.objects.filter(tenant=request.auth.tenant), many=True).data)
+
+    @extend_schema(request=ApiKeySerializer, responses={201: NewApiKeySerializer}, tags=["API keys"])
+    def post(self, request):
+        body = ApiKeySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row, key = actions.do_create_api_key(request.auth.tenant, name=body.validated_data["name"],
+                                             scopes=body.validated_data["scopes"],
+                                             queue_patterns=body.validated_data.get("queue_patterns"),
+                                             acting=request.auth.actor)
+        row.key = key
+        return Response(NewApiKeySerializer(row).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyDetailView(APIView):
+    required_scopes = {"GET": "manage", "DELETE": "manage"}
+    members_admin = True
+
+    def _key(self, request, prefix: str) -> ApiKey:
+        row = ApiKey.objects.filter(tenant=request.auth.tenant, prefix=prefix).select_related("tenant").first()
+        if row is None:
+            raise not_found(f"API key {prefix!r}")
+        return row
+
+    @extend_schema(responses=ApiKeySerializer, tags=["API keys"])
+    def get(self, request, prefix: str):
+        return Response(ApiKeySerializer(self._key(request, prefix)).data)
+
+    @extend_schema(responses=ApiKeySerializer, tags=["API keys"], summary="Revoke the key (it stops working at once)")
+    def delete(self, request, prefix: str):
+        return Response(ApiKeySerializer(actions.do_revoke_api_key(self._key(request, prefix), acting=request.auth.actor)).data)
+
+
+class MemberListView(APIView):
+    required_scopes = {"GET": ANY_SCOPE, "POST": "manage"}
+    members_admin = True
+
+    @extend_schema(responses=MemberSerializer(many=True), tags=["members"])
+    def get(self, request):
+        rows = Membership.objects.filter(tenant=request.auth.tenant).select_related("user")
+        return Response(MemberSerializer(rows, many=True).data)
+
+    @extend_schema(request=MemberSerializer, responses={201: MemberSerializer}, tags=["members"])
+    def post(self, request):
+        body = MemberSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        membership = actions.do_add_member(request.auth.tenant, username=data["user"]["username"], role=data["role"],
+                                           password=data.get("password"), email=data.get("user", {}).get("email", ""),
+                                           acting=request.auth.actor)
+        return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+
+class MemberDetailView(APIView):
+    required_scopes = {"GET": ANY_SCOPE, "PATCH": "manage", "DELETE": "manage"}
+    members_admin = True
+
+    def _member(self, request, username: str) -> Membership:
+        row = Membership.objects.filter(tenant=request.auth.tenant, user__username=username).select_related("user", "tenant").first()
+        if row is None:
+            raise not_found(f"member {username!r}")
+        return row
+
+    @extend_schema(responses=MemberSerializer, tags=["members"])
+    def get(self, request, username: str):
+        return Response(MemberSerializer(self._member(request, username)).data)
+
+    @extend_schema(request=MemberRoleSerializer, responses=MemberSerializer, tags=["members"])
+    def patch(self, request, username: str):
+        body = MemberRoleSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = actions.do_change_role(self._member(request, username), body.validated_data["role"], acting=request.auth.actor)
+        return Response(MemberSerializer(membership).data)
+
+    @extend_schema(responses={204: None}, tags=["members"])
+    def delete(self, request, username: str):
+        actions.do_remove_member(self._member(request, username), acting=request.auth.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AuditLogView(APIView):
+    """Management actions on the tenant, newest first."""
+
+    required_scopes = {"GET": "manage"}
+
+    @extend_schema(parameters=[OpenApiParameter("action", str), OpenApiParameter("limit", int)],
+                   responses=AuditEntrySerializer(many=True), tags=["audit log"])
+    def get(self, request):
+        rows = AuditEntry.objects.filter(tenant=request.auth.tenant)
+        if request.query_params.get("action"):
+            rows = rows.filter(action=request.query_params["action"])
+        try:
+            limit = min(max(int(request.query_params.get("limit", 100)), 1), AUDIT_LIMIT_MAX)
+        except ValueError:
+            limit = 100
+        return Response(AuditEntrySerializer(rows[:limit], many=True).data)
+
+
+class SignupView(APIView):
+    """Create a user and their tenant on the free plan, with the user as owner."""
+
+    public = True
+    authentication_classes: list = []
+
+    @extend_schema(request=SignupSerializer, responses={201: TenantSerializer}, tags=["tenant"], auth=[])
+    def post(self, request):
+        body = SignupSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        _, tenant = actions.do_signup(**body.validated_data)
+        return Response(TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+
+class OperatorPlanListView(APIView):
+    operator_only = True
+
+    @extend_schema(responses=PlanSerializer(many=True), tags=["operators"])
+    def get(self, request):
+        return Response(PlanSerializer(Plan.objects.all(), many=True).data)
+
+
+class OperatorTenantListView(APIView):
+    operator_only = True
+
+    @extend_schema(responses=OperatorTenantSerializer(many=True), tags=["operators"])
+    def get(self, request):
+        return Response(OperatorTenantSerializer(Tenant.objects.select_related("plan"), many=True).data)
+
+    @extend_schema(request=OperatorTenantSerializer, responses={201: OperatorTenantSerializer}, tags=["operators"])
+    def post(self, request):
+        body = OperatorTenantSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        tenant = actions.do_create_tenant(data["name"], plan_name=data["plan"].name if data.get("plan") else "free",
+                                          slug=data.get("slug"), region=data.get("region", "local"), acting=request.auth.actor)
+        return Response(OperatorTenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
+
+
+class OperatorTenantDetailView(APIView):
+    operator_only = True
+
+    def _tenant(self, slug: str) -> Tenant:
+        tenant = Tenant.objects.select_related("plan").filter(slug=slug).first()
+        if tenant is None:
+            raise not_found(f"tenant {slug!r}")
+        return tenant
+
+    @extend_schema(responses=OperatorTenantSerializer, tags=["operators"])
+    def get(self, request, slug: str):
+        return Response(OperatorTenantSerializer(self._tenant(slug)).data)
+
+    @extend_schema(request=OperatorTenantSerializer, responses=OperatorTenantSerializer, tags=["operators"],
+                   summary="Change a tenant's plan")
+    def patch(self, request, slug: str):
+        tenant = self._tenant(slug)
+        body = OperatorTenantSerializer(tenant, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        if body.validated_data.get("plan"):
+            actions.do_change_plan(tenant, body.validated_data["plan"].name, acting=request.auth.actor)
+        return Response(OperatorTenantSerializer(tenant).data)

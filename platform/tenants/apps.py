@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class TenantsConfig(AppConfig):
+    name = "tenants"
+    label = "tenants"
+    verbose_name = "Tenants"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,28 @@
+"""Choice values of the tenants app."""
+
+from django.db import models
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "owner"
+    ADMIN = "admin", "admin"
+    DEVELOPER = "developer", "developer"
+    VIEWER = "viewer", "viewer"
+
+
+class Scope(models.TextChoices):
+    PRODUCE = "produce", "produce"
+    CONSUME = "consume", "consume"
+    MANAGE = "manage", "manage"
+
+
+ALL_SCOPES = frozenset(Scope.values)
+
+# What a signed-in member may do, by role. Owners and admins also manage members.
+ROLE_SCOPES = {
+    Role.OWNER: ALL_SCOPES,
+    Role.ADMIN: ALL_SCOPES,
+    Role.DEVELOPER: ALL_SCOPES,
+    Role.VIEWER: frozenset(),
+}
+MEMBER_MANAGERS = frozenset({Role.OWNER, Role.ADMIN})

@@ -1,0 +1,29 @@
+from django.db import models
+
+
+class ApiKey(models.Model):
+    """A tenant's credential for scripts and services.
+
+    The full key (``tw_<prefix>_<secret>``) is shown once, at creation. Only
+    ``prefix`` (to find the row) and the SHA-256 of the secret are stored: the
+    secret is 256 random bits, so a fast hash is as safe as a slow one and
+    keeps authentication cheap on every request. A revoked key keeps its row
+    (for the audit log) and never authenticates again.
+    """
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_sha256 = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)  # subset of tenants.choices.Scope
+    queue_patterns = models.JSONField(default=list)  # fnmatch patterns of queue names this key may touch
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)  # written at most once a minute
+
+    class Meta:
+        ordering = ["tenant_id", "created", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (tw_{self.prefix}_...)"

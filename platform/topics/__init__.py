@@ -1,0 +1,1 @@
+"""Tenants' queues and topics: their settings, quotas and placement on broker clusters."""

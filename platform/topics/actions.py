@@ -1,0 +1,171 @@
+"""Every change to queues and topics: one ``do_*`` function each.
+
+The database row (with quota checks under the tenant's row lock, and the
+audit entry) is written in one transaction; the broker cluster is changed
+after it commits, never while a transaction is open (the controller writes
+to the same database, and SQLite would wait on us). If the cluster refuses,
+the row goes back to what it was and the caller gets the cluster's error.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.db.models import Count, Sum
+
+from billing.quotas import Footprint, check_queue_fits
+from brokers import errors as broker_errors
+from clusters import admin
+from controlplane.errors import ActionError
+from tenants import audit
+from tenants.models import Tenant
+from topics.choices import QueueMode, QueueStatus
+from topics.models import Queue
+from topics.placement import choose_cluster
+from topics.settings import broker_configs, dead_letter_configs
+
+log = logging.getLogger(__name__)
+
+# Settings fixed at creation (as in Kafka and SQS): changing them would need data to move.
+IMMUTABLE = ("mode", "replication_factor", "fifo")
+def footprint(tenant: Tenant, *, excluding: Queue | None = None) -> Footprint:
+    rows = Queue.objects.filter(tenant=tenant)
+    if excluding is not None:
+        rows = rows.exclude(pk=excluding.pk)
+    totals = rows.aggregate(queues=Count("id"), partitions=Sum("partitions"))
+    storage = sum(q.reserved_storage_bytes for q in rows.only("partitions", "retention_bytes"))
+    return Footprint(totals["queues"] or 0, totals["partitions"] or 0, storage)
+
+
+def _check_quotas(tenant: Tenant, queue: Queue, *, new_queue: bool) -> None:
+    check_queue_fits(
+        tenant.plan, footprint(tenant, excluding=None if new_queue else queue),
+        partitions=queue.partitions, retention_bytes=queue.retention_bytes, retention_ms=queue.retention_ms,
+        max_message_bytes=queue.max_message_bytes, new_queue=new_queue,
+    )
+
+
+def _check_schema(tenant: Tenant, subject: str) -> None:
+    if not subject:
+        return
+    from registry.models import SubjectVersion
+
+    if not SubjectVersion.objects.filter(tenant=tenant, subject=subject, deleted=False).exists():
+        raise ActionError("unknown_schema_subject", f"schema subject {subject!r} has no registered version", 400)
+
+
+def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
+    """Create a queue: row and quotas first, then the topic (and dead-letter topic) on a cluster."""
+    plan = tenant.plan
+    name = values["name"]
+    partitions = values.get("partitions") or 1
+    with transaction.atomic():
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()  # serialises a tenant's quota checks
+        if Queue.objects.filter(tenant=tenant, name=name).exists():
+            raise ActionError("queue_exists", f"queue {name!r} already exists", 409)
+        cluster = choose_cluster(tenant, partitions)
+        live = cluster.brokers.filter(state="alive").count() or len([a for a in cluster.bootstrap.split(",") if a])
+        queue = Queue(
+            tenant=tenant, name=name, cluster=cluster, broker_topic=f"t{tenant.pk}.{name}",
+            mode=values.get("mode") or QueueMode.QUEUE,
+            partitions=partitions,
+            replication_factor=values.get("replication_factor") or max(1, min(3, live)),
+            retention_ms=values["retention_ms"] if values.get("retention_ms") is not None else min(7 * 24 * 3600 * 1000, plan.max_retention_ms),
+            retention_bytes=values["retention_bytes"] if values.get("retention_bytes") is not None else plan.default_retention_bytes,
+            max_message_bytes=values.get("max_message_bytes") or min(1 << 20, plan.max_message_bytes),
+            status=QueueStatus.CREATING,
+        )
+        for field in ("compaction", "visibility_timeout_ms", "max_deliveries", "delivery_delay_ms", "fifo",
+                      "schema_subject", "schema_encoding"):
+            if values.get(field) is not None:
+                setattr(queue, field, values[field])
+        _check_quotas(tenant, queue, new_queue=True)
+        _check_schema(tenant, queue.schema_subject)
+        queue.save()
+        audit.record(tenant, acting, "queue.create", name, **_audit_values(queue))
+    try:
+        admin.create_topic(cluster, queue.broker_topic, partitions=queue.partitions,
+                           replication_factor=queue.replication_factor, configs=broker_configs(queue))
+        if queue.mode == QueueMode.QUEUE:
+            admin.create_topic(cluster, queue.dead_letter_topic, partitions=queue.partitions,
+                               replication_factor=queue.replication_factor, configs=dead_letter_configs(queue))
+    except Exception:
+        log.warning("creating queue %s on cluster %s failed; undoing", queue, cluster, exc_info=True)
+        _delete_topics(queue)
+        with transaction.atomic():
+            queue.delete()
+            audit.record(tenant, acting, "queue.create_failed", name)
+        raise
+    queue.status = QueueStatus.READY
+    queue.save(update_fields=["status"])
+    return queue
+
+
+def do_update_queue(queue: Queue, values: dict, *, acting: str) -> Queue:
+    """Change what may change: partitions (grow only), retention, sizes, queue settings, schema."""
+    for field in IMMUTABLE + ("name",):
+        if field in values and values[field] is not None and values[field] != getattr(queue, field):
+            raise ActionError("immutable_setting", f"{field} cannot change after a queue is created", 400,
+                              details={"field": field})
+    if queue.status != QueueStatus.READY:
+        raise ActionError("queue_busy", f"queue {queue.name!r} is {queue.status}", 409)
+    old = {field: getattr(queue, field) for field in _MUTABLE}
+    changed = {f: v for f, v in values.items() if f in _MUTABLE and v is not None and v != old[f]}
+    if not changed:
+        return queue
+    if "partitions" in changed and changed["partitions"] < queue.partitions:
+        raise ActionError("partitions_cannot_shrink", f"queue {queue.name!r} has {queue.partitions} partitions; "
+                          "the count can only grow", 400, details={"field": "partitions"})
+    tenant = queue.tenant
+    with transaction.atomic():
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        for field, value in changed.items():
+            setattr(queue, field, value)
+        _check_quotas(tenant, queue, new_queue=False)
+        _check_schema(tenant, queue.schema_subject)
+        queue.save()
+        audit.record(tenant, acting, "queue.update", queue.name, **{f: [old[f], v] for f, v in changed.items()})
+    try:
+        if "partitions" in changed:
+            admin.create_partitions(queue.cluster, queue.broker_topic, queue.partitions)
+            if queue.mode == QueueMode.QUEUE:
+                admin.create_partitions(queue.cluster, queue.dead_letter_topic, queue.partitions)
+        admin.alter_configs(queue.cluster, queue.broker_topic, set=broker_configs(queue), delete=[])
+        if queue.mode == QueueMode.QUEUE:
+            admin.alter_configs(queue.cluster, queue.dead_letter_topic, set=dead_letter_configs(queue), delete=[])
+    except Exception:
+        log.warning("changing queue %s on its cluster failed; restoring its settings", queue, exc_info=True)
+        for field, value in old.items():
+            if field != "partitions":  # partitions that were created stay: they never shrink
+                setattr(queue, field, value)
+        queue.save()
+        raise
+    return queue
+
+
+def do_delete_queue(queue: Queue, *, acting: str) -> None:
+    """Delete a queue and its data (topic and dead-letter topic) from the brokers."""
+    with transaction.atomic():
+        queue.status = QueueStatus.DELETING
+        queue.save(update_fields=["status"])
+        audit.record(queue.tenant, acting, "queue.delete", queue.name, broker_topic=queue.broker_topic)
+    _delete_topics(queue)
+    queue.delete()
+
+
+def _delete_topics(queue: Queue) -> None:
+    for topic in (queue.broker_topic, queue.dead_letter_topic):
+        try:
+            admin.delete_topic(queue.cluster, topic)
+        except broker_errors.UnknownTopicOrPartitionError:
+            pass  # never created, or already gone
+
+
+_MUTABLE = ("partitions", "retention_ms", "retention_bytes", "compaction", "max_message_bytes", "visibility_timeout_ms",
+            "max_deliveries", "delivery_delay_ms", "schema_subject", "schema_encoding")
+
+
+def _audit_values(queue: Queue) -> dict:
+    return {f: getattr(queue, f) for f in ("mode", "partitions", "replication_factor", "retention_ms", "retention_bytes",
+                                            "compaction", "max_message_bytes", "fifo", "schema_subject")}

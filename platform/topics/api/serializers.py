@@ -1,0 +1,53 @@
+from rest_framework import serializers
+
+from topics.choices import QueueMode, SchemaEncoding
+from topics.models import Queue
+
+HOUR_MS = 3600 * 1000
+NAME = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$"
+
+
+def validate_name(value: str) -> str:
+    if value.endswith(".dlq"):
+        raise serializers.ValidationError("names ending in '.dlq' are reserved for dead-letter queues")
+    return value
+
+
+class QueueSerializer(serializers.ModelSerializer):
+    """A queue or topic. On update, only the settings that may change are taken (partitions only grow)."""
+
+    name = serializers.RegexField(NAME, max_length=100, validators=[validate_name],
+                                  help_text="1-100 letters, digits, '.', '_' or '-'; unique in the tenant")
+    mode = serializers.ChoiceField(QueueMode.choices, default=QueueMode.QUEUE)
+    partitions = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+    replication_factor = serializers.IntegerField(min_value=1, max_value=5, required=False,
+                                                  help_text="default: 3, or fewer when the cluster has fewer brokers")
+    retention_ms = serializers.IntegerField(min_value=60_000, max_value=10 * 365 * 24 * HOUR_MS, required=False,
+                                            help_text="default: 7 days, capped by the plan")
+    retention_bytes = serializers.IntegerField(min_value=1 << 20, max_value=1 << 50, required=False,
+                                               help_text="per partition; default: the plan's storage divided by its partitions")
+    compaction = serializers.BooleanField(required=False)
+    max_message_bytes = serializers.IntegerField(min_value=1024, max_value=64 << 20, required=False)
+    visibility_timeout_ms = serializers.IntegerField(min_value=1_000, max_value=12 * HOUR_MS, required=False)
+    max_deliveries = serializers.IntegerField(min_value=1, max_value=1_000, required=False)
+    delivery_delay_ms = serializers.IntegerField(min_value=0, max_value=12 * HOUR_MS, required=False)
+    fifo = serializers.BooleanField(required=False)
+    schema_subject = serializers.CharField(max_length=255, required=False, allow_blank=True)
+    schema_encoding = serializers.ChoiceField(SchemaEncoding.choices, required=False)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    dead_letter_queue = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Queue
+        fields = ["name", "mode", "status", "partitions", "replication_factor", "retention_ms", "retention_bytes",
+                  "compaction", "max_message_bytes", "visibility_timeout_ms", "max_deliveries", "delivery_delay_ms",
+                  "fifo", "dead_letter_queue", "schema_subject", "schema_encoding", "cluster", "created", "updated"]
+        read_only_fields = ["status", "created", "updated"]
+
+    def get_dead_letter_queue(self, queue: Queue) -> str | None:
+        return f"{queue.name}.dlq" if queue.mode == QueueMode.QUEUE else None
+
+
+class QueueUpdateSerializer(QueueSerializer):
+    name = serializers.RegexField(NAME, max_length=100, required=False)
+    mode = serializers.ChoiceField(QueueMode.choices, required=False)

@@ -1,0 +1,57 @@
+"""Queues and topics of the caller's tenant, by name: list, create, retrieve, update, delete."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api.errors import not_found
+from topics import actions
+from topics.api.serializers import QueueSerializer, QueueUpdateSerializer
+from topics.models import Queue
+
+TAG = ["queues"]
+
+
+class QueueListView(APIView):
+    @extend_schema(responses=QueueSerializer(many=True), tags=TAG)
+    def get(self, request):
+        rows = Queue.objects.filter(tenant=request.auth.tenant).select_related("cluster")
+        return Response(QueueSerializer([q for q in rows if request.auth.may_touch(q.name)], many=True).data)
+
+    @extend_schema(request=QueueSerializer, responses={201: QueueSerializer}, tags=TAG)
+    def post(self, request):
+        body = QueueSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        if not request.auth.may_touch(body.validated_data["name"]):
+            raise PermissionDenied(f"this API key may not touch queue {body.validated_data['name']!r}")
+        queue = actions.do_create_queue(request.auth.tenant, body.validated_data, acting=request.auth.actor)
+        return Response(QueueSerializer(queue).data, status=status.HTTP_201_CREATED)
+
+
+class QueueDetailView(APIView):
+    def _queue(self, request, name: str) -> Queue:
+        queue = Queue.objects.filter(tenant=request.auth.tenant, name=name).select_related("cluster", "tenant", "tenant__plan").first()
+        if queue is None or not request.auth.may_touch(name):
+            raise not_found(f"queue {name!r}", code="queue_not_found")
+        return queue
+
+    @extend_schema(responses=QueueSerializer, tags=TAG)
+    def get(self, request, name: str):
+        return Response(QueueSerializer(self._queue(request, name)).data)
+
+    @extend_schema(request=QueueUpdateSerializer, responses=QueueSerializer, tags=TAG)
+    def patch(self, request, name: str):
+        queue = self._queue(request, name)
+        body = QueueUpdateSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        queue = actions.do_update_queue(queue, body.validated_data, acting=request.auth.actor)
+        return Response(QueueSerializer(queue).data)
+
+    @extend_schema(responses={204: None}, tags=TAG, summary="Delete the queue and its data")
+    def delete(self, request, name: str):
+        actions.do_delete_queue(self._queue(request, name), acting=request.auth.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class TopicsConfig(AppConfig):
+    name = "topics"
+    label = "topics"
+    verbose_name = "Queues and topics"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,3 @@
+from topics.models.queues import Queue
+
+__all__ = ["Queue"]

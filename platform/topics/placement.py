@@ -1,0 +1,36 @@
+"""Which broker cluster a tenant's new queue goes to.
+
+A tenant with a dedicated cluster always uses it. Otherwise: the shared
+(non-dedicated) clusters of the tenant's region, the one with the most free
+partition capacity (max_partitions minus partitions placed), provided the
+queue fits.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Sum
+
+from clusters.models import Cluster
+from controlplane.errors import ActionError
+
+
+def used_partitions(cluster: Cluster) -> int:
+    from topics.models import Queue
+
+    return Queue.objects.filter(cluster=cluster).aggregate(total=Sum("partitions"))["total"] or 0
+
+
+def choose_cluster(tenant, partitions: int) -> Cluster:
+    if tenant.dedicated_cluster_id is not None:
+        cluster = tenant.dedicated_cluster
+        if used_partitions(cluster) + partitions > cluster.max_partitions:
+            raise ActionError("no_capacity", f"dedicated cluster {cluster.name!r} has no room for {partitions} more partitions", 503)
+        return cluster
+    best, best_free = None, -1
+    for cluster in Cluster.objects.filter(region=tenant.region, dedicated=False).order_by("name"):
+        free = cluster.max_partitions - used_partitions(cluster)
+        if free >= partitions and free > best_free:
+            best, best_free = cluster, free
+    if best is None:
+        raise ActionError("no_capacity", f"no cluster in region {tenant.region!r} has room for {partitions} partitions", 503)
+    return best

@@ -1,0 +1,135 @@
+"""A whole control plane for API tests: controller, 3 brokers and `tideway serve`, on SQLite and on PostgreSQL.
+
+One deployment per test module and database (starting one takes seconds);
+tests create their own tenants (`tideway tenant create`, the real CLI), so
+they do not see each other's queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import (
+    REPO_ROOT,
+    BrokerProcess,
+    ControllerProcess,
+    Deployment,
+    free_port,
+    wait_for_port,
+)
+
+
+class ControlPlane:
+    """The running API server and the cluster behind it."""
+
+    def __init__(self, home: Path, database_url: str, deployment: Deployment, server: subprocess.Popen, port: int) -> None:
+        self.home = home
+        self.database_url = database_url
+        self.deployment = deployment
+        self.server = server
+        self.base_url = f"http://127.0.0.1:{port}"
+        self._names = itertools.count(1)
+
+    @property
+    def env(self) -> dict:
+        return {**os.environ, "TIDEWAY_HOME": str(self.home), "DATABASE_URL": self.database_url, "TIDEWAY_LOG_LEVEL": "WARNING"}
+
+    def unique(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:6]}-{next(self._names)}"
+
+    def create_tenant(self, plan: str = "free") -> tuple[str, str]:
+        """(tenant slug, API key with every scope), through `tideway tenant create`."""
+        out = subprocess.run([sys.executable, "-m", "tideway_cli.main", "tenant", "create", self.unique("tenant"),
+                              "--plan", plan, "--json"], cwd=REPO_ROOT, env=self.env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        answer = json.loads(out.stdout)
+        return answer["tenant"], answer["api_key"]
+
+    def create_operator(self) -> tuple[str, str]:
+        username, password = self.unique("operator"), "operator-password-1"
+        out = subprocess.run([sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", username,
+                              "--email", f"{username}@example.com"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             env={**self.env, "DJANGO_SUPERUSER_PASSWORD": password}, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return username, password
+
+    def client(self, key: str | None = None, **kwargs) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=60, **kwargs)
+
+    def describe(self):
+        return asyncio.run(self.deployment.describe())
+
+
+def _start_server(home: Path, database_url: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    log_file = open(home / "server.log", "ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate"],
+        cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
+        env={**os.environ, "TIDEWAY_HOME": str(home), "DATABASE_URL": database_url},
+    )
+    log_file.close()
+    wait_for_port(port, timeout_s=60, process=process)
+    return process, port
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def control_plane(request, tmp_path_factory):
+    home = tmp_path_factory.mktemp("control-plane")
+    if request.param == "sqlite":
+        database_url = f"sqlite://{home}/control.sqlite3"
+    else:
+        port = request.getfixturevalue("postgres_server")
+        name = f"tideway_api_{uuid.uuid4().hex[:10]}"
+        subprocess.run(["su", "postgres", "-c", f"psql -p {port} -h 127.0.0.1 -c \"CREATE DATABASE {name} OWNER tideway\""],
+                       check=True, capture_output=True)
+        database_url = f"postgres://tideway@127.0.0.1:{port}/{name}"
+    controller = ControllerProcess(home, "controller", database_url=database_url,
+                                   extra_args=["--lease-ms", "2000", "--broker-session-timeout-ms", "3000"]).start(migrate=True)
+    brokers = {}
+    processes = [controller]
+    server = None
+    try:
+        for i in range(1, 4):
+            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=["--controller", controller.address])
+            brokers[i] = broker.start()
+            processes.append(broker)
+        deployment = Deployment([controller], brokers)
+        asyncio.run(deployment.wait_until(lambda s: sum(b.state == "alive" for b in s.brokers) == 3, 60, "3 live brokers"))
+        server, port = _start_server(home, database_url)
+        yield ControlPlane(home, database_url, deployment, server, port)
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        for process in reversed(processes):
+            process.kill()
+        log = home / "server.log"
+        if log.exists():
+            errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line]
+            print(f"server log: {len(errors)} tracebacks ({log})")
+
+
+def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached in {timeout_s}s")
