@@ -142,6 +142,9 @@ def do_set_level(tenant, subject: str, level: str, *, acting: str) -> str:
 def do_delete_level(tenant, subject: str, *, acting: str) -> str:
     with transaction.atomic():
         old = level_for(tenant, subject)
-        CompatibilityConfig.objects.filter(tenant=tenant, subject=subject).delete()
+        deleted, _ = CompatibilityConfig.objects.filter(tenant=tenant, subject=subject).delete()
+        if subject and not deleted:
+            raise ActionError("subject_level_not_configured", f"Subject '{subject}' does not have subject-level "
+                              "compatibility configured", 404, error_code=40408)
         audit.record(tenant, acting, "schema.delete_compatibility", subject or "(global)", level=old)
     return old
