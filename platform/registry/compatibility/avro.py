@@ -61,11 +61,30 @@ def parse(text: str) -> Parsed:
         schema = json.loads(text)
     except (TypeError, ValueError):
         schema = text  # a bare primitive name such as string is also a schema
+    _require_record_fields(schema)
     try:
         fastavro.parse_schema(schema, _write_hint=False, _force=True)
     except (SchemaParseException, UnknownType, TypeError, KeyError, ValueError, AttributeError) as exc:
         raise InvalidSchema(f"invalid Avro schema: {exc}") from None
     return Parsed(schema)
+
+
+def _require_record_fields(node) -> None:
+    """fastavro lets a record without "fields" pass as an empty record; the Avro spec requires them."""
+    if isinstance(node, list):
+        for branch in node:
+            _require_record_fields(branch)
+    elif isinstance(node, dict):
+        if node.get("type") in ("record", "error"):
+            if not isinstance(node.get("fields"), list):
+                raise InvalidSchema(f"invalid Avro schema: record {node.get('name')!r} has no \"fields\" list")
+            for field in node["fields"]:
+                if isinstance(field, dict):
+                    _require_record_fields(field.get("type"))
+        elif node.get("type") in ("array", "map"):
+            _require_record_fields(node.get("items", node.get("values")))
+        elif isinstance(node.get("type"), dict | list):
+            _require_record_fields(node["type"])
 
 
 def reader_errors(reader: Parsed, writer: Parsed) -> list[str]:
