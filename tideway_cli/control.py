@@ -39,13 +39,15 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     up = subparsers.add_parser(
         "up",
-        help="run a whole deployment on this machine (3 brokers + controller)",
-        description="Start a controller and a 3-broker cluster on 127.0.0.1 with all state under $TIDEWAY_HOME "
-        "(default var/). Prints where everything is; Ctrl-C stops it all cleanly.",
+        help="run a whole deployment on this machine (3 brokers, controller, REST API, demo tenant)",
+        description="Start a controller, a 3-broker cluster and the REST API on 127.0.0.1 with all state under "
+        "$TIDEWAY_HOME (default var/), and create a tenant 'demo' with an API key the first time. Prints where "
+        "everything is; Ctrl-C stops it all cleanly.",
     )
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default %(default)s)")
     up.add_argument("--controller-port", type=int, default=9400, help="controller port (default %(default)s)")
     up.add_argument("--first-broker-port", type=int, default=9401, help="broker i listens on this + i - 1 (default %(default)s)")
+    up.add_argument("--api-port", type=int, default=8000, help="port of the REST API on 127.0.0.1 (default %(default)s)")
     up.set_defaults(handler=_run_up)
 
     cluster = subparsers.add_parser("cluster", help="inspect a cluster")
@@ -101,30 +103,36 @@ def _run_up(args: argparse.Namespace) -> int:
     home = tideway_home()
     home.mkdir(parents=True, exist_ok=True)
     setup_django(migrate=True)  # once, before any controller starts
-    python = sys.executable
+    from clusters.provisioning import ClusterSpec, LocalProvisioner
+
+    provisioner = LocalProvisioner(home=home)
+    spec = ClusterSpec(name="local", brokers=args.brokers, controller_port=args.controller_port,
+                       first_broker_port=args.first_broker_port)
     logs = home / "logs"
-    logs.mkdir(exist_ok=True)
-    controller_address = f"127.0.0.1:{args.controller_port}"
-    processes: list[tuple[str, subprocess.Popen]] = []
-
-    def spawn(name: str, command: list[str]) -> None:
-        log_file = open(logs / f"{name}.log", "ab")
-        processes.append((name, subprocess.Popen([python, "-m", "tideway_cli.main", *command], stdout=log_file, stderr=subprocess.STDOUT)))
-
-    spawn("controller", ["controller", "--listen", controller_address, "--no-migrate"])
-    brokers = []
-    for i in range(1, args.brokers + 1):
-        port = args.first_broker_port + i - 1
-        spawn(f"broker-{i}", ["broker", "--id", str(i), "--data", str(home / f"broker-{i}"), "--listen", f"127.0.0.1:{port}", "--controller", controller_address])
-        brokers.append({"id": i, "address": f"127.0.0.1:{port}", "metrics": f"http://127.0.0.1:{port + 1000}/metrics"})
-    deployment = {"controller": controller_address, "brokers": brokers, "bootstrap": ",".join(b["address"] for b in brokers), "pid": os.getpid()}
+    processes = provisioner.start(spec)
+    api_address = f"127.0.0.1:{args.api_port}"
+    log_file = open(logs / "api.log", "ab")  # noqa: SIM115 - the child owns it
+    processes.append(("api", subprocess.Popen([sys.executable, "-m", "tideway_cli.main", "serve", "--listen", api_address, "--no-migrate"],
+                                              stdout=log_file, stderr=subprocess.STDOUT)))
+    controller_address = provisioner.controller_address(spec)
+    brokers = [
+        {"id": i, "address": provisioner.broker_address(spec, i),
+         "metrics": f"http://127.0.0.1:{spec.first_broker_port + i - 1 + 1000}/metrics"}
+        for i in range(1, spec.brokers + 1)
+    ]
+    demo_key = _demo_tenant(home)
+    deployment = {"controller": controller_address, "brokers": brokers, "bootstrap": provisioner.bootstrap(spec),
+                  "api": f"http://{api_address}", "pid": os.getpid()}
     (home / DEPLOYMENT_FILE).write_text(json.dumps(deployment, indent=2))
     print(f"Tideway is up (state in {home}, logs in {logs}):")
+    print(f"  API         http://{api_address}/api/v1/   (docs http://{api_address}/api/docs/)")
     print(f"  controller  {controller_address}")
     for broker in brokers:
         print(f"  broker {broker['id']}    {broker['address']}   metrics {broker['metrics']}")
     print(f"  bootstrap   {deployment['bootstrap']}")
-    print("Try: tideway cluster status | tideway topics create demo --partitions 3 --replication-factor 3")
+    if demo_key:
+        print(f"  demo tenant 'demo', API key {demo_key}  (also in {home / 'demo-api-key'})")
+    print("Try: tideway cluster status | curl -H 'Authorization: Bearer KEY' http://" + api_address + "/api/v1/queues/")
     print("Ctrl-C stops everything.", flush=True)
     stop = False
 
@@ -154,6 +162,21 @@ def _run_up(args: argparse.Namespace) -> int:
     (home / DEPLOYMENT_FILE).unlink(missing_ok=True)
     print("stopped")
     return exit_code
+
+
+def _demo_tenant(home: Path) -> str:
+    """The demo tenant's API key: created (and kept in home/demo-api-key) the first time."""
+    from tenants.actions import do_create_api_key, do_create_tenant
+    from tenants.models import Tenant
+
+    saved = home / "demo-api-key"
+    if Tenant.objects.filter(slug="demo").exists():
+        return saved.read_text().strip() if saved.exists() else ""
+    tenant = do_create_tenant("demo", plan_name="team", acting="tideway up")
+    _, key = do_create_api_key(tenant, name="demo key (tideway up)", scopes=["produce", "consume", "manage"], acting="tideway up")
+    saved.write_text(key + "\n")
+    saved.chmod(0o600)
+    return key
 
 
 # -- cluster status --------------------------------------------------------------------------------

@@ -36,11 +36,13 @@ def free_port_run(count: int, *, also_plus: int, avoid: set[int]) -> int:
 
 def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     controller_port = free_port()
-    first = free_port_run(3, also_plus=1000, avoid={controller_port})  # brokers and their metrics ports
+    api_port = free_port()
+    first = free_port_run(3, also_plus=1000, avoid={controller_port, api_port})  # brokers and their metrics ports
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO"}
     env.pop("DATABASE_URL", None)
     up = subprocess.Popen(
-        [sys.executable, "-m", "tideway_cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first)],
+        [sys.executable, "-m", "tideway_cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first),
+         "--api-port", str(api_port)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     try:
@@ -76,11 +78,23 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         assert all("isr [" in line and "leader " in line and "hw " in line and "leo " in line for line in partition_lines)
         total_leo = sum(int(line.split("leo ")[1]) for line in partition_lines)
         assert total_leo == 3000
+
+        # The REST API serves the demo tenant, whose key `up` printed and saved.
+        import httpx
+
+        wait_for_port(api_port, timeout_s=60, process=up)
+        key = (tmp_path / "home" / "demo-api-key").read_text().strip()
+        with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
+            created = api.post("/api/v1/queues/", json={"name": "jobs", "partitions": 2})
+            assert created.status_code == 201, created.text
+            assert created.json()["replication_factor"] == 3 and created.json()["cluster"] == "local"
+            assert [q["name"] for q in api.get("/api/v1/queues/").json()] == ["jobs"]
     finally:
         up.send_signal(signal.SIGINT)
         output = up.communicate(timeout=60)[0].decode()
     assert up.returncode == 0, output
     assert "stopped" in output
+    assert "demo tenant 'demo', API key tw_" in output
     for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)
         assert (tmp_path / "home" / f"broker-{i}" / ".clean-shutdown").exists()
     assert not (tmp_path / "home" / "deployment.json").exists()
