@@ -7,7 +7,7 @@ Views say what they need with class attributes:
 * ``operator_only``: only staff users (operators) may call it.
 * ``tenant_required`` (default True): the caller must act for a tenant.
 * ``members_admin``: writes also need the owner or admin role when the caller
-  is a member (keys with "manage" may manage keys, not members).
+  is a signed-in member (an API key with "manage" acts as an admin).
 """
 
 from __future__ import annotations

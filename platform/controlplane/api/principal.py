@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,6 @@ class Principal:
     user: object | None = None
     role: str = ""
     operator: bool = False
-    extra: dict = field(default_factory=dict, compare=False)
 
     # DRF treats request.user as the user: answer the questions it asks.
     is_authenticated = True
