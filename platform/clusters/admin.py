@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from brokers.client import TidewayClient
-from brokers.protocol import messages as m
 from clusters.choices import BrokerState
 from clusters.models import Cluster
 
@@ -66,7 +65,3 @@ def alter_configs(cluster: Cluster, name: str, *, set: dict[str, str], delete: l
 
 def delete_topic(cluster: Cluster, name: str) -> None:
     _run(bootstrap_of(cluster), lambda c: c.delete_topic(name))
-
-
-def describe_topics(cluster: Cluster, names: list[str]) -> list[m.TopicDescription]:
-    return _run(bootstrap_of(cluster), lambda c: c.describe_topics(names))

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import BigIntegerField, Count, F, Sum
 
 from billing.quotas import Footprint, check_queue_fits
 from brokers import errors as broker_errors
 from clusters import admin
+from clusters.choices import BrokerState
 from controlplane.errors import ActionError
 from tenants import audit
 from tenants.models import Tenant
@@ -33,9 +34,14 @@ def footprint(tenant: Tenant, *, excluding: Queue | None = None) -> Footprint:
     rows = Queue.objects.filter(tenant=tenant)
     if excluding is not None:
         rows = rows.exclude(pk=excluding.pk)
-    totals = rows.aggregate(queues=Count("id"), partitions=Sum("partitions"))
-    storage = sum(q.reserved_storage_bytes for q in rows.only("partitions", "retention_bytes"))
-    return Footprint(totals["queues"] or 0, totals["partitions"] or 0, storage)
+    totals = rows.aggregate(queue_count=Count("id"), partition_total=Sum("partitions"),
+                            storage_total=Sum(F("partitions") * F("retention_bytes"), output_field=BigIntegerField()))
+    return Footprint(totals["queue_count"] or 0, totals["partition_total"] or 0, totals["storage_total"] or 0)
+
+
+def _lock_tenant(tenant: Tenant) -> None:
+    """Serialise a tenant's quota checks (inside the caller's transaction)."""
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
 
 
 def _check_quotas(tenant: Tenant, queue: Queue, *, new_queue: bool) -> None:
@@ -61,11 +67,11 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
     name = values["name"]
     partitions = values.get("partitions") or 1
     with transaction.atomic():
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()  # serialises a tenant's quota checks
+        _lock_tenant(tenant)
         if Queue.objects.filter(tenant=tenant, name=name).exists():
             raise ActionError("queue_exists", f"queue {name!r} already exists", 409)
         cluster = choose_cluster(tenant, partitions)
-        live = cluster.brokers.filter(state="alive").count() or len([a for a in cluster.bootstrap.split(",") if a])
+        live = cluster.brokers.filter(state=BrokerState.ALIVE).count() or len([a for a in cluster.bootstrap.split(",") if a])
         queue = Queue(
             tenant=tenant, name=name, cluster=cluster, broker_topic=f"t{tenant.pk}.{name}",
             mode=values.get("mode") or QueueMode.QUEUE,
@@ -119,7 +125,7 @@ def do_update_queue(queue: Queue, values: dict, *, acting: str) -> Queue:
                           "the count can only grow", 400, details={"field": "partitions"})
     tenant = queue.tenant
     with transaction.atomic():
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        _lock_tenant(tenant)
         for field, value in changed.items():
             setattr(queue, field, value)
         _check_quotas(tenant, queue, new_queue=False)

@@ -7,8 +7,8 @@
   Service) that run the same cluster on Kubernetes; ``kubectl apply`` them.
 """
 
-from clusters.provisioning.base import ClusterSpec, Provisioner, provisioner_for
+from clusters.provisioning.base import ClusterSpec, Provisioner
 from clusters.provisioning.kubernetes import KubernetesProvisioner
 from clusters.provisioning.local import LocalProvisioner
 
-__all__ = ["ClusterSpec", "KubernetesProvisioner", "LocalProvisioner", "Provisioner", "provisioner_for"]
+__all__ = ["ClusterSpec", "KubernetesProvisioner", "LocalProvisioner", "Provisioner"]

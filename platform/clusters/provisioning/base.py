@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 
@@ -40,9 +40,6 @@ class ClusterSpec:
             raise ValueError(f"unknown cluster spec fields {unknown}; known: {sorted(known)}")
         return cls(**{**values, "name": name})
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 class Provisioner(Protocol):
     """Builds (or describes how to build) a cluster from its spec."""
@@ -52,14 +49,3 @@ class Provisioner(Protocol):
     def bootstrap(self, spec: ClusterSpec) -> str:
         """Comma-separated broker addresses clients use to reach the cluster."""
         ...
-
-
-def provisioner_for(kind: str, **options) -> Provisioner:
-    from clusters.provisioning.kubernetes import KubernetesProvisioner
-    from clusters.provisioning.local import LocalProvisioner
-
-    if kind == "local":
-        return LocalProvisioner(**options)
-    if kind == "kubernetes":
-        return KubernetesProvisioner(**options)
-    raise ValueError(f"unknown provisioner {kind!r} (local or kubernetes)")

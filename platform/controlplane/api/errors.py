@@ -25,21 +25,8 @@ from controlplane.errors import ActionError
 log = logging.getLogger(__name__)
 
 
-class ApiError(exceptions.APIException):
-    """Raised by views and actions for any error the caller should see, with its stable code."""
-
-    def __init__(self, status_code: int, code: str, message: str, *, error_code: int | None = None,
-                 details: dict | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.code = code
-        self.message = message
-        self.error_code = error_code or status_code
-        self.details = details or {}
-
-
-def not_found(what: str, *, code: str = "not_found", error_code: int = 404) -> ApiError:
-    return ApiError(404, code, f"{what} does not exist", error_code=error_code)
+def not_found(what: str, *, code: str = "not_found") -> ActionError:
+    return ActionError(code, f"{what} does not exist", 404)
 
 
 def error_body(code: str, message: str, error_code: int, details: dict | None = None) -> dict:
@@ -71,8 +58,6 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
-    if isinstance(exc, ApiError):
-        return Response(error_body(exc.code, exc.message, exc.error_code, exc.details), status=exc.status_code)
     if isinstance(exc, ActionError):
         return Response(error_body(exc.code, exc.message, exc.error_code, exc.details), status=exc.status)
     if isinstance(exc, QuotaExceeded):

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api.permissions import ANY_SCOPE
 from controlplane.errors import ActionError
 from registry import actions
 from registry.actions import live_versions, schema_not_found, subject_not_found, version_not_found
@@ -53,9 +54,10 @@ def _version_answer(row: SubjectVersion) -> dict:
     return answer
 
 
-def _find_version(request, subject: str, version: str) -> SubjectVersion:
+def _find_version(request, subject: str, version: str, *, include_deleted: bool | None = None) -> SubjectVersion:
     tenant = request.auth.tenant
-    include_deleted = _flag(request, "deleted")
+    if include_deleted is None:
+        include_deleted = _flag(request, "deleted")
     rows = SubjectVersion.objects.filter(tenant=tenant, subject=subject).select_related("schema")
     if not include_deleted:
         rows = rows.filter(deleted=False)
@@ -79,19 +81,15 @@ def _find_version(request, subject: str, version: str) -> SubjectVersion:
     return row
 
 
-class RegistryView(APIView):
-    schema_tags = TAG
-
-
 @extend_schema(tags=TAG)
-class SchemaTypesView(RegistryView):
+class SchemaTypesView(APIView):
     @extend_schema(responses={200: serializers.ListField(child=serializers.CharField())})
     def get(self, request):
         return Response(["AVRO", "JSON", "PROTOBUF"])
 
 
 @extend_schema(tags=TAG)
-class SubjectsView(RegistryView):
+class SubjectsView(APIView):
     @extend_schema(parameters=[OpenApiParameter("deleted", bool)], responses={200: serializers.ListField(child=serializers.CharField())})
     def get(self, request):
         rows = SubjectVersion.objects.filter(tenant=request.auth.tenant)
@@ -101,7 +99,7 @@ class SubjectsView(RegistryView):
 
 
 @extend_schema(tags=TAG)
-class SubjectView(RegistryView):
+class SubjectView(APIView):
     @extend_schema(request=SchemaBody, responses={200: dict}, summary="Is this schema registered under the subject?")
     def post(self, request, subject: str):
         body = _schema_body(request)
@@ -123,11 +121,11 @@ class SubjectView(RegistryView):
                                                   acting=request.auth.actor))
 
     # Lookup is a POST that changes nothing: any scope may do it.
-    required_scopes = {"POST": "any"}
+    required_scopes = {"POST": ANY_SCOPE}
 
 
 @extend_schema(tags=TAG)
-class VersionsView(RegistryView):
+class VersionsView(APIView):
     @extend_schema(parameters=[OpenApiParameter("deleted", bool)], responses={200: serializers.ListField(child=serializers.IntegerField())})
     def get(self, request, subject: str):
         rows = SubjectVersion.objects.filter(tenant=request.auth.tenant, subject=subject)
@@ -147,7 +145,7 @@ class VersionsView(RegistryView):
 
 
 @extend_schema(tags=TAG)
-class VersionView(RegistryView):
+class VersionView(APIView):
     @extend_schema(parameters=[OpenApiParameter("deleted", bool)], responses={200: dict})
     def get(self, request, subject: str, version: str):
         return Response(_version_answer(_find_version(request, subject, version)))
@@ -155,15 +153,13 @@ class VersionView(RegistryView):
     @extend_schema(parameters=[OpenApiParameter("permanent", bool)], responses={200: serializers.IntegerField()})
     def delete(self, request, subject: str, version: str):
         permanent = _flag(request, "permanent")
-        if permanent:
-            request.query_params._mutable = True  # noqa: SLF001 - a permanent delete looks at soft-deleted rows
-            request.query_params["deleted"] = "true"
-        row = _find_version(request, subject, version)
+        # A permanent delete acts on a version that was soft-deleted first.
+        row = _find_version(request, subject, version, include_deleted=permanent or None)
         return Response(actions.do_delete_version(request.auth.tenant, subject, row, permanent=permanent, acting=request.auth.actor))
 
 
 @extend_schema(tags=TAG)
-class VersionSchemaView(RegistryView):
+class VersionSchemaView(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request, subject: str, version: str):
         row = _find_version(request, subject, version)
@@ -186,7 +182,7 @@ def _schema_by_id(request, schema_id: int) -> Schema:
 
 
 @extend_schema(tags=TAG)
-class SchemaByIdView(RegistryView):
+class SchemaByIdView(APIView):
     @extend_schema(parameters=[OpenApiParameter("subject", str)], responses={200: dict})
     def get(self, request, schema_id: int):
         schema = _schema_by_id(request, schema_id)
@@ -199,14 +195,14 @@ class SchemaByIdView(RegistryView):
 
 
 @extend_schema(tags=TAG)
-class SchemaByIdRawView(RegistryView):
+class SchemaByIdRawView(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request, schema_id: int):
         return _raw_schema(_schema_by_id(request, schema_id))
 
 
 @extend_schema(tags=TAG)
-class SchemaByIdSubjectsView(RegistryView):
+class SchemaByIdSubjectsView(APIView):
     @extend_schema(responses={200: serializers.ListField(child=serializers.CharField())})
     def get(self, request, schema_id: int):
         schema = _schema_by_id(request, schema_id)
@@ -214,7 +210,7 @@ class SchemaByIdSubjectsView(RegistryView):
 
 
 @extend_schema(tags=TAG)
-class SchemaByIdVersionsView(RegistryView):
+class SchemaByIdVersionsView(APIView):
     @extend_schema(responses={200: dict})
     def get(self, request, schema_id: int):
         schema = _schema_by_id(request, schema_id)
@@ -223,7 +219,7 @@ class SchemaByIdVersionsView(RegistryView):
 
 
 @extend_schema(tags=TAG)
-class GlobalConfigView(RegistryView):
+class GlobalConfigView(APIView):
     @extend_schema(responses={200: inline_serializer("CompatibilityLevel", {"compatibilityLevel": serializers.CharField()})})
     def get(self, request):
         return Response({"compatibilityLevel": actions.level_for(request.auth.tenant, "")})
@@ -247,7 +243,7 @@ def _level_body(request) -> str:
 
 
 @extend_schema(tags=TAG)
-class SubjectConfigView(RegistryView):
+class SubjectConfigView(APIView):
     @extend_schema(parameters=[OpenApiParameter("defaultToGlobal", bool)],
                    responses={200: inline_serializer("SubjectCompatibilityLevel", {"compatibilityLevel": serializers.CharField()})})
     def get(self, request, subject: str):
@@ -272,10 +268,10 @@ class SubjectConfigView(RegistryView):
 
 
 @extend_schema(tags=TAG)
-class CompatibilityView(RegistryView):
+class CompatibilityView(APIView):
     """Would this schema be accepted? Against one version, or (no version) the versions the level names."""
 
-    required_scopes = {"POST": "any"}  # a check changes nothing
+    required_scopes = {"POST": ANY_SCOPE}  # a check changes nothing
 
     @extend_schema(request=SchemaBody, parameters=[OpenApiParameter("verbose", bool)],
                    responses={200: inline_serializer("Compatible", {"is_compatible": serializers.BooleanField()})})

@@ -46,7 +46,3 @@ class Queue(models.Model):
     @property
     def dead_letter_topic(self) -> str:
         return f"{self.broker_topic}.dlq"
-
-    @property
-    def reserved_storage_bytes(self) -> int:
-        return self.retention_bytes * self.partitions
