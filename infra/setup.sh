@@ -11,6 +11,10 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || apt_missing+=(python3-venv)
 command -v gcc >/dev/null 2>&1 || apt_missing+=(gcc python3-dev)
 # The test suite runs the controller on PostgreSQL too, in a cluster of its own.
 command -v pg_createcluster >/dev/null 2>&1 || apt_missing+=(postgresql)
+# Redis: Celery's broker, rate-limit buckets, dedup windows (started by Tideway on a port of its own).
+command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
+# Browser tests drive Debian's Chromium through Playwright (never `playwright install`).
+command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 if [ ${#apt_missing[@]} -gt 0 ]; then
     echo "setup: installing system packages: ${apt_missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive

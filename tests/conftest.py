@@ -34,6 +34,25 @@ def wait_for_port(port: int, timeout_s: float = 20.0, process: subprocess.Popen 
     raise TimeoutError(f"nothing listening on port {port} after {timeout_s}s")
 
 
+class RedisProcess:
+    """A redis-server of the test's own, on a free port (never the system's 6379)."""
+
+    def __init__(self, home: Path) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        home.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--dir", str(home), "--logfile", str(home / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, timeout_s=20, process=self.process)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(10)
+
+
 class BrokerProcess:
     """A ``tideway broker`` subprocess with its data directory and log file."""
 

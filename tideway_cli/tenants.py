@@ -27,13 +27,17 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     serve = subparsers.add_parser(
         "serve",
-        help="serve the REST API (control plane, schema registry, OpenAPI docs) over HTTP",
-        description="Run the ASGI server (uvicorn with uvloop) for the control plane: /api/v1/..., the "
+        help="serve the REST API and the data gateway (HTTP and WebSocket)",
+        description="Run the ASGI server (uvicorn with uvloop) for the control plane and the data gateway: "
+        "/api/v1/... (management, publish and consume), WebSockets at /ws/v1/queues/NAME, the "
         "Confluent-compatible schema registry at /api/v1/registry, the OpenAPI schema at /api/schema/ and "
-        "browsable docs at /api/docs/. Migrates the database first unless --no-migrate.",
+        "browsable docs at /api/docs/. Rate limits and dedup windows live in Redis (TIDEWAY_REDIS_URL). "
+        "Migrates the database first unless --no-migrate.",
     )
     serve.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8000), help="HOST:PORT (default 127.0.0.1:8000)")
     serve.add_argument("--no-migrate", action="store_true", help="do not migrate the database at start")
+    serve.add_argument("--certfile", help="serve HTTPS and WSS with this PEM certificate (chain)")
+    serve.add_argument("--keyfile", help="the certificate's PEM private key (with --certfile)")
     serve.set_defaults(handler=_serve)
 
 
@@ -67,7 +71,11 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     host, port = args.listen
+    if bool(args.certfile) != bool(args.keyfile):
+        print("error: --certfile and --keyfile go together", file=sys.stderr)
+        return 2
     config = uvicorn.Config("controlplane.asgi:application", host=host, port=port, loop="uvloop", lifespan="off",
-                            log_level="info", access_log=False)
+                            log_level="info", access_log=False, ws="websockets-sansio", ws_ping_interval=20,
+                            ws_ping_timeout=20, ssl_certfile=args.certfile, ssl_keyfile=args.keyfile)
     uvicorn.Server(config).run()
     return 0

@@ -33,7 +33,7 @@ from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS
 
-__all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "parse_receipt", "redrive"]
+__all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "parse_receipt", "purge_dead_letters", "redrive"]
 
 log = logging.getLogger(__name__)
 
@@ -215,3 +215,21 @@ async def _commit_free(link: CoordinatorLink, tp, offset: int) -> None:
     for result in response.offsets:
         if result.error_code:
             raise errors.error_for_code(result.error_code, result.error_message)
+
+
+async def purge_dead_letters(client: TidewayClient, dlq_topic: str) -> int:
+    """Mark every dead letter as handled (the redrive position moves to the end); return how many there were.
+
+    The records stay in the log until retention removes them, as any log's do,
+    but they are no longer listed or redriven.
+    """
+    link = CoordinatorLink(client, _redrive_group(dlq_topic))
+    purged = 0
+    for info in await client.partitions_for(dlq_topic):
+        tp = (dlq_topic, info.partition)
+        start = (await fetch_committed(link, [tp]))[tp]
+        earliest, _ = await client.list_offset(dlq_topic, info.partition, m.EARLIEST_TIMESTAMP)
+        end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
+        purged += max(end - max(start, earliest), 0)
+        await _commit_free(link, tp, end)
+    return purged

@@ -1,4 +1,4 @@
-"""ASGI entry point of the control plane and gateway: ``uvicorn controlplane.asgi:application``."""
+"""ASGI entry point of the control plane and gateway (HTTP and WebSocket): ``uvicorn controlplane.asgi:application``."""
 
 import os
 import sys
@@ -11,4 +11,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-application = get_asgi_application()
+# Django must be set up before the WebSocket routes (and their models) are imported.
+http_application = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from gateway.routing import websocket_urlpatterns  # noqa: E402
+
+# WebSocket clients authenticate with a key or a short-lived token, never with cookies,
+# so pages of any origin may connect (no origin check).
+application = ProtocolTypeRouter({"http": http_application, "websocket": URLRouter(websocket_urlpatterns)})

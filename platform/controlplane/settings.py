@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "tenants",
     "topics",
     "registry",
+    "gateway",
 ]
 
 MIDDLEWARE = [
@@ -132,3 +133,16 @@ DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
+
+# Redis: Celery's broker and results, the gateway's rate-limit buckets and dedup windows.
+# `tideway up` starts one on this port when none answers; never the system's 6379 by default.
+TIDEWAY_REDIS_URL = os.environ.get("TIDEWAY_REDIS_URL", "redis://127.0.0.1:9479/0")
+CELERY_BROKER_URL = TIDEWAY_REDIS_URL
+CELERY_RESULT_BACKEND = TIDEWAY_REDIS_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_TRACK_STARTED = True
+CELERY_RESULT_EXPIRES = 24 * 3600
+
+# The gateway reads a publish body of at most this many bytes (1,000 messages and their JSON).
+GATEWAY_MAX_BODY_BYTES = int(os.environ.get("TIDEWAY_GATEWAY_MAX_BODY_BYTES", 16 << 20))
+DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES

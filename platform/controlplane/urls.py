@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 urlpatterns = [
+    path("api/v1/", include("gateway.urls")),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("topics.api.urls")),
     path("api/v1/", include("clusters.api.urls")),

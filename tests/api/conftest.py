@@ -8,6 +8,7 @@ they do not see each other's queues.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -25,6 +26,7 @@ from tests.conftest import (
     BrokerProcess,
     ControllerProcess,
     Deployment,
+    RedisProcess,
     free_port,
     wait_for_port,
 )
@@ -41,9 +43,12 @@ class ControlPlane:
         self.base_url = f"http://127.0.0.1:{port}"
         self._names = itertools.count(1)
 
+    redis_url = ""
+
     @property
     def env(self) -> dict:
-        return {**os.environ, "TIDEWAY_HOME": str(self.home), "DATABASE_URL": self.database_url, "TIDEWAY_LOG_LEVEL": "WARNING"}
+        return {**os.environ, "TIDEWAY_HOME": str(self.home), "DATABASE_URL": self.database_url, "TIDEWAY_LOG_LEVEL": "WARNING",
+                "TIDEWAY_REDIS_URL": self.redis_url}
 
     def unique(self, prefix: str) -> str:
         return f"{prefix}-{uuid.uuid4().hex[:6]}-{next(self._names)}"
@@ -72,17 +77,69 @@ class ControlPlane:
         return asyncio.run(self.deployment.describe())
 
 
-def _start_server(home: Path, database_url: str) -> tuple[subprocess.Popen, int]:
+def _start_server(home: Path, env: dict) -> tuple[subprocess.Popen, int]:
     port = free_port()
     log_file = open(home / "server.log", "ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate"],
-        cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-        env={**os.environ, "TIDEWAY_HOME": str(home), "DATABASE_URL": database_url},
+        cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env,
     )
     log_file.close()
     wait_for_port(port, timeout_s=60, process=process)
     return process, port
+
+
+def start_worker(home: Path, env: dict) -> subprocess.Popen:
+    """A Celery worker (dead-letter redrives), as `tideway up` starts one."""
+    log_file = open(home / "worker.log", "ab")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip",
+         "--loglevel", "INFO"],
+        cwd=REPO_ROOT / "platform", stdout=log_file, stderr=subprocess.STDOUT, env=env,
+    )
+    log_file.close()
+    return process
+
+
+@contextlib.contextmanager
+def running_control_plane(home: Path, database_url: str):
+    """Redis, a controller, 3 brokers, a Celery worker and `tideway serve`, stopped afterwards."""
+    redis_server = RedisProcess(home / "redis")
+    env = {**os.environ, "TIDEWAY_HOME": str(home), "DATABASE_URL": database_url, "TIDEWAY_REDIS_URL": redis_server.url}
+    controller = ControllerProcess(home, "controller", database_url=database_url,
+                                   extra_args=["--lease-ms", "2000", "--broker-session-timeout-ms", "3000"]).start(migrate=True)
+    processes = [controller]
+    server = worker = plane = None
+    try:
+        brokers = {}
+        for i in range(1, 4):
+            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=["--controller", controller.address])
+            brokers[i] = broker.start()
+            processes.append(broker)
+        deployment = Deployment([controller], brokers)
+        asyncio.run(deployment.wait_until(lambda s: sum(b.state == "alive" for b in s.brokers) == 3, 60, "3 live brokers"))
+        worker = start_worker(home, env)
+        server, port = _start_server(home, env)
+        plane = ControlPlane(home, database_url, deployment, server, port)
+        plane.redis_url = redis_server.url
+        plane.server_env = env
+        yield plane
+    finally:
+        # A test may have restarted the server: stop the one running now.
+        for process in (plane.server if plane is not None else server, worker):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        for process in reversed(processes):
+            process.kill()
+        redis_server.stop()
+        log = home / "server.log"
+        if log.exists():
+            errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line]
+            print(f"server log: {len(errors)} tracebacks ({log})")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -96,33 +153,8 @@ def control_plane(request, tmp_path_factory):
         subprocess.run(["su", "postgres", "-c", f"psql -p {port} -h 127.0.0.1 -c \"CREATE DATABASE {name} OWNER tideway\""],
                        check=True, capture_output=True)
         database_url = f"postgres://tideway@127.0.0.1:{port}/{name}"
-    controller = ControllerProcess(home, "controller", database_url=database_url,
-                                   extra_args=["--lease-ms", "2000", "--broker-session-timeout-ms", "3000"]).start(migrate=True)
-    brokers = {}
-    processes = [controller]
-    server = None
-    try:
-        for i in range(1, 4):
-            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=["--controller", controller.address])
-            brokers[i] = broker.start()
-            processes.append(broker)
-        deployment = Deployment([controller], brokers)
-        asyncio.run(deployment.wait_until(lambda s: sum(b.state == "alive" for b in s.brokers) == 3, 60, "3 live brokers"))
-        server, port = _start_server(home, database_url)
-        yield ControlPlane(home, database_url, deployment, server, port)
-    finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-        for process in reversed(processes):
-            process.kill()
-        log = home / "server.log"
-        if log.exists():
-            errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line]
-            print(f"server log: {len(errors)} tracebacks ({log})")
+    with running_control_plane(home, database_url) as plane:
+        yield plane
 
 
 def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):

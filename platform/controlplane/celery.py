@@ -1,0 +1,15 @@
+"""The Celery app of the control plane: ``celery -A controlplane worker``.
+
+Redis (TIDEWAY_REDIS_URL) is its broker and result store. Tasks live in each
+app's ``tasks`` module (e.g. gateway.tasks: dead-letter redrives).
+"""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+
+app = Celery("controlplane")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class GatewayConfig(AppConfig):
+    """The data gateway: publish and consume over REST and WebSockets."""
+
+    name = "gateway"
+    default_auto_field = "django.db.models.BigAutoField"

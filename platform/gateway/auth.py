@@ -1,0 +1,156 @@
+"""Who is calling the data gateway: API keys (cached) and short-lived browser tokens.
+
+A key is looked up in the database at most once per ``KEY_CACHE_SECONDS`` per
+process, so the hot path does no ORM work; a revoked key therefore stops
+working within that time (the API promises 5 s). Browser tokens are signed
+(Django's signing, the deployment's SECRET_KEY) and name the key they were
+obtained with: revoking the key stops its tokens too, and a token never holds
+the key's secret, so no long-lived secret travels in a WebSocket URL.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.core import signing
+from django.utils import timezone
+
+from controlplane.api.principal import Principal
+from gateway.errors import GatewayError
+from tenants.keys import secret_matches, split_key
+
+KEY_CACHE_SECONDS = 3.0
+TOKEN_PREFIX = "twt_"
+TOKEN_SALT = "tideway.gateway.token"
+TOKEN_TTL_DEFAULT_S = 300
+TOKEN_TTL_MAX_S = 3600
+LAST_USED_WRITE_INTERVAL_S = 60.0
+_CACHE_MAX = 10_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The rate quotas and size limit of a tenant's plan."""
+
+    requests_per_s: int
+    publish_bytes_per_s: int
+    consume_bytes_per_s: int
+    max_message_bytes: int
+
+
+@dataclass(frozen=True)
+class Caller:
+    principal: Principal
+    limits: Limits
+    token_patterns: tuple[str, ...] = ()  # a token may narrow its key's queue patterns further
+
+    def may_touch(self, queue_name: str) -> bool:
+        if self.token_patterns and not any(fnmatch.fnmatchcase(queue_name, p) for p in self.token_patterns):
+            return False
+        return self.principal.may_touch(queue_name)
+
+    @property
+    def tenant_id(self) -> int:
+        return self.principal.tenant.pk
+
+
+@dataclass(frozen=True)
+class _KeyRow:
+    secret_sha256: str
+    revoked: bool
+    caller: Caller
+
+
+_keys: dict[str, tuple[float, _KeyRow | None]] = {}
+
+
+def _load_key(prefix: str) -> _KeyRow | None:
+    from tenants.models import ApiKey
+
+    row = ApiKey.objects.select_related("tenant", "tenant__plan").filter(prefix=prefix).first()
+    if row is None:
+        return None
+    now = timezone.now()
+    if row.revoked_at is None and (row.last_used_at is None or (now - row.last_used_at).total_seconds() > LAST_USED_WRITE_INTERVAL_S):
+        ApiKey.objects.filter(pk=row.pk).update(last_used_at=now)
+    plan = row.tenant.plan
+    principal = Principal(tenant=row.tenant, scopes=frozenset(row.scopes), actor=f"key:{row.prefix}",
+                          queue_patterns=tuple(row.queue_patterns) or ("*",), api_key=row)
+    limits = Limits(plan.max_requests_per_s, plan.max_publish_bytes_per_s, plan.max_consume_bytes_per_s, plan.max_message_bytes)
+    return _KeyRow(row.secret_sha256, row.revoked_at is not None, Caller(principal, limits))
+
+
+async def _key_row(prefix: str) -> _KeyRow | None:
+    now = time.monotonic()
+    cached = _keys.get(prefix)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    row = await sync_to_async(_load_key)(prefix)
+    if len(_keys) >= _CACHE_MAX:
+        _keys.clear()
+    _keys[prefix] = (now + KEY_CACHE_SECONDS, row)
+    return row
+
+
+def _unauthenticated() -> GatewayError:
+    return GatewayError("unauthenticated", "authenticate with 'Authorization: Bearer <API key>' (or a token from POST /api/v1/tokens)", 401)
+
+
+async def caller_for_key(key: str) -> Caller:
+    parts = split_key(key)
+    if parts is None:
+        raise GatewayError("invalid_credentials", "the API key is malformed (expected tw_<12 hex>_<secret>)", 401)
+    prefix, secret = parts
+    row = await _key_row(prefix)
+    if row is None or not secret_matches(secret, row.secret_sha256):
+        raise GatewayError("invalid_credentials", "the API key is not valid", 401)
+    if row.revoked:
+        raise GatewayError("invalid_credentials", "the API key was revoked", 401)
+    return row.caller
+
+
+def issue_token(caller: Caller, *, ttl_s: int, scopes: list[str] | None, queues: list[str] | None) -> tuple[str, int]:
+    """A signed token acting for ``caller``'s key, narrowed to ``scopes`` and queue ``queues`` patterns."""
+    principal = caller.principal
+    expires = int(time.time()) + ttl_s
+    payload = {"k": principal.api_key.prefix, "e": expires}
+    if scopes is not None:
+        payload["s"] = sorted(set(scopes) & principal.scopes)
+    if queues is not None:
+        payload["q"] = list(queues)
+    return TOKEN_PREFIX + signing.dumps(payload, salt=TOKEN_SALT, compress=True), expires
+
+
+async def caller_for_token(token: str) -> Caller:
+    try:
+        payload = signing.loads(token[len(TOKEN_PREFIX):], salt=TOKEN_SALT)
+    except signing.BadSignature:
+        raise GatewayError("invalid_credentials", "the token is not valid", 401) from None
+    if payload.get("e", 0) < time.time():
+        raise GatewayError("invalid_credentials", "the token has expired: get a new one with POST /api/v1/tokens", 401)
+    row = await _key_row(str(payload.get("k", "")))
+    if row is None or row.revoked:
+        raise GatewayError("invalid_credentials", "the API key this token was obtained with was revoked", 401)
+    caller = row.caller
+    if "s" in payload:
+        principal = caller.principal
+        narrowed = Principal(tenant=principal.tenant, scopes=principal.scopes & frozenset(payload["s"]),
+                             actor=principal.actor + ":token", queue_patterns=principal.queue_patterns, api_key=principal.api_key)
+        caller = Caller(narrowed, caller.limits)
+    if "q" in payload:
+        caller = Caller(caller.principal, caller.limits, token_patterns=tuple(payload["q"]))
+    return caller
+
+
+async def authenticate(authorization: str, token: str = "") -> Caller:
+    """The caller of a request from its Authorization header (or a ``token`` query parameter)."""
+    scheme, _, value = authorization.partition(" ")
+    value = value.strip()
+    if scheme.lower() == "bearer" and value:
+        return await (caller_for_token(value) if value.startswith(TOKEN_PREFIX) else caller_for_key(value))
+    if token:
+        return await caller_for_token(token)
+    raise _unauthenticated()

@@ -1,0 +1,263 @@
+"""The WebSocket endpoint ``/ws/v1/queues/{name}``: publish and subscribe on one connection.
+
+Frames are JSON text. From the client::
+
+    {"type": "subscribe", "group": "workers", "prefetch": 10, "visibility_timeout": 30}
+    {"type": "ack", "receipts": ["0:17:1"], "id": 7}
+    {"type": "nack", "receipts": [...], "delay_seconds": 5}     (also "reject", "extend" with "seconds")
+    {"type": "publish", "id": 8, "messages": [{"value": "hello"}]}
+    {"type": "ping", "id": 9}
+
+From the server: ``ready``, ``messages`` (a list of deliveries with receipts),
+``acked`` / ``nacked`` / ``rejected`` / ``extended``, ``published``, ``pong``,
+``throttle`` (with ``retry_after_ms``) and ``error`` (the API's error shape);
+answers echo the request's ``id``.
+
+Flow control is by credit: at most ``prefetch`` delivered messages are
+unacknowledged at any time, so a slow client never makes the server hold
+more than that. When the connection closes, its unacknowledged messages are
+released for redelivery at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from urllib.parse import parse_qs
+
+import msgspec
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from brokers import errors as broker_errors
+from gateway import limits, pool
+from gateway.auth import Caller, authenticate
+from gateway.catalog import QueueInfo, queue_named
+from gateway.errors import GatewayError, invalid, queue_not_found
+from gateway.publishing import publish
+from gateway.views.base import broker_failure
+from gateway.views.queue_model import MAX_LOCK_SECONDS, checked_receipts, delivery_json
+from gateway.wire import ENCODER, OutgoingMessage
+
+log = logging.getLogger(__name__)
+
+PREFETCH_MAX = 1000
+LONG_POLL_MS = 2000
+
+# WebSocket close codes (4000-4999 are the application's): the HTTP status + 4000.
+CLOSE_UNAUTHENTICATED, CLOSE_FORBIDDEN, CLOSE_NOT_FOUND = 4401, 4403, 4404
+
+
+class Frame(msgspec.Struct, forbid_unknown_fields=True):
+    type: str
+    id: int | str | None = None
+    group: str | None = None
+    prefetch: int = 10
+    visibility_timeout: float | None = None
+    receipts: list[str] = []
+    delay_seconds: float | None = None
+    seconds: float | None = None
+    error: str = ""
+    messages: list[OutgoingMessage] = []
+    encoding: str = "text"
+
+
+_decode_frame = msgspec.json.Decoder(Frame).decode
+
+
+class QueueSocket(AsyncWebsocketConsumer):
+    caller: Caller
+    queue: QueueInfo
+
+    async def connect(self) -> None:
+        await self.accept()
+        name = self.scope["url_route"]["kwargs"]["name"]
+        headers = dict(self.scope.get("headers", []))
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        self.pump: asyncio.Task | None = None
+        self.unacked: dict[str, int] = {}  # receipt -> lock deadline (ms)
+        self.credit = asyncio.Event()
+        self.closing = False
+        self.consumer = None
+        try:
+            self.caller = await authenticate(headers.get(b"authorization", b"").decode(), (query.get("token") or [""])[0])
+            if not self.caller.may_touch(name):
+                raise GatewayError("forbidden", f"this API key may not use queue {name!r}", 403)
+            queue = await queue_named(self.caller.tenant_id, name)
+            if queue is None:
+                raise queue_not_found(name)
+            self.queue = queue
+        except GatewayError as exc:
+            await self.send_json({"type": "error", **exc.body()})
+            await self.close(code=4000 + exc.status if exc.status in (401, 403, 404) else 4400)
+            return
+        await self.send_json({"type": "ready", "queue": name, "mode": self.queue.mode, "prefetch_max": PREFETCH_MAX})
+
+    async def send_json(self, body: dict) -> None:
+        await self.send(text_data=ENCODER.encode(body).decode())
+
+    async def receive(self, text_data=None, bytes_data=None) -> None:
+        frame_id = None
+        try:
+            if not hasattr(self, "queue"):
+                return
+            try:
+                frame = _decode_frame(text_data if text_data is not None else bytes_data)
+            except msgspec.ValidationError as exc:
+                raise invalid(f"the frame is not valid: {exc}") from None
+            except msgspec.DecodeError as exc:
+                raise GatewayError("malformed_request", f"the frame is not JSON: {exc}", 400) from None
+            frame_id = frame.id
+            handler = _HANDLERS.get(frame.type)
+            if handler is None:
+                raise invalid(f"unknown frame type {frame.type!r} (subscribe, ack, nack, reject, extend, publish, ping)")
+            await handler(self, frame)
+        except GatewayError as exc:
+            if exc.code == "throttled":
+                await self.send_json({"type": "throttle", "id": frame_id, "retry_after_ms": exc.retry_after_ms, **exc.body()})
+            else:
+                await self.send_json({"type": "error", "id": frame_id, **exc.body()})
+        except broker_errors.TidewayError as exc:
+            await self.send_json({"type": "error", "id": frame_id, **broker_failure(exc).body()})
+
+    def _need(self, scope: str) -> None:
+        if scope not in self.caller.principal.scopes:
+            raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope", 403)
+
+    # -- frames ------------------------------------------------------------------------------
+
+    async def on_ping(self, frame: Frame) -> None:
+        await self.send_json({"type": "pong", "id": frame.id})
+
+    async def on_publish(self, frame: Frame) -> None:
+        self._need("produce")
+        await limits.take(self.caller, requests=1)
+        results = await publish(self.caller, self.queue, frame.messages)
+        await self.send_json({"type": "published", "id": frame.id, "messages": results})
+
+    async def on_subscribe(self, frame: Frame) -> None:
+        self._need("consume")
+        if self.pump is not None:
+            raise invalid("this connection is already subscribed")
+        if not self.queue.is_queue:
+            raise GatewayError("wrong_mode", f"{self.queue.name!r} is a stream: read it over REST by partition and offset", 409)
+        if not 1 <= frame.prefetch <= PREFETCH_MAX:
+            raise invalid(f"prefetch must be 1 to {PREFETCH_MAX}")
+        if frame.visibility_timeout is not None and not 0 < frame.visibility_timeout <= MAX_LOCK_SECONDS:
+            raise invalid(f"visibility_timeout must be more than 0 and at most {MAX_LOCK_SECONDS} seconds")
+        from gateway.views.base import Call, broker_group
+
+        group = broker_group(Call(self.caller, self.queue), frame.group or "default", "q")
+        self.consumer = await pool.queue_consumer(self.queue.bootstrap, group, self.queue.broker_topic)
+        self.prefetch = frame.prefetch
+        self.lock_ms = int(frame.visibility_timeout * 1000) if frame.visibility_timeout else 0
+        self.base64_always = frame.encoding == "base64"
+        self.pump = asyncio.get_running_loop().create_task(self._pump())
+        await self.send_json({"type": "subscribed", "id": frame.id, "group": frame.group or "default", "prefetch": self.prefetch})
+
+    async def _settle(self, frame: Frame, action: str) -> None:
+        self._need("consume")
+        if self.consumer is None:
+            raise invalid("subscribe before acknowledging")
+        receipts = checked_receipts(frame.receipts)
+        answer: dict = {"type": _ANSWERS[action], "id": frame.id, "receipts": receipts}
+        try:
+            if action == "ack":
+                await self.consumer.ack(receipts)
+            elif action == "nack":
+                delay = None if frame.delay_seconds is None else int(frame.delay_seconds * 1000)
+                await self.consumer.nack(receipts, delay_ms=delay, error=frame.error)
+            elif action == "reject":
+                await self.consumer.reject(receipts, error=frame.error)
+            else:
+                if frame.seconds is None or not 0 < frame.seconds <= MAX_LOCK_SECONDS:
+                    raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
+                deadlines = await self.consumer.extend(receipts, int(frame.seconds * 1000))
+                for receipt, deadline in zip(receipts, deadlines, strict=True):
+                    if receipt in self.unacked:
+                        self.unacked[receipt] = deadline
+                answer["visible_at"] = deadlines
+        finally:
+            if action != "extend":
+                for receipt in receipts:
+                    self.unacked.pop(receipt, None)
+                self.credit.set()
+        await self.send_json(answer)
+
+    async def on_ack(self, frame: Frame) -> None:
+        await self._settle(frame, "ack")
+
+    async def on_nack(self, frame: Frame) -> None:
+        await self._settle(frame, "nack")
+
+    async def on_reject(self, frame: Frame) -> None:
+        await self._settle(frame, "reject")
+
+    async def on_extend(self, frame: Frame) -> None:
+        await self._settle(frame, "extend")
+
+    # -- pushing -----------------------------------------------------------------------------
+
+    def _room(self) -> int:
+        now_ms = time.time() * 1000
+        expired = [r for r, deadline in self.unacked.items() if deadline <= now_ms]
+        for receipt in expired:  # the lock passed: the message is someone else's now
+            del self.unacked[receipt]
+        return self.prefetch - len(self.unacked)
+
+    async def _pump(self) -> None:
+        while not self.closing:
+            room = self._room()
+            if room <= 0:
+                self.credit.clear()
+                try:
+                    await asyncio.wait_for(self.credit.wait(), 1.0)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                await limits.take(self.caller, requests=1)
+                messages = await self.consumer.receive(room, wait_ms=LONG_POLL_MS, lock_ms=self.lock_ms)
+            except GatewayError as exc:
+                await self.send_json({"type": "throttle", "retry_after_ms": exc.retry_after_ms, **exc.body()})
+                await asyncio.sleep((exc.retry_after_ms or 1000) / 1000)
+                continue
+            except broker_errors.TidewayError as exc:
+                log.info("websocket on %s: receive failed (%s); retrying", self.queue.broker_topic, exc)
+                await asyncio.sleep(0.5)
+                continue
+            if not messages:
+                continue
+            for message in messages:
+                self.unacked[message.receipt] = message.lock_deadline_ms
+            if self.closing:
+                break
+            await self.send_json({"type": "messages", "messages": [delivery_json(m, self.base64_always) for m in messages]})
+            await limits.charge_consumed(self.caller, sum(len(m.value or b"") + len(m.key or b"") for m in messages))
+
+    async def disconnect(self, code) -> None:
+        self.closing = True
+        if getattr(self, "pump", None) is not None:
+            try:
+                await asyncio.wait_for(self.pump, LONG_POLL_MS / 1000 + 5)
+            except (TimeoutError, asyncio.CancelledError, Exception) as exc:  # closing: release what we can
+                log.info("websocket pump ended with %r", exc)
+        if self.unacked and self.consumer is not None:
+            receipts = list(self.unacked)
+            self.unacked.clear()
+            try:
+                await self.consumer.nack(receipts, delay_ms=0, error="the WebSocket consumer disconnected")
+            except broker_errors.TidewayError as exc:
+                log.info("releasing %d messages after a disconnect: %s (they come back when their locks expire)", len(receipts), exc)
+
+
+_ANSWERS = {"ack": "acked", "nack": "nacked", "reject": "rejected", "extend": "extended"}
+_HANDLERS = {
+    "ping": QueueSocket.on_ping,
+    "publish": QueueSocket.on_publish,
+    "subscribe": QueueSocket.on_subscribe,
+    "ack": QueueSocket.on_ack,
+    "nack": QueueSocket.on_nack,
+    "reject": QueueSocket.on_reject,
+    "extend": QueueSocket.on_extend,
+}

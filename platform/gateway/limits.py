@@ -1,0 +1,180 @@
+"""Per-tenant rate limits (Redis token buckets) and the deduplication window.
+
+Buckets: requests/s, publish bytes/s and consume bytes/s of the tenant's plan,
+each holding at most one second of its rate. A call passes while a bucket is
+above zero and then takes its cost, which may leave the bucket in debt (a
+single publish may be larger than one second of quota); callers wait until
+the debt is paid back. Consumed bytes are charged after delivery. Every
+gateway process shares the buckets, so the limit is per tenant, not per
+process.
+
+Deduplication ids are remembered for five minutes per queue: the first publish
+with an id reserves it (SET NX) before producing, and records where the
+message went once the brokers acknowledged it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import redis.asyncio as redis
+from django.conf import settings
+
+from gateway.auth import Caller
+from gateway.errors import GatewayError
+
+log = logging.getLogger(__name__)
+
+DEDUP_WINDOW_S = 300
+_PENDING = "pending"
+
+# KEYS: bucket keys. ARGV: now (ms), then rate (per s) and cost for each key.
+# Returns 0 when every bucket is above zero (and takes the costs), else the ms to wait.
+_TAKE = """
+local now = tonumber(ARGV[1])
+local wait = 0
+local levels = {}
+for i, key in ipairs(KEYS) do
+  local rate = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', key, 't', 'ts')
+  local tokens = tonumber(state[1]) or rate
+  local ts = tonumber(state[2]) or now
+  tokens = math.min(rate, tokens + (now - ts) * rate / 1000)
+  levels[i] = tokens
+  if tokens <= 0 then
+    local w = math.ceil((1 - tokens) * 1000 / rate)
+    if w > wait then wait = w end
+  end
+end
+if wait > 0 then return wait end
+for i, key in ipairs(KEYS) do
+  local rate = tonumber(ARGV[2 * i])
+  redis.call('HSET', key, 't', levels[i] - tonumber(ARGV[2 * i + 1]), 'ts', now)
+  redis.call('PEXPIRE', key, 60000)
+end
+return 0
+"""
+
+_connections: dict[int, redis.Redis] = {}
+_scripts: dict[int, object] = {}
+
+
+def connection() -> redis.Redis:
+    """The Redis connection pool of this event loop."""
+    loop_id = id(asyncio.get_running_loop())
+    found = _connections.get(loop_id)
+    if found is None:
+        found = _connections[loop_id] = redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+        _scripts[loop_id] = found.register_script(_TAKE)
+    return found
+
+
+_last_warning = 0.0
+
+
+def _redis_down(exc: Exception) -> None:
+    global _last_warning
+    if time.monotonic() - _last_warning > 10:
+        _last_warning = time.monotonic()
+        log.warning("Redis at %s is unreachable (%s): rate limits are not enforced until it is back", settings.TIDEWAY_REDIS_URL, exc)
+
+
+async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, consume_bytes: int = 0) -> None:
+    """Take from the tenant's buckets or raise 429 ``throttled`` (with how long to wait)."""
+    limits, tenant = caller.limits, caller.tenant_id
+    keys, args = [], [int(time.time() * 1000)]
+    for name, rate, cost in (("req", limits.requests_per_s, requests), ("in", limits.publish_bytes_per_s, publish_bytes),
+                             ("out", limits.consume_bytes_per_s, consume_bytes)):
+        if cost or name == "out":  # consuming checks the out bucket even before it knows the cost
+            keys.append(f"tw:rl:{tenant}:{name}")
+            args += [max(rate, 1), cost]
+    connection()
+    script = _scripts[id(asyncio.get_running_loop())]
+    try:
+        wait_ms = int(await script(keys=keys, args=args))
+    except (redis.RedisError, OSError) as exc:
+        _redis_down(exc)  # availability first: a Redis outage must not stop publishing
+        return
+    if wait_ms > 0:
+        raise GatewayError("throttled", f"the plan's rate limit was reached: retry in {wait_ms} ms", 429,
+                           details={"retry_after_ms": wait_ms}, retry_after_ms=wait_ms)
+
+
+async def charge_consumed(caller: Caller, consumed_bytes: int) -> None:
+    """Charge bytes already delivered to the consume bucket (the next receive waits if it is in debt)."""
+    if consumed_bytes <= 0:
+        return
+    key = f"tw:rl:{caller.tenant_id}:out"
+    try:
+        # A bucket already in debt stays so: charge unconditionally (the refill is computed from its time stamp).
+        async with connection().pipeline(transaction=False) as pipe:
+            pipe.hincrbyfloat(key, "t", -consumed_bytes)
+            pipe.pexpire(key, 60_000)
+            await pipe.execute()
+    except (redis.RedisError, OSError) as exc:
+        _redis_down(exc)
+
+
+# -- deduplication ----------------------------------------------------------------------------
+
+
+def _dedup_key(queue_id: int, dedup_id: str) -> str:
+    return f"tw:dd:{queue_id}:{dedup_id}"
+
+
+async def reserve_dedup_ids(queue_id: int, dedup_ids: list[tuple[int, str]]) -> None:
+    """Reserve (message index, dedup id) pairs for five minutes, or refuse them all with 409 ``duplicate_message``."""
+    if not dedup_ids:
+        return
+    seen: dict[str, int] = {}
+    repeats = []
+    for index, dedup_id in dedup_ids:
+        if dedup_id in seen:
+            repeats.append({"index": index, "dedup_id": dedup_id, "same_as_index": seen[dedup_id]})
+        seen[dedup_id] = index
+    if repeats:
+        raise GatewayError("duplicate_message", "the request carries the same dedup id twice", 409, details={"duplicates": repeats})
+    db = connection()
+    try:
+        async with db.pipeline(transaction=False) as pipe:
+            for _index, dedup_id in dedup_ids:
+                pipe.set(_dedup_key(queue_id, dedup_id), _PENDING, nx=True, ex=DEDUP_WINDOW_S)
+            reserved = await pipe.execute()
+        if all(reserved):
+            return
+        taken = [(index, dedup_id) for (index, dedup_id), ok in zip(dedup_ids, reserved, strict=True) if not ok]
+        mine = [dedup_id for (_index, dedup_id), ok in zip(dedup_ids, reserved, strict=True) if ok]
+        previous = await db.mget([_dedup_key(queue_id, d) for _i, d in taken])
+        if mine:
+            await db.delete(*(_dedup_key(queue_id, d) for d in mine))
+    except (redis.RedisError, OSError) as exc:
+        raise GatewayError("unavailable", f"deduplication is unavailable (Redis: {exc}); retry", 503, retry_after_ms=1000) from None
+    duplicates = []
+    for (index, dedup_id), where in zip(taken, previous, strict=True):
+        entry = {"index": index, "dedup_id": dedup_id}
+        where = (where or b"").decode()
+        if where and where != _PENDING:
+            partition, offset = where.split(":")
+            entry.update(partition=int(partition), offset=int(offset))
+        duplicates.append(entry)
+    raise GatewayError("duplicate_message", f"{len(duplicates)} message(s) repeat a dedup id published in the last "
+                       f"{DEDUP_WINDOW_S // 60} minutes; nothing was published", 409, details={"duplicates": duplicates})
+
+
+async def settle_dedup_ids(queue_id: int, outcomes: list[tuple[str, tuple[int, int] | None]]) -> None:
+    """After producing: remember where each message went, or free the ids of those that failed."""
+    if not outcomes:
+        return
+    try:
+        async with connection().pipeline(transaction=False) as pipe:
+            for dedup_id, where in outcomes:
+                key = _dedup_key(queue_id, dedup_id)
+                if where is None:
+                    pipe.delete(key)
+                else:
+                    pipe.set(key, f"{where[0]}:{where[1]}", xx=True, keepttl=True)
+            await pipe.execute()
+    except (redis.RedisError, OSError) as exc:
+        log.warning("could not record dedup ids of queue %d: %s", queue_id, exc)

@@ -1,0 +1,131 @@
+"""Pooled connections from the gateway to broker clusters (one client and one producer per cluster).
+
+The broker client keeps one connection per broker and knows partition
+leaders; the producer batches records of concurrent requests into the same
+produce requests (acks=all, idempotent), so a publish is acknowledged only
+once every in-sync replica holds it. Everything here lives on the event loop
+of the ASGI server that created it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from brokers import errors
+from brokers.client import Producer, QueueConsumer, TidewayClient
+from brokers.client.group import CoordinatorLink
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.record.batch import Record, decode_records, iter_batches
+
+log = logging.getLogger(__name__)
+
+_clients: dict[tuple[int, str], TidewayClient] = {}
+_producers: dict[tuple[int, str], Producer] = {}
+_starting: dict[tuple[int, str], asyncio.Future] = {}
+
+
+def _key(bootstrap: str) -> tuple[int, str]:
+    return id(asyncio.get_running_loop()), bootstrap
+
+
+async def client(bootstrap: str) -> TidewayClient:
+    key = _key(bootstrap)
+    found = _clients.get(key)
+    if found is not None:
+        return found
+    starting = _starting.get(key)
+    if starting is None:
+        starting = _starting[key] = asyncio.ensure_future(_start(key, bootstrap))
+    try:
+        return await asyncio.shield(starting)
+    finally:
+        if starting.done():
+            _starting.pop(key, None)
+
+
+async def _start(key: tuple[int, str], bootstrap: str) -> TidewayClient:
+    new = TidewayClient(bootstrap, request_timeout_ms=30_000)
+    await new.start()
+    producer = Producer(new, acks="all", linger_ms=1)
+    await producer.start()
+    _producers[key] = producer
+    _clients[key] = new
+    return new
+
+
+async def producer(bootstrap: str) -> Producer:
+    await client(bootstrap)
+    return _producers[_key(bootstrap)]
+
+
+async def read_partition(bootstrap: str, topic: str, partition: int, offset: int, *, max_records: int,
+                         wait_ms: int, max_bytes: int = 4 << 20) -> tuple[list[Record], int, int]:
+    """Up to ``max_records`` records of one partition from ``offset``: (records, next offset, high watermark)."""
+    broker_client = await client(bootstrap)
+    if topic not in broker_client.topics:
+        await broker_client.refresh_metadata([topic])
+    for attempt in range(3):
+        try:
+            leader = broker_client.leader_for(topic, partition)
+            connection = await broker_client.connection(leader)
+            request = m.FetchRequest(max_wait_ms=wait_ms, min_bytes=1, max_bytes=max_bytes, partitions=[
+                m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])
+            response: m.FetchResponse = await connection.request(ApiKey.FETCH, request, timeout_s=broker_client.request_timeout_s + wait_ms / 1000)
+            result = response.partitions[0]
+            if result.error_code:
+                raise errors.error_for_code(result.error_code, result.error_message)
+            break
+        except errors.TidewayError as exc:
+            if not exc.retriable or attempt == 2:
+                raise
+            await asyncio.sleep(0.2)
+            await broker_client.refresh_metadata([topic])
+    records: list[Record] = []
+    for position, _base, _size in iter_batches(result.records):
+        records.extend(r for r in decode_records(result.records, position) if r.offset >= offset)
+        if len(records) >= max_records:
+            break
+    del records[max_records:]
+    next_offset = records[-1].offset + 1 if records else offset
+    return records, next_offset, result.high_watermark
+
+
+async def close_all() -> None:
+    for key, producer_ in list(_producers.items()):
+        try:
+            await producer_.stop()
+        except Exception as exc:  # closing: report and carry on with the others
+            log.warning("closing the producer to %s: %s", key[1], exc)
+    for broker_client in _clients.values():
+        await broker_client.close()
+    _producers.clear()
+    _clients.clear()
+
+
+_queue_consumers: dict[tuple[int, str, str, str], QueueConsumer] = {}
+_links: dict[tuple[int, str, str], CoordinatorLink] = {}
+_LINKS_MAX = 10_000
+
+
+async def queue_consumer(bootstrap: str, group_id: str, topic: str) -> QueueConsumer:
+    """A queue consumer of ``group_id`` on ``topic`` (kept, so its group coordinator is found once)."""
+    key = (*_key(bootstrap), group_id, topic)
+    found = _queue_consumers.get(key)
+    if found is None:
+        if len(_queue_consumers) >= _LINKS_MAX:
+            _queue_consumers.clear()
+        found = _queue_consumers[key] = QueueConsumer(await client(bootstrap), group_id, topic)
+    return found
+
+
+async def coordinator(bootstrap: str, group_id: str) -> CoordinatorLink:
+    """The link to ``group_id``'s coordinator (kept, as above)."""
+    key = (*_key(bootstrap), group_id)
+    found = _links.get(key)
+    if found is None:
+        if len(_links) >= _LINKS_MAX:
+            _links.clear()
+        found = _links[key] = CoordinatorLink(await client(bootstrap), group_id)
+    return found

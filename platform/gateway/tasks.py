@@ -1,0 +1,30 @@
+"""Background work of the gateway (Celery): dead-letter redrives at a rate."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from celery import shared_task
+
+from brokers.client import TidewayClient
+from brokers.client.queue import redrive
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="gateway.redrive_dead_letters")
+def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None) -> dict:
+    """Move dead letters of queue ``queue_id`` back to it; safe to run again after a crash (see brokers.client.queue.redrive)."""
+    from clusters.admin import bootstrap_of
+    from topics.models import Queue
+
+    queue = Queue.objects.select_related("cluster").get(pk=queue_id)
+
+    async def run() -> int:
+        async with TidewayClient(bootstrap_of(queue.cluster)) as client:
+            return await redrive(client, queue.dead_letter_topic, rate_per_s=rate_per_s, limit=limit)
+
+    moved = asyncio.run(run())
+    log.info("redrove %d dead letters of %s at up to %.1f/s", moved, queue, rate_per_s)
+    return {"queue_id": queue_id, "moved": moved}

@@ -1,0 +1,127 @@
+"""What every data call goes through: authentication, scope, queue patterns, rate limit, the queue lookup.
+
+Views are async Django views (no DRF on the hot path): each handler is
+``async def post(self, request, call, **kwargs)`` and reads ``call.caller``
+and ``call.queue``. Refusals raise ``GatewayError``; broker failures become
+503 ``unavailable`` (retry) or the matching 4xx.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse, JsonResponse
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+
+from brokers import errors as broker_errors
+from gateway import limits
+from gateway.auth import Caller, authenticate
+from gateway.catalog import QueueInfo, queue_named
+from gateway.errors import GatewayError, invalid, queue_not_found
+from gateway.wire import ENCODER
+
+log = logging.getLogger(__name__)
+
+NAME = r"[A-Za-z0-9._-]{1,100}"
+_GROUP = re.compile(rf"^{NAME}$")
+
+
+@dataclass
+class Call:
+    caller: Caller
+    queue: QueueInfo | None
+
+
+def json_response(body, status: int = 200) -> HttpResponse:
+    return HttpResponse(ENCODER.encode(body), status=status, content_type="application/json")
+
+
+def broker_group(call: Call, group: str, kind: str) -> str:
+    """The broker-side group id: tenants never share a group, nor do queue (share) and stream groups."""
+    if not _GROUP.match(group):
+        raise invalid(f"group name {group!r} must be 1-100 letters, digits, '.', '_' or '-'")
+    return f"t{call.caller.tenant_id}.{kind}.{group}"
+
+
+def broker_failure(exc: broker_errors.TidewayError) -> GatewayError:
+    if isinstance(exc, broker_errors.InvalidRecordStateError):
+        return GatewayError("receipt_expired", f"the receipt no longer holds the message (its visibility timeout passed, "
+                            f"or it was acked): {exc.message}", 409)
+    if isinstance(exc, broker_errors.OffsetOutOfRangeError):
+        return GatewayError("offset_out_of_range", exc.message, 416)
+    if isinstance(exc, (broker_errors.InvalidRequestError, broker_errors.NotAssignedError, broker_errors.UnknownMemberIdError,
+                        broker_errors.FencedMemberEpochError, broker_errors.InvalidConfigError)):
+        return GatewayError("invalid_request", exc.message, 400)
+    if isinstance(exc, broker_errors.MessageTooLargeError):
+        return GatewayError("message_too_large", exc.message, 413)
+    return GatewayError("unavailable", f"the queue's brokers could not answer: {exc}; retry", 503, retry_after_ms=1000)
+
+
+class GatewayView(View):
+    """Base of every data endpoint.
+
+    ``required_scopes``: HTTP method -> scope ("produce", "consume", "manage");
+    ``queue_required``: the URL names a queue (``name``) that must exist.
+    """
+
+    required_scopes: dict[str, str] = {}
+    queue_required = True
+    http_method_names = ["get", "post", "put", "delete"]
+
+    @classmethod
+    def as_view(cls, **initkwargs):
+        return csrf_exempt(super().as_view(**initkwargs))
+
+    async def dispatch(self, request, *args, **kwargs):
+        method = request.method.lower()
+        handler = getattr(self, method, None) if method in self.http_method_names else None
+        if handler is None:
+            return JsonResponse(GatewayError("method_not_allowed", f"{request.method} is not allowed here", 405).body(), status=405)
+        try:
+            call = await self.authorise(request, kwargs.get("name"))
+            return await handler(request, call, **kwargs)
+        except GatewayError as exc:
+            return exc.response()
+        except RequestDataTooBig:
+            return GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes", 413).response()
+        except broker_errors.TidewayError as exc:
+            log.info("%s %s: broker error %s", request.method, request.path, exc)
+            return broker_failure(exc).response()
+
+    async def authorise(self, request, name: str | None) -> Call:
+        caller = await authenticate(request.headers.get("Authorization", ""), request.GET.get("token", ""))
+        scope = self.required_scopes.get(request.method, "consume")
+        if scope not in caller.principal.scopes:
+            raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope needed to {request.method} here", 403)
+        if name is not None and not caller.may_touch(name):
+            raise GatewayError("forbidden", f"this API key may not use queue {name!r} (its queue patterns do not match)", 403)
+        await limits.take(caller, requests=1)
+        queue = None
+        if self.queue_required:
+            queue = await queue_named(caller.tenant_id, name)
+            if queue is None:
+                raise queue_not_found(name)
+        return Call(caller, queue)
+
+
+def int_param(request, name: str, default: int | None, *, low: int | None = None, high: int | None = None) -> int | None:
+    raw = request.GET.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise invalid(f"query parameter {name} must be an integer, got {raw!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise invalid(f"query parameter {name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def require_queue_mode(call: Call) -> None:
+    if not call.queue.is_queue:
+        raise GatewayError("wrong_mode", f"{call.queue.name!r} is a stream: read it by partition and offset, or with a consumer group", 409)

@@ -1,0 +1,116 @@
+"""The queue model over REST: receive (long polling), ack, nack, reject and extend, by receipt."""
+
+from __future__ import annotations
+
+from brokers.client.queue import parse_receipt
+from gateway import limits, pool
+from gateway.errors import invalid
+from gateway.views.base import Call, GatewayView, broker_group, json_response, require_queue_mode
+from gateway.wire import ReceiptsBody, ReceiveBody, decode, message_json
+
+MAX_WAIT_SECONDS = 20
+MAX_RECEIVE = 1000
+MAX_LOCK_SECONDS = 12 * 3600
+
+
+def delivery_json(message, base64_always: bool = False) -> dict:
+    return message_json(partition=message.partition, offset=message.offset, timestamp_ms=message.timestamp_ms,
+                        key=message.key, value=message.value, headers=message.headers, base64_always=base64_always,
+                        receipt=message.receipt, delivery_count=message.delivery_count,
+                        visible_at=message.lock_deadline_ms)
+
+
+async def consumer_for(call: Call, group: str):
+    require_queue_mode(call)
+    return await pool.queue_consumer(call.queue.bootstrap, broker_group(call, group, "q"), call.queue.broker_topic)
+
+
+def checked_receipts(receipts: list[str]) -> list[str]:
+    if not receipts:
+        raise invalid("receipts is empty")
+    if len(receipts) > MAX_RECEIVE:
+        raise invalid(f"at most {MAX_RECEIVE} receipts per call")
+    for receipt in receipts:
+        try:
+            parse_receipt(receipt)
+        except Exception:
+            raise invalid(f"receipt {receipt!r} is not one this queue gave (partition:offset:delivery)") from None
+    return receipts
+
+
+async def receive(call: Call, group: str, *, max_messages: int, wait_seconds: float, visibility_timeout: float | None):
+    if not 1 <= max_messages <= MAX_RECEIVE:
+        raise invalid(f"max_messages must be 1 to {MAX_RECEIVE}")
+    if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
+        raise invalid(f"wait_seconds must be 0 to {MAX_WAIT_SECONDS}")
+    if visibility_timeout is not None and not 0 < visibility_timeout <= MAX_LOCK_SECONDS:
+        raise invalid(f"visibility_timeout must be more than 0 and at most {MAX_LOCK_SECONDS} seconds")
+    consumer = await consumer_for(call, group)
+    lock_ms = int(visibility_timeout * 1000) if visibility_timeout is not None else 0
+    messages = await consumer.receive(max_messages, wait_ms=int(wait_seconds * 1000), lock_ms=lock_ms)
+    await limits.charge_consumed(call.caller, sum(len(m.value or b"") + len(m.key or b"") for m in messages))
+    return messages
+
+
+class ReceiveView(GatewayView):
+    required_scopes = {"POST": "consume"}
+
+    async def post(self, request, call, name, group):
+        body = decode(request.body, ReceiveBody)
+        messages = await receive(call, group, max_messages=body.max_messages, wait_seconds=body.wait_seconds,
+                                 visibility_timeout=body.visibility_timeout)
+        base64_always = request.GET.get("encoding") == "base64"
+        return json_response({"messages": [delivery_json(m, base64_always) for m in messages]})
+
+
+class AckView(GatewayView):
+    """Accept: the messages are done."""
+
+    required_scopes = {"POST": "consume"}
+
+    async def post(self, request, call, name, group):
+        body = decode(request.body, ReceiptsBody)
+        receipts = checked_receipts(body.receipts)
+        await (await consumer_for(call, group)).ack(receipts)
+        return json_response({"acked": len(receipts)})
+
+
+class NackView(GatewayView):
+    """Release for redelivery after ``delay_seconds`` (default: the queue's backoff); dead-lettered at max deliveries."""
+
+    required_scopes = {"POST": "consume"}
+
+    async def post(self, request, call, name, group):
+        body = decode(request.body, ReceiptsBody)
+        receipts = checked_receipts(body.receipts)
+        if body.delay_seconds is not None and not 0 <= body.delay_seconds <= MAX_LOCK_SECONDS:
+            raise invalid(f"delay_seconds must be 0 to {MAX_LOCK_SECONDS}")
+        delay_ms = None if body.delay_seconds is None else int(body.delay_seconds * 1000)
+        await (await consumer_for(call, group)).nack(receipts, delay_ms=delay_ms, error=body.error)
+        return json_response({"released": len(receipts)})
+
+
+class RejectView(GatewayView):
+    """Send straight to the dead-letter queue."""
+
+    required_scopes = {"POST": "consume"}
+
+    async def post(self, request, call, name, group):
+        body = decode(request.body, ReceiptsBody)
+        receipts = checked_receipts(body.receipts)
+        await (await consumer_for(call, group)).reject(receipts, error=body.error)
+        return json_response({"rejected": len(receipts)})
+
+
+class ExtendView(GatewayView):
+    """Hold the messages ``seconds`` longer from now (the visibility timeout moves)."""
+
+    required_scopes = {"POST": "consume"}
+
+    async def post(self, request, call, name, group):
+        body = decode(request.body, ReceiptsBody)
+        receipts = checked_receipts(body.receipts)
+        if body.seconds is None or not 0 < body.seconds <= MAX_LOCK_SECONDS:
+            raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
+        deadlines = await (await consumer_for(call, group)).extend(receipts, int(body.seconds * 1000))
+        return json_response({"receipts": [{"receipt": r, "visible_at": d} for r, d in zip(receipts, deadlines, strict=True)]})

@@ -1,0 +1,35 @@
+"""Short-lived tokens for browsers: obtained with an API key, used instead of it (e.g. in a WebSocket URL)."""
+
+from __future__ import annotations
+
+from gateway.auth import TOKEN_TTL_MAX_S, issue_token
+from gateway.errors import GatewayError, invalid
+from gateway.views.base import GatewayView, json_response
+from gateway.wire import TokenBody, decode
+
+
+class TokensView(GatewayView):
+    """POST {"ttl_seconds": 300, "scopes": [...], "queues": [...]} -> {"token", "expires_at"}.
+
+    A token acts for the key it was obtained with, narrowed to the scopes and
+    queue patterns asked for; it stops working when it expires or the key is
+    revoked. Only a key (not another token) can obtain one.
+    """
+
+    queue_required = False
+    required_scopes = {"POST": "consume"}
+
+    async def authorise(self, request, name):
+        call = await super().authorise(request, name)
+        if call.caller.principal.actor.endswith(":token") or call.caller.token_patterns:
+            raise GatewayError("forbidden", "a token cannot obtain another token: use the API key", 403)
+        return call
+
+    async def post(self, request, call):
+        body = decode(request.body, TokenBody)
+        if not 1 <= body.ttl_seconds <= TOKEN_TTL_MAX_S:
+            raise invalid(f"ttl_seconds must be 1 to {TOKEN_TTL_MAX_S}")
+        if body.scopes is not None and not set(body.scopes) <= {"produce", "consume"}:
+            raise invalid("a token's scopes are produce and/or consume")
+        token, expires = issue_token(call.caller, ttl_s=body.ttl_seconds, scopes=body.scopes, queues=body.queues)
+        return json_response({"token": token, "expires_at": expires}, status=201)

@@ -1,0 +1,191 @@
+"""JSON bodies of the data gateway: what clients send (decoded and checked by msgspec) and what they get.
+
+Values and keys travel as UTF-8 text (``value``, ``key``) or, for binary
+data, as base64 (``value_base64``, ``key_base64``). Answers carry ``value``
+when the bytes are valid UTF-8 and ``value_base64`` otherwise (or always
+base64 when the request asks ``encoding=base64``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+
+import msgspec
+
+from brokers.queues.headers import DEADLINE_HEADER
+from gateway.errors import GatewayError, invalid
+
+MAX_MESSAGES_PER_REQUEST = 1000
+MAX_DEDUP_ID_LENGTH = 128
+
+
+class OutgoingMessage(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    value: str | None = None
+    value_base64: str | None = None
+    key: str | None = None
+    key_base64: str | None = None
+    headers: dict[str, str] = {}
+    deliver_at: int | str | None = None  # ms since the epoch, or an ISO 8601 time
+    dedup_id: str | None = None
+    partition: int | None = None
+
+
+class PublishBody(msgspec.Struct, forbid_unknown_fields=True):
+    messages: list[OutgoingMessage]
+
+
+class ReceiveBody(msgspec.Struct, forbid_unknown_fields=True):
+    max_messages: int = 10
+    wait_seconds: float = 0
+    visibility_timeout: float | None = None  # seconds
+
+
+class ReceiptsBody(msgspec.Struct, forbid_unknown_fields=True):
+    receipts: list[str]
+    delay_seconds: float | None = None  # nack: redeliver after this long (default: the queue's backoff)
+    seconds: float | None = None  # extend: hold the locks this much longer from now
+    error: str = ""  # nack and reject: why, kept in the dead-letter headers
+
+
+class CommitOffset(msgspec.Struct, forbid_unknown_fields=True):
+    partition: int
+    offset: int
+
+
+class CommitBody(msgspec.Struct, forbid_unknown_fields=True):
+    offsets: list[CommitOffset]
+    member_id: str = ""
+    member_epoch: int = -1
+
+
+class SeekBody(msgspec.Struct, forbid_unknown_fields=True):
+    to: str | None = None  # "earliest" or "latest"
+    offset: int | None = None
+    timestamp: int | None = None  # ms since the epoch
+    partitions: list[int] | None = None
+
+
+class HeartbeatBody(msgspec.Struct, forbid_unknown_fields=True):
+    member_epoch: int = 0
+    owned: list[int] | None = None
+    session_timeout_ms: int = 30_000
+
+
+class RedriveBody(msgspec.Struct, forbid_unknown_fields=True):
+    rate_per_s: float = 100.0
+    limit: int | None = None
+
+
+class TokenBody(msgspec.Struct, forbid_unknown_fields=True):
+    ttl_seconds: int = 300
+    scopes: list[str] | None = None
+    queues: list[str] | None = None
+
+
+_decoders: dict[type, msgspec.json.Decoder] = {}
+
+
+def decode(body: bytes, kind: type):
+    """Decode a JSON body into ``kind`` or raise 400 with msgspec's reason (path included)."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    if not body.strip():
+        body = b"{}"
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise invalid(f"the body is not valid: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise GatewayError("malformed_request", f"the body is not JSON: {exc}", 400) from None
+
+
+def _bytes_of(text: str | None, b64: str | None, what: str, index: int) -> bytes | None:
+    if text is not None and b64 is not None:
+        raise invalid(f"message {index}: give {what} or {what}_base64, not both", index=index)
+    if text is not None:
+        return text.encode()
+    if b64 is not None:
+        try:
+            return base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise invalid(f"message {index}: {what}_base64 is not valid base64", index=index) from None
+    return None
+
+
+def deadline_ms(deliver_at: int | str, index: int) -> int:
+    if isinstance(deliver_at, int):
+        return deliver_at
+    try:
+        moment = datetime.fromisoformat(deliver_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid(f"message {index}: deliver_at {deliver_at!r} is neither ms since the epoch nor an ISO 8601 time", index=index) from None
+    if moment.tzinfo is None:
+        raise invalid(f"message {index}: deliver_at needs a time zone (e.g. 2026-11-22T10:00:00Z)", index=index)
+    return int(moment.timestamp() * 1000)
+
+
+class Prepared(msgspec.Struct):
+    """One message ready for the producer."""
+
+    value: bytes | None
+    key: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    partition: int | None
+    dedup_id: str | None
+
+
+def prepare(messages: list[OutgoingMessage], max_message_bytes: int, partitions: int) -> list[Prepared]:
+    """Check and convert a publish batch (nothing is sent when one message is refused)."""
+    if not messages:
+        raise invalid("messages is empty: send at least one")
+    if len(messages) > MAX_MESSAGES_PER_REQUEST:
+        raise invalid(f"{len(messages)} messages in one request; at most {MAX_MESSAGES_PER_REQUEST}")
+    out = []
+    for index, message in enumerate(messages):
+        value = _bytes_of(message.value, message.value_base64, "value", index)
+        key = _bytes_of(message.key, message.key_base64, "key", index)
+        headers = [(name, text.encode()) for name, text in message.headers.items()]
+        if any(name.startswith("tideway-") for name in message.headers):
+            raise invalid(f"message {index}: header names starting with 'tideway-' are reserved", index=index)
+        if message.deliver_at is not None:
+            headers.append((DEADLINE_HEADER, str(deadline_ms(message.deliver_at, index)).encode()))
+        size = len(value or b"") + len(key or b"") + sum(len(n) + len(v or b"") for n, v in headers)
+        if size > max_message_bytes:
+            raise GatewayError("message_too_large", f"message {index} is {size} bytes; this queue takes at most "
+                               f"{max_message_bytes} (value, key and headers)", 413,
+                               details={"index": index, "size": size, "limit": max_message_bytes})
+        if message.partition is not None and not 0 <= message.partition < partitions:
+            raise invalid(f"message {index}: partition {message.partition} does not exist (0..{partitions - 1})", index=index)
+        if message.dedup_id is not None and not 0 < len(message.dedup_id) <= MAX_DEDUP_ID_LENGTH:
+            raise invalid(f"message {index}: dedup_id must be 1 to {MAX_DEDUP_ID_LENGTH} characters", index=index)
+        out.append(Prepared(value, key, headers, message.partition, message.dedup_id))
+    return out
+
+
+def encode_bytes(name: str, data: bytes | None, base64_always: bool, into: dict) -> None:
+    if data is None:
+        into[name] = None
+        return
+    if not base64_always:
+        try:
+            into[name] = data.decode()
+            return
+        except UnicodeDecodeError:
+            pass
+    into[f"{name}_base64"] = base64.b64encode(data).decode()
+
+
+def message_json(*, partition: int, offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None,
+                 headers, base64_always: bool = False, **extra) -> dict:
+    out: dict = {"partition": partition, "offset": offset, "timestamp": timestamp_ms}
+    encode_bytes("key", key, base64_always, out)
+    encode_bytes("value", value, base64_always, out)
+    out["headers"] = {name: (v or b"").decode(errors="replace") for name, v in headers}
+    out.update(extra)
+    return out
+
+
+ENCODER = msgspec.json.Encoder()
