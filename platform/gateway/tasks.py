@@ -20,9 +20,10 @@ def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None) ->
     from topics.models import Queue
 
     queue = Queue.objects.select_related("cluster").get(pk=queue_id)
+    bootstrap = bootstrap_of(queue.cluster)  # read the database here, not inside the event loop
 
     async def run() -> int:
-        async with TidewayClient(bootstrap_of(queue.cluster)) as client:
+        async with TidewayClient(bootstrap) as client:
             return await redrive(client, queue.dead_letter_topic, rate_per_s=rate_per_s, limit=limit)
 
     moved = asyncio.run(run())

@@ -178,7 +178,7 @@ class MemberView(GatewayView):
 
     async def post(self, request, call, name, group, member_id):
         body = decode(request.body, HeartbeatBody)
-        if body.member_epoch <= 0:
+        if body.member_epoch < 0:
             raise invalid("member_epoch must be the epoch of the last answer (join with POST .../members)")
         return json_response(await _heartbeat(call, group, member_id, body.member_epoch, body.owned, body.session_timeout_ms))
 
