@@ -39,15 +39,18 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     up = subparsers.add_parser(
         "up",
-        help="run a whole deployment on this machine (3 brokers, controller, REST API, demo tenant)",
-        description="Start a controller, a 3-broker cluster and the REST API on 127.0.0.1 with all state under "
-        "$TIDEWAY_HOME (default var/), and create a tenant 'demo' with an API key the first time. Prints where "
-        "everything is; Ctrl-C stops it all cleanly.",
+        help="run a whole deployment on this machine (3 brokers, controller, API and gateway, Redis, Celery, demo tenant)",
+        description="Start a controller, a 3-broker cluster, the ASGI server (REST API and data gateway, HTTP and "
+        "WebSocket), Redis (when TIDEWAY_REDIS_URL answers nothing) and a Celery worker on 127.0.0.1, with all "
+        "state under $TIDEWAY_HOME (default var/), and create a tenant 'demo' with a queue 'demo' and an API key "
+        "the first time. Prints where everything is; Ctrl-C stops it all cleanly.",
     )
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default %(default)s)")
     up.add_argument("--controller-port", type=int, default=9400, help="controller port (default %(default)s)")
     up.add_argument("--first-broker-port", type=int, default=9401, help="broker i listens on this + i - 1 (default %(default)s)")
-    up.add_argument("--api-port", type=int, default=8000, help="port of the REST API on 127.0.0.1 (default %(default)s)")
+    up.add_argument("--api-port", type=int, default=8000, help="port of the REST API and gateway on 127.0.0.1 (default %(default)s)")
+    up.add_argument("--redis-port", type=int, default=9479,
+                    help="port of the Redis started when TIDEWAY_REDIS_URL is unset or unreachable (default %(default)s)")
     up.set_defaults(handler=_run_up)
 
     cluster = subparsers.add_parser("cluster", help="inspect a cluster")
@@ -109,30 +112,42 @@ def _run_up(args: argparse.Namespace) -> int:
     spec = ClusterSpec(name="local", brokers=args.brokers, controller_port=args.controller_port,
                        first_broker_port=args.first_broker_port)
     logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    redis_process = _redis_for(home, logs, args.redis_port)
     processes = provisioner.start(spec)
+    if redis_process is not None:
+        processes.insert(0, ("redis", redis_process))  # stopped last
     api_address = f"127.0.0.1:{args.api_port}"
-    log_file = open(logs / "api.log", "ab")  # noqa: SIM115 - the child owns it
-    processes.append(("api", subprocess.Popen([sys.executable, "-m", "tideway_cli.main", "serve", "--listen", api_address, "--no-migrate"],
-                                              stdout=log_file, stderr=subprocess.STDOUT)))
+    for name, command in (("api", ["tideway_cli.main", "serve", "--listen", api_address, "--no-migrate"]),
+                          ("worker", ["celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip"])):
+        log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+        processes.append((name, subprocess.Popen([sys.executable, "-m", *command], stdout=log_file, stderr=subprocess.STDOUT)))
     controller_address = provisioner.controller_address(spec)
     brokers = [
         {"id": i, "address": provisioner.broker_address(spec, i),
          "metrics": f"http://127.0.0.1:{spec.first_broker_port + i - 1 + 1000}/metrics"}
         for i in range(1, spec.brokers + 1)
     ]
-    demo_key = _demo_tenant(home)
     deployment = {"controller": controller_address, "brokers": brokers, "bootstrap": provisioner.bootstrap(spec),
                   "api": f"http://{api_address}", "pid": os.getpid()}
     (home / DEPLOYMENT_FILE).write_text(json.dumps(deployment, indent=2))
+    try:
+        demo_key = _demo_tenant(home, spec.brokers)
+    except BaseException:
+        _stop_all(processes)
+        raise
     print(f"Tideway is up (state in {home}, logs in {logs}):")
     print(f"  API         http://{api_address}/api/v1/   (docs http://{api_address}/api/docs/)")
     print(f"  controller  {controller_address}")
     for broker in brokers:
         print(f"  broker {broker['id']}    {broker['address']}   metrics {broker['metrics']}")
     print(f"  bootstrap   {deployment['bootstrap']}")
+    print(f"  WebSocket   ws://{api_address}/ws/v1/queues/NAME")
+    print(f"  Redis       {os.environ['TIDEWAY_REDIS_URL']}   Celery worker log {logs / 'worker.log'}")
     if demo_key:
-        print(f"  demo tenant 'demo', API key {demo_key}  (also in {home / 'demo-api-key'})")
-    print("Try: tideway cluster status | curl -H 'Authorization: Bearer KEY' http://" + api_address + "/api/v1/queues/")
+        print(f"  demo tenant 'demo' with queue 'demo', API key {demo_key}  (also in {home / 'demo-api-key'})")
+    print(f"Try: curl -H 'Authorization: Bearer KEY' -d '{{\"messages\": [{{\"value\": \"hello\"}}]}}' "
+          f"http://{api_address}/api/v1/queues/demo/messages")
     print("Ctrl-C stops everything.", flush=True)
     stop = False
 
@@ -150,7 +165,15 @@ def _run_up(args: argparse.Namespace) -> int:
                 stop, exit_code = True, 1
         time.sleep(0.2)
     print("stopping ...", flush=True)
-    for _name, process in reversed(processes):  # brokers first, then the controller
+    _stop_all(processes)
+    (home / DEPLOYMENT_FILE).unlink(missing_ok=True)
+    print("stopped")
+    return exit_code
+
+
+def _stop_all(processes: list[tuple[str, subprocess.Popen]]) -> None:
+    """SIGTERM in reverse start order (servers, brokers, then the controller and Redis), kill after 30 s."""
+    for _name, process in reversed(processes):
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
     for name, process in processes:
@@ -159,24 +182,63 @@ def _run_up(args: argparse.Namespace) -> int:
         except subprocess.TimeoutExpired:
             print(f"{name} did not stop in 30 s; killing it", file=sys.stderr)
             process.kill()
-    (home / DEPLOYMENT_FILE).unlink(missing_ok=True)
-    print("stopped")
-    return exit_code
 
 
-def _demo_tenant(home: Path) -> str:
-    """The demo tenant's API key: created (and kept in home/demo-api-key) the first time."""
+def _demo_tenant(home: Path, brokers: int) -> str:
+    """The demo tenant's API key: the tenant, its queue 'demo' and the key (kept in home/demo-api-key) made the first time."""
+    from clusters.choices import BrokerState
+    from clusters.models import Broker
+    from controlplane.errors import ActionError
     from tenants.actions import do_create_api_key, do_create_tenant
     from tenants.models import Tenant
+    from topics.actions import do_create_queue
 
     saved = home / "demo-api-key"
     if Tenant.objects.filter(slug="demo").exists():
         return saved.read_text().strip() if saved.exists() else ""
     tenant = do_create_tenant("demo", plan_name="team", acting="tideway up")
+    deadline = time.monotonic() + 60
+    while Broker.objects.filter(state=BrokerState.ALIVE).count() < brokers and time.monotonic() < deadline:
+        time.sleep(0.2)  # the brokers are still registering with the controller
+    while True:
+        try:
+            do_create_queue(tenant, {"name": "demo", "partitions": 3, "replication_factor": 3}, acting="tideway up")
+            break
+        except (ActionError, errors.TidewayError) as exc:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"tideway: could not create the demo queue: {exc}") from None
+            time.sleep(0.5)
     _, key = do_create_api_key(tenant, name="demo key (tideway up)", scopes=["produce", "consume", "manage"], acting="tideway up")
     saved.write_text(key + "\n")
     saved.chmod(0o600)
     return key
+
+
+def _redis_for(home: Path, logs: Path, port: int) -> subprocess.Popen | None:
+    """Use TIDEWAY_REDIS_URL when it answers; else start redis-server on 127.0.0.1:port (and return it)."""
+    import redis
+
+    url = os.environ.get("TIDEWAY_REDIS_URL") or f"redis://127.0.0.1:{port}/0"
+    os.environ["TIDEWAY_REDIS_URL"] = url  # the API server and the worker inherit it
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        return None
+    except redis.RedisError:
+        pass
+    if url != f"redis://127.0.0.1:{port}/0":
+        raise SystemExit(f"tideway: Redis at TIDEWAY_REDIS_URL={url} does not answer")
+    (home / "redis").mkdir(exist_ok=True)
+    process = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+                                "--dir", str(home / "redis"), "--logfile", str(logs / "redis.log")])
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+            return process
+        except redis.RedisError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"tideway: redis-server did not start on port {port}; see {logs / 'redis.log'}") from None
+            time.sleep(0.1)
 
 
 # -- cluster status --------------------------------------------------------------------------------

@@ -53,6 +53,18 @@ __all__ = ["Producer", "RecordMetadata"]
 log = logging.getLogger(__name__)
 
 
+# A record's framing in a batch: length, attributes, deltas and lengths (varints), at most.
+RECORD_OVERHEAD_BYTES = 32
+
+
+def record_size_estimate(key: bytes | None, value: bytes | None, headers) -> int:
+    """An upper bound of the bytes a record adds to a batch (uncompressed)."""
+    size = RECORD_OVERHEAD_BYTES + len(key or b"") + len(value or b"")
+    for name, header_value in headers or ():
+        size += 10 + len(name) + len(header_value or b"")
+    return size
+
+
 class RecordMetadata(NamedTuple):
     topic: str
     partition: int
@@ -191,10 +203,13 @@ class Producer:
         partition: int | None = None,
         headers: list[tuple[str, bytes | None]] | None = None,
         timestamp_ms: int | None = None,
+        batch_bytes_max: int | None = None,
     ) -> RecordFuture:
         """Queue one record; the returned awaitable resolves when it is acknowledged.
 
         Waits only while more than ``buffer_bytes_max`` are buffered.
+        ``batch_bytes_max`` keeps this record's batch under a size (the topic's
+        ``max.message.bytes``, which brokers apply to whole batches).
         """
         if self._closing:
             raise RuntimeError("producer is stopped")
@@ -214,7 +229,11 @@ class Producer:
             raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
+        limit = self.batch_size_bytes if batch_bytes_max is None else min(self.batch_size_bytes, batch_bytes_max)
         batch = self._open.get((topic, partition))
+        if batch is not None and len(batch.builder) and batch.builder.size_bytes + record_size_estimate(key, value, headers) > limit:
+            self._close_batch(batch)  # the record would push the batch over the limit: it starts the next one
+            batch = None
         if batch is None:
             batch = self._open[(topic, partition)] = _Batch(topic, partition, BatchBuilder(self.compression))
             self._unfinished.add(batch)
@@ -223,7 +242,7 @@ class Producer:
         before = builder.size_bytes
         offset_delta = builder.append(timestamp_ms, key, value, headers)
         self._buffered_bytes += builder.size_bytes - before
-        if builder.size_bytes >= self.batch_size_bytes:
+        if builder.size_bytes >= limit:
             self._close_batch(batch)
         return RecordFuture(batch, offset_delta, timestamp_ms)
 

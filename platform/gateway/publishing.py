@@ -18,7 +18,8 @@ async def publish(caller: Caller, queue: QueueInfo, messages: list[OutgoingMessa
     message, where it went or why it failed (retry the failed ones: their
     dedup ids were freed).
     """
-    prepared = prepare(messages, min(queue.max_message_bytes, caller.limits.max_message_bytes), queue.partitions)
+    batch_limit = min(queue.max_message_bytes, caller.limits.max_message_bytes)
+    prepared = prepare(messages, batch_limit, queue.partitions)
     await schemas.validate(queue, [p.value for p in prepared])
     size = sum(len(p.value or b"") + len(p.key or b"") for p in prepared)
     await limits.take(caller, requests=0, publish_bytes=size)
@@ -26,7 +27,8 @@ async def publish(caller: Caller, queue: QueueInfo, messages: list[OutgoingMessa
     await limits.reserve_dedup_ids(queue.id, dedup)
     try:
         producer = await pool.producer(queue.bootstrap)
-        futures = [await producer.send(queue.broker_topic, p.value, key=p.key, headers=p.headers, partition=p.partition)
+        futures = [await producer.send(queue.broker_topic, p.value, key=p.key, headers=p.headers, partition=p.partition,
+                                       batch_bytes_max=batch_limit)
                    for p in prepared]
     except BaseException:
         await limits.settle_dedup_ids(queue.id, [(d, None) for _i, d in dedup])

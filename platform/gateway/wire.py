@@ -14,7 +14,9 @@ from datetime import datetime
 
 import msgspec
 
+from brokers.client.producer import record_size_estimate
 from brokers.queues.headers import DEADLINE_HEADER
+from brokers.record.batch import BATCH_HEADER_BYTES
 from gateway.errors import GatewayError, invalid
 
 MAX_MESSAGES_PER_REQUEST = 1000
@@ -152,10 +154,11 @@ def prepare(messages: list[OutgoingMessage], max_message_bytes: int, partitions:
             raise invalid(f"message {index}: header names starting with 'tideway-' are reserved", index=index)
         if message.deliver_at is not None:
             headers.append((DEADLINE_HEADER, str(deadline_ms(message.deliver_at, index)).encode()))
-        size = len(value or b"") + len(key or b"") + sum(len(n) + len(v or b"") for n, v in headers)
+        # As stored: one record in its own batch (brokers apply the limit to batches).
+        size = BATCH_HEADER_BYTES + record_size_estimate(key, value, headers)
         if size > max_message_bytes:
-            raise GatewayError("message_too_large", f"message {index} is {size} bytes; this queue takes at most "
-                               f"{max_message_bytes} (value, key and headers)", 413,
+            raise GatewayError("message_too_large", f"message {index} takes {size} bytes as stored (value, key, headers "
+                               f"and record framing); this queue takes at most {max_message_bytes}", 413,
                                details={"index": index, "size": size, "limit": max_message_bytes})
         if message.partition is not None and not 0 <= message.partition < partitions:
             raise invalid(f"message {index}: partition {message.partition} does not exist (0..{partitions - 1})", index=index)

@@ -98,7 +98,10 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
                                replication_factor=queue.replication_factor, configs=dead_letter_configs(queue))
     except Exception:
         log.warning("creating queue %s on cluster %s failed; undoing", queue, cluster, exc_info=True)
-        _delete_topics(queue)
+        try:
+            _delete_topics(queue)
+        except Exception as exc:  # the row goes anyway: a topic left behind is not the tenant's
+            log.warning("could not delete the topics of the failed queue %s: %s", queue, exc)
         with transaction.atomic():
             queue.delete()
             audit.record(tenant, acting, "queue.create_failed", name)

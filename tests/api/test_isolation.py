@@ -69,7 +69,10 @@ def test_the_walk_covers_every_kind_of_resource():
     paths = {path for path, _, _ in ENDPOINTS}
     for expected in ("/api/v1/queues/{name}", "/api/v1/keys/{prefix}", "/api/v1/members/{username}", "/api/v1/audit/",
                      "/api/v1/registry/subjects/{subject}/versions/{version}", "/api/v1/registry/schemas/ids/{schema_id}",
-                     "/api/v1/operator/clusters/{name}"):
+                     "/api/v1/operator/clusters/{name}", "/api/v1/queues/{name}/messages",
+                     "/api/v1/queues/{name}/groups/{group}/receive", "/api/v1/queues/{name}/groups/{group}/ack",
+                     "/api/v1/queues/{name}/partitions/{partition}/messages", "/api/v1/queues/{name}/dead-letters/redrive",
+                     "/api/v1/queues/{name}/groups/{group}/members/{member_id}"):
         assert expected in paths
 
 
@@ -83,14 +86,19 @@ def tenants(control_plane):
             queue = f"{label}-queue"
             assert api.post("/api/v1/queues/", json={"name": queue, "replication_factor": 1}).status_code == 201
             extra_key = api.post("/api/v1/keys/", json={"name": f"{label}-key", "scopes": ["consume"]}).json()
-            member = control_plane.unique(f"{label}-member")
-            assert api.post("/api/v1/members/", json={"username": member, "role": "developer",
+            username = control_plane.unique(f"{label}-member")
+            assert api.post("/api/v1/members/", json={"username": username, "role": "developer",
                                                      "password": "a-long-password"}).status_code == 201
             subject = f"{label}-subject"
             schema_id = api.post(f"/api/v1/registry/subjects/{subject}/versions", json={"schema": AVRO}).json()["id"]
             assert api.put(f"/api/v1/registry/config/{subject}", json={"compatibility": "FULL"}).status_code == 200
-        made[label] = {"slug": slug, "key": key, "name": queue, "prefix": extra_key["prefix"], "username": member,
-                       "subject": subject, "schema_id": schema_id, "version": "1"}
+            assert api.post(f"/api/v1/queues/{queue}/messages", json={"messages": [{"value": f"{label}-message"}]}).status_code == 200
+            assert api.post(f"/api/v1/queues/{queue}/groups/g/offsets", json={"offsets": [{"partition": 0, "offset": 1}]}).status_code == 200
+            job = api.post(f"/api/v1/queues/{queue}/dead-letters/redrive", json={}).json()["job_id"]
+            member = api.post(f"/api/v1/queues/{queue}/groups/g/members", json={}).json()["member_id"]
+        made[label] = {"slug": slug, "key": key, "name": queue, "prefix": extra_key["prefix"], "username": username,
+                       "subject": subject, "schema_id": schema_id, "version": "1", "group": "g", "partition": 0,
+                       "member_id": member, "job_id": job}
     return made
 
 
@@ -106,13 +114,17 @@ def _state(control_plane, key: str, ids: dict) -> dict:
             "level": api.get(f"/api/v1/registry/config/{ids['subject']}").json(),
             "schema": api.get(f"/api/v1/registry/schemas/ids/{ids['schema_id']}").json(),
             "audit": api.get("/api/v1/audit/").json(),
+            "messages": api.get(f"/api/v1/queues/{ids['name']}/messages").json(),
+            "offsets": api.get(f"/api/v1/queues/{ids['name']}/groups/g/offsets").json(),
+            "dead_letters": api.get(f"/api/v1/queues/{ids['name']}/dead-letters").json(),
         }
 
 
 # Subjects are names in the caller's own namespace: these create or change the caller's subject.
 NAMESPACED_WRITES = {("post", "/api/v1/registry/subjects/{subject}/versions"), ("put", "/api/v1/registry/config/{subject}")}
 MISSING = {"slug": "no-such-tenant", "name": "no-such-queue", "prefix": "0123456789ab", "username": "no-such-user",
-           "subject": "no-such-subject", "schema_id": 987654321, "version": "1"}
+           "subject": "no-such-subject", "schema_id": 987654321, "version": "1", "group": "g", "partition": 0,
+           "member_id": "0" * 32, "job_id": "0" * 32}
 
 
 def _fill(path: str, ids: dict) -> str:
@@ -131,7 +143,7 @@ def _body(path: str) -> dict:
 def test_a_key_of_one_tenant_cannot_read_list_change_or_delete_anything_of_another(control_plane, tenants):
     a, b = tenants["a"], tenants["b"]
     before = _state(control_plane, b["key"], b)
-    b_identifiers = [b["name"], b["prefix"], b["username"], b["subject"], b["slug"]]
+    b_identifiers = [b["name"], b["prefix"], b["username"], b["subject"], b["slug"], "b-message", b["member_id"], b["job_id"]]
     walked = 0
     with control_plane.client(a["key"]) as api:
         for path, methods, view in ENDPOINTS:

@@ -37,12 +37,14 @@ def free_port_run(count: int, *, also_plus: int, avoid: set[int]) -> int:
 def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     controller_port = free_port()
     api_port = free_port()
-    first = free_port_run(3, also_plus=1000, avoid={controller_port, api_port})  # brokers and their metrics ports
+    redis_port = free_port()
+    first = free_port_run(3, also_plus=1000, avoid={controller_port, api_port, redis_port})  # brokers and their metrics ports
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO"}
     env.pop("DATABASE_URL", None)
+    env.pop("TIDEWAY_REDIS_URL", None)  # `up` starts its own Redis
     up = subprocess.Popen(
         [sys.executable, "-m", "tideway_cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first),
-         "--api-port", str(api_port)],
+         "--api-port", str(api_port), "--redis-port", str(redis_port)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     try:
@@ -83,18 +85,34 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         import httpx
 
         wait_for_port(api_port, timeout_s=60, process=up)
-        key = (tmp_path / "home" / "demo-api-key").read_text().strip()
+        saved_key = tmp_path / "home" / "demo-api-key"
+        deadline = time.monotonic() + 60
+        while not saved_key.exists() and time.monotonic() < deadline:  # written once the demo queue exists
+            time.sleep(0.2)
+        key = saved_key.read_text().strip()
         with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
             created = api.post("/api/v1/queues/", json={"name": "jobs", "partitions": 2})
             assert created.status_code == 201, created.text
             assert created.json()["replication_factor"] == 3 and created.json()["cluster"] == "local"
-            assert [q["name"] for q in api.get("/api/v1/queues/").json()] == ["jobs"]
+            assert [q["name"] for q in api.get("/api/v1/queues/").json()] == ["demo", "jobs"]
+            # The README's quick start: publish to the demo queue, receive and ack over REST.
+            published = api.post("/api/v1/queues/demo/messages", json={"messages": [{"value": "hello"}]})
+            assert published.status_code == 200, published.text
+            received = api.post("/api/v1/queues/demo/groups/quickstart/receive", json={"wait_seconds": 5}).json()["messages"]
+            assert [m["value"] for m in received] == ["hello"]
+            assert api.post("/api/v1/queues/demo/groups/quickstart/ack", json={"receipts": [received[0]["receipt"]]}).status_code == 200
+            # The Celery worker runs jobs (a redrive of an empty dead-letter queue moves nothing).
+            job = api.post("/api/v1/queues/demo/dead-letters/redrive", json={}).json()
+            deadline = time.monotonic() + 30
+            while (state := api.get(job["status_url"]).json())["state"] != "SUCCESS" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert state == {"job_id": job["job_id"], "state": "SUCCESS", "moved": 0}
     finally:
         up.send_signal(signal.SIGINT)
         output = up.communicate(timeout=60)[0].decode()
     assert up.returncode == 0, output
     assert "stopped" in output
-    assert "demo tenant 'demo', API key tw_" in output
+    assert "demo tenant 'demo' with queue 'demo', API key tw_" in output
     for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)
         assert (tmp_path / "home" / f"broker-{i}" / ".clean-shutdown").exists()
     assert not (tmp_path / "home" / "deployment.json").exists()
