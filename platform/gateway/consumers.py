@@ -232,7 +232,12 @@ class QueueSocket(AsyncWebsocketConsumer):
                 self.unacked[message.receipt] = message.lock_deadline_ms
             if self.closing:
                 break
-            await self.send_json({"type": "messages", "messages": [delivery_json(m, self.base64_always) for m in messages]})
+            try:
+                await self.send_json({"type": "messages", "messages": [delivery_json(m, self.base64_always) for m in messages]})
+            except Exception as exc:  # the client went away: disconnect() releases what it held
+                log.info("websocket on %s: push failed (%s); the connection is closing", self.queue.broker_topic, exc)
+                self.closing = True
+                break
             await limits.charge_consumed(self.caller, sum(len(m.value or b"") + len(m.key or b"") for m in messages))
 
     async def disconnect(self, code) -> None:

@@ -9,8 +9,11 @@ gateway process shares the buckets, so the limit is per tenant, not per
 process.
 
 Deduplication ids are remembered for five minutes per queue: the first publish
-with an id reserves it (SET NX) before producing, and records where the
-message went once the brokers acknowledged it.
+with an id reserves it (SET NX, for PENDING_S) before producing, and records
+where the message went (for five minutes) once the brokers acknowledged it. A
+retry while the first publish is still in flight gets 409
+``publish_in_progress`` with Retry-After; a retry after the brokers refused it
+publishes it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from gateway.errors import GatewayError
 log = logging.getLogger(__name__)
 
 DEDUP_WINDOW_S = 300
+# While a publish is in flight its ids are reserved for at most this long: longer than the
+# gateway's producer may still deliver them (pool.DELIVERY_TIMEOUT_MS), so a gateway that
+# dies mid-publish blocks a retry for no longer than this.
+PENDING_S = 30
 _PENDING = "pending"
 
 # KEYS: bucket keys. ARGV: now (ms), then rate (per s) and cost for each key.
@@ -140,7 +147,7 @@ async def reserve_dedup_ids(queue_id: int, dedup_ids: list[tuple[int, str]]) -> 
     try:
         async with db.pipeline(transaction=False) as pipe:
             for _index, dedup_id in dedup_ids:
-                pipe.set(_dedup_key(queue_id, dedup_id), _PENDING, nx=True, ex=DEDUP_WINDOW_S)
+                pipe.set(_dedup_key(queue_id, dedup_id), _PENDING, nx=True, ex=PENDING_S)
             reserved = await pipe.execute()
         if all(reserved):
             return
@@ -151,14 +158,19 @@ async def reserve_dedup_ids(queue_id: int, dedup_ids: list[tuple[int, str]]) -> 
             await db.delete(*(_dedup_key(queue_id, d) for d in mine))
     except (redis.RedisError, OSError) as exc:
         raise GatewayError("unavailable", f"deduplication is unavailable (Redis: {exc}); retry", 503, retry_after_ms=1000) from None
-    duplicates = []
+    duplicates, in_flight = [], []
     for (index, dedup_id), where in zip(taken, previous, strict=True):
         entry = {"index": index, "dedup_id": dedup_id}
         where = (where or b"").decode()
         if where and where != _PENDING:
             partition, offset = where.split(":")
-            entry.update(partition=int(partition), offset=int(offset))
-        duplicates.append(entry)
+            duplicates.append({**entry, "partition": int(partition), "offset": int(offset)})
+        else:
+            in_flight.append(entry)
+    if in_flight:
+        raise GatewayError("publish_in_progress", f"{len(in_flight)} message(s) carry a dedup id whose publish is still "
+                           f"in flight; nothing was published: retry in a few seconds (at most {PENDING_S})", 409,
+                           details={"in_flight": in_flight, "duplicates": duplicates}, retry_after_ms=2000)
     raise GatewayError("duplicate_message", f"{len(duplicates)} message(s) repeat a dedup id published in the last "
                        f"{DEDUP_WINDOW_S // 60} minutes; nothing was published", 409, details={"duplicates": duplicates})
 
@@ -174,7 +186,7 @@ async def settle_dedup_ids(queue_id: int, outcomes: list[tuple[str, tuple[int, i
                 if where is None:
                     pipe.delete(key)
                 else:
-                    pipe.set(key, f"{where[0]}:{where[1]}", xx=True, keepttl=True)
+                    pipe.set(key, f"{where[0]}:{where[1]}", xx=True, ex=DEDUP_WINDOW_S)
             await pipe.execute()
     except (redis.RedisError, OSError) as exc:
         log.warning("could not record dedup ids of queue %d: %s", queue_id, exc)

@@ -21,6 +21,10 @@ from brokers.record.batch import Record, decode_records, iter_batches
 
 log = logging.getLogger(__name__)
 
+# A publish not acknowledged by every in-sync replica in this time fails (503, retry):
+# HTTP clients wait about this long, and dedup reservations outlive it (limits.PENDING_S).
+DELIVERY_TIMEOUT_MS = 15_000
+
 _clients: dict[tuple[int, str], TidewayClient] = {}
 _producers: dict[tuple[int, str], Producer] = {}
 _starting: dict[tuple[int, str], asyncio.Future] = {}
@@ -48,7 +52,7 @@ async def client(bootstrap: str) -> TidewayClient:
 async def _start(key: tuple[int, str], bootstrap: str) -> TidewayClient:
     new = TidewayClient(bootstrap, request_timeout_ms=30_000)
     await new.start()
-    producer = Producer(new, acks="all", linger_ms=1)
+    producer = Producer(new, acks="all", linger_ms=1, delivery_timeout_ms=DELIVERY_TIMEOUT_MS)
     await producer.start()
     _producers[key] = producer
     _clients[key] = new

@@ -40,6 +40,7 @@ class ControlPlane:
         self.database_url = database_url
         self.deployment = deployment
         self.server = server
+        self.port = port
         self.base_url = f"http://127.0.0.1:{port}"
         self._names = itertools.count(1)
 
@@ -73,12 +74,21 @@ class ControlPlane:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=60, **kwargs)
 
+    def kill_server(self) -> None:
+        """SIGKILL the ASGI server (a crash, not a shutdown)."""
+        self.server.kill()
+        self.server.wait(10)
+
+    def start_server(self) -> None:
+        """Start `tideway serve` again on the same port."""
+        self.server, _ = _start_server(self.home, self.server_env, self.port)
+
     def describe(self):
         return asyncio.run(self.deployment.describe())
 
 
-def _start_server(home: Path, env: dict) -> tuple[subprocess.Popen, int]:
-    port = free_port()
+def _start_server(home: Path, env: dict, port: int | None = None) -> tuple[subprocess.Popen, int]:
+    port = port or free_port()
     log_file = open(home / "server.log", "ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate"],

@@ -92,6 +92,16 @@ def test_dedup_ids_are_refused_for_five_minutes_and_nothing_is_stored_twice(gate
         # Nothing of the refused requests was stored; payment-3 and "same" are free to use now.
         assert sorted(m["value"] for m in _stored(api, name)) == ["pay #1", "pay #2"]
         assert api.post(url, json={"messages": [{"value": "pay #3", "dedup_id": "payment-3"}]}).status_code == 200
+        # An id whose publish is still in flight (or whose gateway died mid-publish) is refused until it settles or lapses.
+        db = redis.Redis.from_url(gateway.redis_url)
+        [stored_key] = db.keys(b"tw:dd:*:payment-1")
+        in_flight_key = stored_key.replace(b"payment-1", b"payment-4")
+        db.set(in_flight_key, "pending", ex=30)
+        busy = api.post(url, json={"messages": [{"value": "pay #4", "dedup_id": "payment-4"}, {"value": "pay #5", "dedup_id": "payment-5"}]})
+        assert busy.status_code == 409 and busy.json()["code"] == "publish_in_progress" and int(busy.headers["Retry-After"]) >= 1
+        assert busy.json()["details"]["in_flight"] == [{"index": 0, "dedup_id": "payment-4"}]
+        db.delete(in_flight_key)
+        assert api.post(url, json={"messages": [{"value": "pay #4", "dedup_id": "payment-4"}, {"value": "pay #5", "dedup_id": "payment-5"}]}).status_code == 200
         # The same id on another queue is another message.
         other = make_queue(gateway, key, partitions=1)
         assert api.post(f"/api/v1/queues/{other}/messages", json={"messages": [{"value": "x", "dedup_id": "payment-1"}]}).status_code == 200
