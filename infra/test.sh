@@ -6,6 +6,12 @@ bash "$repo/infra/setup.sh"
 cd "$repo"
 # Browser tests (marker "browser") run in their own pytest process: Playwright's
 # sync API leaves an event loop in the test thread (see RECIPES.md).
-.venv/bin/python -m pytest -m "not browser" "$@"
-status=$?
+status=0
+.venv/bin/python -m pytest -m "not browser" "$@" || status=$?
+browser_status=0
+.venv/bin/python -m pytest -m browser "$@" || browser_status=$?
+# 5: no browser test selected (e.g. a path to other tests was given).
+if [ "$browser_status" -ne 0 ] && [ "$browser_status" -ne 5 ]; then
+    status=$browser_status
+fi
 exit $status
