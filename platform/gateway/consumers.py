@@ -35,7 +35,7 @@ from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
 from gateway.publishing import publish
-from gateway.views.base import broker_failure
+from gateway.views.base import Call, broker_failure, broker_group
 from gateway.views.queue_model import MAX_LOCK_SECONDS, checked_receipts, delivery_json
 from gateway.wire import ENCODER, OutgoingMessage
 
@@ -145,8 +145,6 @@ class QueueSocket(AsyncWebsocketConsumer):
             raise invalid(f"prefetch must be 1 to {PREFETCH_MAX}")
         if frame.visibility_timeout is not None and not 0 < frame.visibility_timeout <= MAX_LOCK_SECONDS:
             raise invalid(f"visibility_timeout must be more than 0 and at most {MAX_LOCK_SECONDS} seconds")
-        from gateway.views.base import Call, broker_group
-
         group = broker_group(Call(self.caller, self.queue), frame.group or "default", "q")
         self.consumer = await pool.queue_consumer(self.queue.bootstrap, group, self.queue.broker_topic)
         self.prefetch = frame.prefetch

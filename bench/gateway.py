@@ -1,0 +1,189 @@
+"""Benchmark the data gateway: REST publish, WebSocket push, publish-to-push latency.
+
+Starts a whole deployment in a temporary directory (Redis, a controller, 3
+brokers, a Celery worker and `tideway serve`, the same processes the tests
+use), a tenant on the business plan (so rate limits do not bind) and a queue
+with 3 partitions and replication factor 3 (publishes are acknowledged by
+every in-sync replica). Then measures, with clients in this process:
+
+* REST publish msgs/s: batches of 100 messages of 100 bytes from several
+  concurrent clients;
+* WebSocket push msgs/s to one subscriber and to 8 subscribers of one group
+  (prefetch 1000, acking as they go), from a queue filled beforehand;
+* publish-to-push latency p50/p99 at 1,000 msgs/s (one REST publish of one
+  message per millisecond; a WebSocket subscriber notes when each arrives).
+
+Prints one JSON object on stdout; progress goes to stderr. The clients share
+the machine's cores with the servers.
+
+    .venv/bin/python bench/gateway.py            # full run (about two minutes)
+    .venv/bin/python bench/gateway.py --quick    # under a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+import httpx  # noqa: E402
+import websockets  # noqa: E402
+
+from bench.common import progress  # noqa: E402
+from tests.api.conftest import running_control_plane  # noqa: E402
+
+VALUE = "x" * 100
+
+
+async def rest_publish(base_url: str, headers: dict, queue: str, *, clients: int, seconds: float) -> dict:
+    body = {"messages": [{"value": VALUE} for _ in range(100)]}
+    sent = 0
+    latencies = []
+    deadline = time.perf_counter() + seconds
+
+    async def client() -> None:
+        nonlocal sent
+        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http:
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                answer = await http.post(f"/api/v1/queues/{queue}/messages", json=body)
+                if answer.status_code != 200:
+                    raise SystemExit(f"publish failed: {answer.status_code} {answer.text[:200]}")
+                latencies.append(time.perf_counter() - started)
+                sent += 100
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {"clients": clients, "batch": 100, "value_bytes": 100, "messages": sent, "seconds": round(elapsed, 2),
+            "msgs_per_s": round(sent / elapsed), "request_p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
+            "request_p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2)}
+
+
+async def fill(base_url: str, headers: dict, queue: str, count: int) -> None:
+    body = {"messages": [{"value": VALUE} for _ in range(500)]}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http:
+        async def worker(n: int) -> None:
+            for _ in range(n):
+                assert (await http.post(f"/api/v1/queues/{queue}/messages", json=body)).status_code == 200
+        per = count // 500 // 8
+        await asyncio.gather(*(worker(per) for _ in range(8)))
+
+
+async def ws_push(ws_url: str, headers: dict, *, subscribers: int, count: int) -> dict:
+    received = 0
+    done = asyncio.Event()
+    started = time.perf_counter()
+
+    async def subscriber() -> None:
+        nonlocal received
+        async with websockets.connect(ws_url, additional_headers=headers, max_size=None) as ws:
+            await ws.send(json.dumps({"type": "subscribe", "group": f"push-{subscribers}", "prefetch": 1000}))
+            while not done.is_set():
+                try:
+                    frame = json.loads(await asyncio.wait_for(ws.recv(), 5))
+                except TimeoutError:
+                    return
+                if frame["type"] != "messages":
+                    continue
+                received += len(frame["messages"])
+                await ws.send(json.dumps({"type": "ack", "receipts": [m["receipt"] for m in frame["messages"]]}))
+                if received >= count:
+                    done.set()
+
+    await asyncio.gather(*(subscriber() for _ in range(subscribers)))
+    elapsed = time.perf_counter() - started
+    return {"subscribers": subscribers, "messages": received, "seconds": round(elapsed, 2), "msgs_per_s": round(received / elapsed)}
+
+
+async def latency(base_url: str, ws_url: str, headers: dict, queue: str, *, rate: int, seconds: float) -> dict:
+    arrivals: list[float] = []
+    ready = asyncio.Event()
+    stop = asyncio.Event()
+
+    async def subscriber() -> None:
+        async with websockets.connect(ws_url, additional_headers=headers) as ws:
+            await ws.send(json.dumps({"type": "subscribe", "group": "latency", "prefetch": 1000}))
+            while not stop.is_set():
+                try:
+                    frame = json.loads(await asyncio.wait_for(ws.recv(), 1))
+                except TimeoutError:
+                    continue
+                if frame["type"] == "subscribed":
+                    ready.set()
+                if frame["type"] != "messages":
+                    continue
+                now = time.time()
+                arrivals.extend(now - float(m["value"]) for m in frame["messages"])
+                await ws.send(json.dumps({"type": "ack", "receipts": [m["receipt"] for m in frame["messages"]]}))
+
+    task = asyncio.ensure_future(subscriber())
+    await asyncio.wait_for(ready.wait(), 10)
+    sent = 0
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http:
+        pending = set()
+        started = time.perf_counter()
+        total = int(rate * seconds)
+        while sent < total:
+            due = started + sent / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            body = {"messages": [{"value": repr(time.time())}]}
+            pending.add(asyncio.ensure_future(http.post(f"/api/v1/queues/{queue}/messages", json=body)))
+            sent += 1
+            pending = {p for p in pending if not p.done()}
+        await asyncio.gather(*pending)
+    deadline = time.monotonic() + 10
+    while len(arrivals) < sent and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    stop.set()
+    await task
+    arrivals.sort()
+    return {"rate_msgs_per_s": rate, "messages": len(arrivals), "p50_ms": round(arrivals[len(arrivals) // 2] * 1000, 2),
+            "p99_ms": round(arrivals[int(len(arrivals) * 0.99)] * 1000, 2), "max_ms": round(arrivals[-1] * 1000, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="shorter phases (under a minute)")
+    args = parser.parse_args()
+    seconds = 5 if args.quick else 15
+    push_count = 50_000 if args.quick else 200_000
+    with tempfile.TemporaryDirectory(prefix="tideway-bench-gateway-") as home:
+        progress("starting Redis, controller, 3 brokers, a Celery worker and the gateway")
+        with running_control_plane(Path(home), f"sqlite://{home}/control.sqlite3") as plane:
+            _, key = plane.create_tenant(plan="business")
+            headers = {"Authorization": f"Bearer {key}"}
+            with plane.client(key) as api:
+                for name in ("publish", "push1", "push8", "latency"):
+                    answer = api.post("/api/v1/queues/", json={"name": name, "partitions": 3, "replication_factor": 3})
+                    assert answer.status_code == 201, answer.text
+            ws_base = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/"
+            result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "quick": args.quick}
+            progress(f"REST publish, 8 clients, batches of 100, {seconds} s")
+            result["rest_publish"] = asyncio.run(rest_publish(plane.base_url, headers, "publish", clients=8, seconds=seconds))
+            progress(f"filling queues with {push_count} messages each for the push phases")
+            asyncio.run(fill(plane.base_url, headers, "push1", push_count))
+            asyncio.run(fill(plane.base_url, headers, "push8", push_count))
+            progress("WebSocket push to 1 subscriber")
+            result["ws_push_1"] = asyncio.run(ws_push(ws_base + "push1", headers, subscribers=1, count=push_count))
+            progress("WebSocket push to 8 subscribers")
+            result["ws_push_8"] = asyncio.run(ws_push(ws_base + "push8", headers, subscribers=8, count=push_count))
+            progress(f"publish-to-push latency at 1,000 msgs/s for {seconds} s")
+            result["latency"] = asyncio.run(latency(plane.base_url, ws_base + "latency", headers, "latency", rate=1000, seconds=seconds))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

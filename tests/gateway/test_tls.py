@@ -1,0 +1,67 @@
+"""TLS when configured: `tideway serve --certfile --keyfile` serves HTTPS and WSS."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import ssl
+import subprocess
+import sys
+
+import httpx
+import websockets
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tests.conftest import REPO_ROOT, free_port, wait_for_port
+from tests.gateway.conftest import make_queue
+
+
+def _self_signed(directory) -> tuple[str, str]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+async def test_https_and_wss_with_a_configured_certificate(gateway, tenant, tmp_path):
+    _, key = tenant
+    name = make_queue(gateway, key, partitions=1)
+    cert, private_key = _self_signed(tmp_path)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate",
+                               "--certfile", cert, "--keyfile", private_key],
+                              cwd=REPO_ROOT, env=gateway.server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout_s=60, process=server)
+        context = ssl.create_default_context(cafile=cert)
+        async with httpx.AsyncClient(base_url=f"https://127.0.0.1:{port}", verify=context,
+                                     headers={"Authorization": f"Bearer {key}"}) as api:
+            answer = await api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": "over tls"}]})
+            assert answer.status_code == 200, answer.text
+        async with websockets.connect(f"wss://127.0.0.1:{port}/ws/v1/queues/{name}", ssl=context,
+                                      additional_headers={"Authorization": f"Bearer {key}"}) as ws:
+            await ws.send(json.dumps({"type": "subscribe", "group": "tls"}))
+            while (frame := json.loads(await ws.recv()))["type"] != "messages":
+                pass
+            assert frame["messages"][0]["value"] == "over tls"
+        # Plain HTTP to the TLS port is not served.
+        try:
+            plain = httpx.get(f"http://127.0.0.1:{port}/api/v1/queues/", timeout=5)
+            assert plain.status_code >= 400
+        except httpx.HTTPError:
+            pass
+    finally:
+        server.terminate()
+        server.wait(10)
