@@ -10,8 +10,9 @@ every in-sync replica). Then measures, with clients in this process:
   concurrent clients;
 * WebSocket push msgs/s to one subscriber and to 8 subscribers of one group
   (prefetch 1000, acking as they go), from a queue filled beforehand;
-* publish-to-push latency p50/p99 at 1,000 msgs/s (one REST publish of one
-  message per millisecond; a WebSocket subscriber notes when each arrives).
+* publish-to-push latency p50/p99 at 1,000 msgs/s (one message per publish
+  frame on a WebSocket; a second WebSocket subscribes and notes when each
+  arrives).
 
 Prints one JSON object on stdout; progress goes to stderr. The clients share
 the machine's cores with the servers.
@@ -45,7 +46,7 @@ VALUE = "x" * 100
 
 
 async def rest_publish(base_url: str, headers: dict, queue: str, *, clients: int, seconds: float) -> dict:
-    body = {"messages": [{"value": VALUE} for _ in range(100)]}
+    body = json.dumps({"messages": [{"value": VALUE} for _ in range(100)]}).encode()  # built once, as a client would
     sent = 0
     latencies = []
     deadline = time.perf_counter() + seconds
@@ -55,7 +56,7 @@ async def rest_publish(base_url: str, headers: dict, queue: str, *, clients: int
         async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http:
             while time.perf_counter() < deadline:
                 started = time.perf_counter()
-                answer = await http.post(f"/api/v1/queues/{queue}/messages", json=body)
+                answer = await http.post(f"/api/v1/queues/{queue}/messages", content=body)
                 if answer.status_code != 200:
                     raise SystemExit(f"publish failed: {answer.status_code} {answer.text[:200]}")
                 latencies.append(time.perf_counter() - started)
@@ -76,8 +77,8 @@ async def fill(base_url: str, headers: dict, queue: str, count: int) -> None:
         async def worker(n: int) -> None:
             for _ in range(n):
                 assert (await http.post(f"/api/v1/queues/{queue}/messages", json=body)).status_code == 200
-        per = count // 500 // 8
-        await asyncio.gather(*(worker(per) for _ in range(8)))
+        batches = count // 500
+        await asyncio.gather(*(worker(batches // 8 + (1 if i < batches % 8 else 0)) for i in range(8)))
 
 
 async def ws_push(ws_url: str, headers: dict, *, subscribers: int, count: int) -> dict:
@@ -106,7 +107,8 @@ async def ws_push(ws_url: str, headers: dict, *, subscribers: int, count: int) -
     return {"subscribers": subscribers, "messages": received, "seconds": round(elapsed, 2), "msgs_per_s": round(received / elapsed)}
 
 
-async def latency(base_url: str, ws_url: str, headers: dict, queue: str, *, rate: int, seconds: float) -> dict:
+async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> dict:
+    """Publish one message per frame on one WebSocket at ``rate``; a second one subscribes and notes arrivals."""
     arrivals: list[float] = []
     ready = asyncio.Event()
     stop = asyncio.Event()
@@ -129,28 +131,27 @@ async def latency(base_url: str, ws_url: str, headers: dict, queue: str, *, rate
 
     task = asyncio.ensure_future(subscriber())
     await asyncio.wait_for(ready.wait(), 10)
-    sent = 0
-    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as http:
-        pending = set()
+    total = int(rate * seconds)
+    async with websockets.connect(ws_url, additional_headers=headers) as publisher:
+        async def drain() -> None:  # the "published" answers
+            for _ in range(total):
+                await publisher.recv()
+
+        answers = asyncio.ensure_future(drain())
         started = time.perf_counter()
-        total = int(rate * seconds)
-        while sent < total:
-            due = started + sent / rate
-            delay = due - time.perf_counter()
+        for sent in range(total):
+            delay = started + sent / rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            body = {"messages": [{"value": repr(time.time())}]}
-            pending.add(asyncio.ensure_future(http.post(f"/api/v1/queues/{queue}/messages", json=body)))
-            sent += 1
-            pending = {p for p in pending if not p.done()}
-        await asyncio.gather(*pending)
+            await publisher.send(json.dumps({"type": "publish", "id": sent, "messages": [{"value": repr(time.time())}]}))
+        await asyncio.wait_for(answers, 60)
     deadline = time.monotonic() + 10
-    while len(arrivals) < sent and time.monotonic() < deadline:
+    while len(arrivals) < total and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     stop.set()
     await task
     arrivals.sort()
-    return {"rate_msgs_per_s": rate, "messages": len(arrivals), "p50_ms": round(arrivals[len(arrivals) // 2] * 1000, 2),
+    return {"rate_msgs_per_s": rate, "published": total, "pushed": len(arrivals), "p50_ms": round(arrivals[len(arrivals) // 2] * 1000, 2),
             "p99_ms": round(arrivals[int(len(arrivals) * 0.99)] * 1000, 2), "max_ms": round(arrivals[-1] * 1000, 2)}
 
 
@@ -181,7 +182,7 @@ def main() -> None:
             progress("WebSocket push to 8 subscribers")
             result["ws_push_8"] = asyncio.run(ws_push(ws_base + "push8", headers, subscribers=8, count=push_count))
             progress(f"publish-to-push latency at 1,000 msgs/s for {seconds} s")
-            result["latency"] = asyncio.run(latency(plane.base_url, ws_base + "latency", headers, "latency", rate=1000, seconds=seconds))
+            result["latency"] = asyncio.run(latency(ws_base + "latency", headers, rate=1000, seconds=seconds))
     print(json.dumps(result, indent=2))
 
 

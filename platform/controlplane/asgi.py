@@ -16,8 +16,9 @@ http_application = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from gateway.asgi import GatewayHTTP  # noqa: E402
 from gateway.routing import websocket_urlpatterns  # noqa: E402
 
 # WebSocket clients authenticate with a key or a short-lived token, never with cookies,
 # so pages of any origin may connect (no origin check).
-application = ProtocolTypeRouter({"http": http_application, "websocket": URLRouter(websocket_urlpatterns)})
+application = ProtocolTypeRouter({"http": GatewayHTTP(http_application), "websocket": URLRouter(websocket_urlpatterns)})

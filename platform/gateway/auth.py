@@ -68,8 +68,11 @@ _keys: dict[str, tuple[float, _KeyRow | None]] = {}
 
 
 def _load_key(prefix: str) -> _KeyRow | None:
+    from django.db import close_old_connections
+
     from tenants.models import ApiKey
 
+    close_old_connections()  # the gateway bypasses Django's per-request connection handling
     row = ApiKey.objects.select_related("tenant", "tenant__plan").filter(prefix=prefix).first()
     if row is None:
         return None

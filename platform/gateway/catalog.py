@@ -40,10 +40,13 @@ _queues: dict[tuple[int, str], tuple[float, QueueInfo | None]] = {}
 
 
 def _load(tenant_id: int, name: str) -> QueueInfo | None:
+    from django.db import close_old_connections
+
     from clusters.admin import bootstrap_of
     from topics.choices import QueueStatus
     from topics.models import Queue
 
+    close_old_connections()  # the gateway bypasses Django's per-request connection handling
     row = Queue.objects.select_related("cluster").filter(tenant_id=tenant_id, name=name, status=QueueStatus.READY).first()
     if row is None:
         return None

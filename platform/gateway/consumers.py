@@ -34,7 +34,7 @@ from gateway import limits, pool
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
-from gateway.publishing import publish
+from gateway.publishing import start_publish
 from gateway.views.base import Call, broker_failure, broker_group
 from gateway.views.queue_model import MAX_LOCK_SECONDS, checked_receipts, delivery_json
 from gateway.wire import ENCODER, OutgoingMessage
@@ -42,6 +42,7 @@ from gateway.wire import ENCODER, OutgoingMessage
 log = logging.getLogger(__name__)
 
 PREFETCH_MAX = 1000
+PUBLISHES_IN_FLIGHT_MAX = 64
 LONG_POLL_MS = 2000
 
 # WebSocket close codes (4000-4999 are the application's): the HTTP status + 4000.
@@ -79,6 +80,8 @@ class QueueSocket(AsyncWebsocketConsumer):
         self.credit = asyncio.Event()
         self.closing = False
         self.consumer = None
+        self.publishing: set[asyncio.Task] = set()
+        self.owed_bytes = 0  # pushed but not yet charged to the consume bucket
         try:
             self.caller = await authenticate(headers.get(b"authorization", b"").decode(), (query.get("token") or [""])[0])
             if not self.caller.may_touch(name):
@@ -130,10 +133,22 @@ class QueueSocket(AsyncWebsocketConsumer):
         await self.send_json({"type": "pong", "id": frame.id})
 
     async def on_publish(self, frame: Frame) -> None:
+        """Send now, in frame order; answer when acknowledged, without holding up the next frames."""
         self._need("produce")
-        await limits.take(self.caller, requests=1)
-        results = await publish(self.caller, self.queue, frame.messages)
-        await self.send_json({"type": "published", "id": frame.id, "messages": results})
+        acknowledged = await start_publish(self.caller, self.queue, frame.messages)
+        while len(self.publishing) >= PUBLISHES_IN_FLIGHT_MAX:  # bound what one connection has in flight
+            await asyncio.wait(self.publishing, return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.get_running_loop().create_task(self._answer_publish(frame.id, acknowledged))
+        self.publishing.add(task)
+        task.add_done_callback(self.publishing.discard)
+
+    async def _answer_publish(self, frame_id, acknowledged) -> None:
+        try:
+            await self.send_json({"type": "published", "id": frame_id, "messages": await acknowledged})
+        except GatewayError as exc:
+            await self.send_json({"type": "error", "id": frame_id, **exc.body()})
+        except Exception as exc:  # the socket closed meanwhile: nothing to answer
+            log.info("websocket on %s: publish answer not sent: %s", self.queue.broker_topic, exc)
 
     async def on_subscribe(self, frame: Frame) -> None:
         self._need("consume")
@@ -214,7 +229,8 @@ class QueueSocket(AsyncWebsocketConsumer):
                     pass
                 continue
             try:
-                await limits.take(self.caller, requests=1)
+                await limits.take(self.caller, requests=1, consume_bytes=self.owed_bytes, consuming=True)
+                self.owed_bytes = 0
                 messages = await self.consumer.receive(room, wait_ms=LONG_POLL_MS, lock_ms=self.lock_ms)
             except GatewayError as exc:
                 await self.send_json({"type": "throttle", "retry_after_ms": exc.retry_after_ms, **exc.body()})
@@ -236,7 +252,7 @@ class QueueSocket(AsyncWebsocketConsumer):
                 log.info("websocket on %s: push failed (%s); the connection is closing", self.queue.broker_topic, exc)
                 self.closing = True
                 break
-            await limits.charge_consumed(self.caller, sum(len(m.value or b"") + len(m.key or b"") for m in messages))
+            self.owed_bytes += sum(len(m.value or b"") + len(m.key or b"") for m in messages)  # charged with the next receive
 
     async def disconnect(self, code) -> None:
         self.closing = True

@@ -88,15 +88,40 @@ def _redis_down(exc: Exception) -> None:
         log.warning("Redis at %s is unreachable (%s): rate limits are not enforced until it is back", settings.TIDEWAY_REDIS_URL, exc)
 
 
-async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, consume_bytes: int = 0) -> None:
-    """Take from the tenant's buckets or raise 429 ``throttled`` (with how long to wait)."""
+# Each process takes a lease of 1/20 of a second of a bucket's rate at a time and spends it
+# locally, so most calls need no Redis round trip; a process can admit at most one lease
+# more than the bucket held, and unused leases lapse after a second.
+LEASE_FRACTION = 0.05
+LEASE_SECONDS = 1.0
+_leases: dict[str, list[float]] = {}  # bucket key -> [tokens left, expiry (monotonic)]
+
+
+async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, consume_bytes: int = 0,
+               consuming: bool = False) -> None:
+    """Take from the tenant's buckets or raise 429 ``throttled`` (with how long to wait).
+
+    ``consuming``: the call delivers messages, so the consume bucket must not be in debt
+    (its cost, ``consume_bytes``, is what earlier deliveries owe).
+    """
     limits, tenant = caller.limits, caller.tenant_id
-    keys, args = [], [int(time.time() * 1000)]
-    for name, rate, cost in (("req", limits.requests_per_s, requests), ("in", limits.publish_bytes_per_s, publish_bytes),
-                             ("out", limits.consume_bytes_per_s, consume_bytes)):
-        if cost or name == "out":  # consuming checks the out bucket even before it knows the cost
-            keys.append(f"tw:rl:{tenant}:{name}")
-            args += [max(rate, 1), cost]
+    now = time.monotonic()
+    keys, args, leased = [], [int(time.time() * 1000)], []
+    for name, rate, cost, applies in (("req", limits.requests_per_s, requests, requests > 0),
+                                      ("in", limits.publish_bytes_per_s, publish_bytes, publish_bytes > 0),
+                                      ("out", limits.consume_bytes_per_s, consume_bytes, consuming or consume_bytes > 0)):
+        if not applies:
+            continue
+        key = f"tw:rl:{tenant}:{name}"
+        lease = _leases.get(key)
+        if lease is not None and lease[1] > now and lease[0] > 0 and lease[0] >= cost:
+            lease[0] -= cost
+            continue
+        chunk = max(rate * LEASE_FRACTION, 1)
+        keys.append(key)
+        args += [max(rate, 1), cost + chunk]
+        leased.append((key, chunk))
+    if not keys:
+        return
     connection()
     script = _scripts[id(asyncio.get_running_loop())]
     try:
@@ -107,6 +132,10 @@ async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, con
     if wait_ms > 0:
         raise GatewayError("throttled", f"the plan's rate limit was reached: retry in {wait_ms} ms", 429,
                            details={"retry_after_ms": wait_ms}, retry_after_ms=wait_ms)
+    if len(_leases) > 100_000:
+        _leases.clear()
+    for key, chunk in leased:
+        _leases[key] = [chunk, now + LEASE_SECONDS]
 
 
 async def charge_consumed(caller: Caller, consumed_bytes: int) -> None:

@@ -18,11 +18,20 @@ async def publish(caller: Caller, queue: QueueInfo, messages: list[OutgoingMessa
     message, where it went or why it failed (retry the failed ones: their
     dedup ids were freed).
     """
+    return await (await start_publish(caller, queue, messages))
+
+
+async def start_publish(caller: Caller, queue: QueueInfo, messages: list[OutgoingMessage]):
+    """Check and send ``messages`` now (in call order); return an awaitable of the results (see ``publish``).
+
+    Callers that publish several batches in order (a WebSocket) start the
+    next one before the previous one is acknowledged.
+    """
     batch_limit = min(queue.max_message_bytes, caller.limits.max_message_bytes)
     prepared = prepare(messages, batch_limit, queue.partitions)
     await schemas.validate(queue, [p.value for p in prepared])
     size = sum(len(p.value or b"") + len(p.key or b"") for p in prepared)
-    await limits.take(caller, requests=0, publish_bytes=size)
+    await limits.take(caller, requests=1, publish_bytes=size)  # the request and its bytes, in one round trip
     dedup = [(i, p.dedup_id) for i, p in enumerate(prepared) if p.dedup_id is not None]
     await limits.reserve_dedup_ids(queue.id, dedup)
     try:
@@ -33,6 +42,10 @@ async def publish(caller: Caller, queue: QueueInfo, messages: list[OutgoingMessa
     except BaseException:
         await limits.settle_dedup_ids(queue.id, [(d, None) for _i, d in dedup])
         raise
+    return _acknowledged(queue, futures, dedup)
+
+
+async def _acknowledged(queue: QueueInfo, futures: list, dedup: list[tuple[int, str]]) -> list[dict]:
     results, failed = [], 0
     for future in futures:  # all were sent together: awaiting them in turn costs no extra time
         try:

@@ -56,8 +56,11 @@ def _compile(schema_type: str, text: str) -> _Compiled:
 
 
 def _load(tenant_id: int, subject: str) -> SubjectSchemas:
+    from django.db import close_old_connections
+
     from registry.models import SubjectVersion
 
+    close_old_connections()  # the gateway bypasses Django's per-request connection handling
     found = SubjectSchemas(subject)
     rows = SubjectVersion.objects.select_related("schema").filter(tenant_id=tenant_id, subject=subject, deleted=False).order_by("version")
     for row in rows:

@@ -149,7 +149,7 @@ def running_control_plane(home: Path, database_url: str):
         log = home / "server.log"
         if log.exists():
             errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line]
-            print(f"server log: {len(errors)} tracebacks ({log})")
+            print(f"server log: {len(errors)} tracebacks ({log})", file=sys.stderr)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

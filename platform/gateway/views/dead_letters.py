@@ -19,6 +19,7 @@ class DeadLettersView(GatewayView):
     """GET: dead letters not redriven yet, oldest first. DELETE: purge them all."""
 
     required_scopes = {"GET": "consume", "DELETE": "manage"}
+    consuming_methods = frozenset({"GET"})
 
     async def get(self, request, call, name):
         require_queue_mode(call)

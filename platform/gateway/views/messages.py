@@ -13,6 +13,8 @@ class MessagesView(GatewayView):
     """POST: publish up to 1,000 messages. GET: peek (read without consuming or locking)."""
 
     required_scopes = {"POST": "produce", "GET": "consume"}
+    rate_limited_by_handler = frozenset({"POST"})
+    consuming_methods = frozenset({"GET"})
 
     async def post(self, request, call, name):
         body = decode(request.body, PublishBody)

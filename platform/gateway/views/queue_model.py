@@ -54,6 +54,7 @@ async def receive(call: Call, group: str, *, max_messages: int, wait_seconds: fl
 
 class ReceiveView(GatewayView):
     required_scopes = {"POST": "consume"}
+    consuming_methods = frozenset({"POST"})
 
     async def post(self, request, call, name, group):
         body = decode(request.body, ReceiveBody)

@@ -41,6 +41,7 @@ class PartitionMessagesView(GatewayView):
     """GET ?offset=N | ?from=earliest|latest | ?timestamp=MS, &max_messages, &wait_seconds (long polling)."""
 
     required_scopes = {"GET": "consume"}
+    consuming_methods = frozenset({"GET"})
 
     async def get(self, request, call, name, partition):
         number = _partition(call, partition)
