@@ -85,25 +85,27 @@ async def ws_push(ws_url: str, headers: dict, *, subscribers: int, count: int) -
     received = 0
     done = asyncio.Event()
     started = time.perf_counter()
+    finished = None
 
     async def subscriber() -> None:
-        nonlocal received
+        nonlocal received, finished
         async with websockets.connect(ws_url, additional_headers=headers, max_size=None) as ws:
             await ws.send(json.dumps({"type": "subscribe", "group": f"push-{subscribers}", "prefetch": 1000}))
             while not done.is_set():
                 try:
-                    frame = json.loads(await asyncio.wait_for(ws.recv(), 5))
+                    frame = json.loads(await asyncio.wait_for(ws.recv(), 0.5))
                 except TimeoutError:
-                    return
+                    continue  # look at `done` again
                 if frame["type"] != "messages":
                     continue
                 received += len(frame["messages"])
                 await ws.send(json.dumps({"type": "ack", "receipts": [m["receipt"] for m in frame["messages"]]}))
-                if received >= count:
+                if received >= count and finished is None:
+                    finished = time.perf_counter()
                     done.set()
 
-    await asyncio.gather(*(subscriber() for _ in range(subscribers)))
-    elapsed = time.perf_counter() - started
+    await asyncio.wait_for(asyncio.gather(*(subscriber() for _ in range(subscribers))), 300)
+    elapsed = finished - started
     return {"subscribers": subscribers, "messages": received, "seconds": round(elapsed, 2), "msgs_per_s": round(received / elapsed)}
 
 

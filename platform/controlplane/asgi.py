@@ -1,5 +1,6 @@
 """ASGI entry point of the control plane and gateway (HTTP and WebSocket): ``uvicorn controlplane.asgi:application``."""
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -22,3 +23,7 @@ from gateway.routing import websocket_urlpatterns  # noqa: E402
 # WebSocket clients authenticate with a key or a short-lived token, never with cookies,
 # so pages of any origin may connect (no origin check).
 application = ProtocolTypeRouter({"http": GatewayHTTP(http_application), "websocket": URLRouter(websocket_urlpatterns)})
+
+# Everything loaded so far lives as long as the process: keep it out of the garbage
+# collector's full passes, which otherwise stall the event loop (as the brokers do).
+gc.freeze()
