@@ -25,7 +25,6 @@ from tenants.keys import secret_matches, split_key
 KEY_CACHE_SECONDS = 3.0
 TOKEN_PREFIX = "twt_"
 TOKEN_SALT = "tideway.gateway.token"
-TOKEN_TTL_DEFAULT_S = 300
 TOKEN_TTL_MAX_S = 3600
 LAST_USED_WRITE_INTERVAL_S = 60.0
 _CACHE_MAX = 10_000

@@ -45,8 +45,6 @@ PREFETCH_MAX = 1000
 PUBLISHES_IN_FLIGHT_MAX = 64
 LONG_POLL_MS = 2000
 
-# WebSocket close codes (4000-4999 are the application's): the HTTP status + 4000.
-CLOSE_UNAUTHENTICATED, CLOSE_FORBIDDEN, CLOSE_NOT_FOUND = 4401, 4403, 4404
 
 
 class Frame(msgspec.Struct, forbid_unknown_fields=True):
@@ -92,6 +90,7 @@ class QueueSocket(AsyncWebsocketConsumer):
             self.queue = queue
         except GatewayError as exc:
             await self.send_json({"type": "error", **exc.body()})
+            # Close codes 4000-4999 are the application's: 4401, 4403, 4404 (the HTTP status + 4000).
             await self.close(code=4000 + exc.status if exc.status in (401, 403, 404) else 4400)
             return
         await self.send_json({"type": "ready", "queue": name, "mode": self.queue.mode, "prefetch_max": PREFETCH_MAX})

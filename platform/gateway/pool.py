@@ -10,7 +10,6 @@ of the ASGI server that created it.
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from brokers import errors
 from brokers.client import Producer, QueueConsumer, TidewayClient
@@ -18,8 +17,6 @@ from brokers.client.group import CoordinatorLink
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import Record, decode_records, iter_batches
-
-log = logging.getLogger(__name__)
 
 # A publish not acknowledged by every in-sync replica in this time fails (503, retry):
 # HTTP clients wait about this long, and dedup reservations outlive it (limits.PENDING_S).
@@ -94,18 +91,6 @@ async def read_partition(bootstrap: str, topic: str, partition: int, offset: int
     del records[max_records:]
     next_offset = records[-1].offset + 1 if records else offset
     return records, next_offset, result.high_watermark
-
-
-async def close_all() -> None:
-    for key, producer_ in list(_producers.items()):
-        try:
-            await producer_.stop()
-        except Exception as exc:  # closing: report and carry on with the others
-            log.warning("closing the producer to %s: %s", key[1], exc)
-    for broker_client in _clients.values():
-        await broker_client.close()
-    _producers.clear()
-    _clients.clear()
 
 
 _queue_consumers: dict[tuple[int, str, str, str], QueueConsumer] = {}

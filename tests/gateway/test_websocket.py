@@ -118,3 +118,23 @@ async def test_bad_frames_get_an_error_frame_and_the_connection_stays(gateway, t
             assert (await _next(ws, "error"))["code"] == code
         await ws.send(json.dumps({"type": "ping", "id": "still-here"}))
         assert (await _next(ws, "pong"))["id"] == "still-here"
+
+
+async def test_a_tenant_over_its_rate_gets_a_throttle_frame_and_nothing_more_is_stored(gateway):
+    _, key = gateway.create_tenant(plan="free")  # 50 requests/s
+    name = make_queue(gateway, key, partitions=1, replication_factor=1)
+    async with await _connect(gateway, name, key) as ws:
+        for i in range(200):
+            await ws.send(json.dumps({"type": "publish", "id": i, "messages": [{"value": f"m{i}"}]}))
+        published, throttled = set(), []
+        while len(published) + len(throttled) < 200:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if frame["type"] == "published":
+                published.add(frame["id"])
+            elif frame["type"] == "throttle":
+                throttled.append(frame)
+        assert throttled, "200 publish frames at once exceed 50 requests/s"
+        assert all(t["code"] == "throttled" and t["retry_after_ms"] > 0 for t in throttled)
+    with gateway.client(key) as api:
+        stored = api.get(f"/api/v1/queues/{name}/messages", params={"max_messages": 1000}).json()["messages"]
+    assert sorted(m["value"] for m in stored) == sorted(f"m{i}" for i in published)
