@@ -31,7 +31,7 @@ from brokers.client.group import CoordinatorLink, fetch_committed
 from brokers.client.producer import Producer
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
-from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS
+from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS, REDRIVEN_HEADER
 
 __all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "parse_receipt", "purge_dead_letters", "redrive"]
 
@@ -147,20 +147,33 @@ def _redrive_group(dlq_topic: str) -> str:
 
 
 async def _not_redriven(client: TidewayClient, link: CoordinatorLink, dlq_topic: str):
-    """Yield (partition, record) for every dead letter past the redrive position, as the topic stood at the start."""
+    """Yield (partition, record) for every dead letter past the redrive position, as the topic stood at the start.
+
+    Records redriven one by one (a marker names them) and the markers themselves
+    are skipped; a partition is read to its end before its first record is
+    yielded, since a marker follows the letter it names.
+    """
     for info in await client.partitions_for(dlq_topic):
         tp = (dlq_topic, info.partition)
         start = (await fetch_committed(link, [tp]))[tp]
         end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
         consumer = Consumer(client, auto_offset_reset="earliest", fetch_max_wait_ms=100)
         await consumer.start()
+        letters, redriven = [], set()
         try:
             await consumer.assign([tp], start=start if start >= 0 else "earliest")
             while consumer.position(tp) < end:
                 for record in (await consumer.getmany(1000)).get(tp, []):
-                    yield info.partition, record
+                    marker = dict(record.headers).get(REDRIVEN_HEADER)
+                    if marker is not None:
+                        redriven.add(int(record.value or b"-1"))
+                    else:
+                        letters.append(record)
         finally:
             await consumer.stop()
+        for record in letters:
+            if record.offset not in redriven:
+                yield info.partition, record
 
 
 async def list_dead_letters(client: TidewayClient, dlq_topic: str, *, limit: int = 100) -> list[dict]:
@@ -175,12 +188,16 @@ async def list_dead_letters(client: TidewayClient, dlq_topic: str, *, limit: int
     return out
 
 
-async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 100.0, limit: int | None = None) -> int:
+async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 100.0, limit: int | None = None,
+                  selected: set[tuple[int, int]] | None = None) -> int:
     """Publish dead letters back to their origin topic at ``rate_per_s``; return how many.
 
-    Progress is committed as group ``<dlq>.redrive``, after each message is
-    acknowledged by the origin topic, so a redrive that stops half way carries
-    on from there (a message may be redriven twice, never lost).
+    Every dead letter (the oldest ``limit``), or only the ``selected``
+    (partition, offset) ones. Progress is committed as group ``<dlq>.redrive``
+    after each message is acknowledged by the origin topic; a selected letter
+    is marked redriven (a marker record in its partition) instead. So a redrive
+    that stops half way carries on from there (a message may be redriven twice,
+    never lost).
     """
     link = CoordinatorLink(client, _redrive_group(dlq_topic))
     producer = Producer(client, acks="all", linger_ms=1)
@@ -193,6 +210,8 @@ async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 
             async for partition, record in letters:
                 if limit is not None and moved >= limit:
                     break
+                if selected is not None and (partition, record.offset) not in selected:
+                    continue
                 origin = (dict(record.headers).get("tideway-dlq-origin-topic") or b"").decode()
                 if origin:
                     # Without the dead-letter headers, and due at once (no deliver-at).
@@ -203,7 +222,12 @@ async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 
                     next_at = max(next_at, time.monotonic() - 1) + interval
                     await (await producer.send(origin, record.value, key=record.key, headers=kept))
                     moved += 1
-                await _commit_free(link, (dlq_topic, partition), record.offset + 1)
+                if selected is None:
+                    await _commit_free(link, (dlq_topic, partition), record.offset + 1)
+                else:
+                    marker = await producer.send(dlq_topic, str(record.offset).encode(), partition=partition,
+                                                 headers=[(REDRIVEN_HEADER, b"1")])
+                    await marker
     finally:
         await producer.stop()
     return moved
@@ -224,12 +248,12 @@ async def purge_dead_letters(client: TidewayClient, dlq_topic: str) -> int:
     but they are no longer listed or redriven.
     """
     link = CoordinatorLink(client, _redrive_group(dlq_topic))
+    ends = {info.partition: (await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP))[0]
+            for info in await client.partitions_for(dlq_topic)}
     purged = 0
-    for info in await client.partitions_for(dlq_topic):
-        tp = (dlq_topic, info.partition)
-        start = (await fetch_committed(link, [tp]))[tp]
-        earliest, _ = await client.list_offset(dlq_topic, info.partition, m.EARLIEST_TIMESTAMP)
-        end, _ = await client.list_offset(dlq_topic, info.partition, m.LATEST_TIMESTAMP)
-        purged += max(end - max(start, earliest), 0)
-        await _commit_free(link, tp, end)
+    async with aclosing(_not_redriven(client, link, dlq_topic)) as letters:
+        async for partition, record in letters:
+            purged += record.offset < ends[partition]
+    for partition, end in ends.items():
+        await _commit_free(link, (dlq_topic, partition), end)
     return purged

@@ -14,8 +14,9 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(name="gateway.redrive_dead_letters")
-def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None) -> dict:
-    """Move dead letters of queue ``queue_id`` back to it; safe to run again after a crash (see brokers.client.queue.redrive)."""
+def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None, selected: list | None = None) -> dict:
+    """Move dead letters of queue ``queue_id`` back to it (all, or the selected [partition, offset] ones);
+    safe to run again after a crash (see brokers.client.queue.redrive)."""
     from clusters.admin import bootstrap_of
     from topics.models import Queue
 
@@ -24,7 +25,8 @@ def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None) ->
 
     async def run() -> int:
         async with TidewayClient(bootstrap) as client:
-            return await redrive(client, queue.dead_letter_topic, rate_per_s=rate_per_s, limit=limit)
+            chosen = None if selected is None else {(p, o) for p, o in selected}
+            return await redrive(client, queue.dead_letter_topic, rate_per_s=rate_per_s, limit=limit, selected=chosen)
 
     moved = asyncio.run(run())
     log.info("redrove %d dead letters of %s at up to %.1f/s", moved, queue, rate_per_s)

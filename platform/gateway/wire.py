@@ -75,9 +75,15 @@ class HeartbeatBody(msgspec.Struct, forbid_unknown_fields=True):
     session_timeout_ms: int = 30_000
 
 
+class SelectedLetter(msgspec.Struct, forbid_unknown_fields=True):
+    partition: int
+    offset: int
+
+
 class RedriveBody(msgspec.Struct, forbid_unknown_fields=True):
     rate_per_s: float = 100.0
     limit: int | None = None
+    messages: list[SelectedLetter] | None = None  # only these dead letters (partition and offset, as listed)
 
 
 class TokenBody(msgspec.Struct, forbid_unknown_fields=True):

@@ -120,3 +120,26 @@ def test_peek_reads_without_consuming(gateway, tenant):
         peeked = api.get(f"/api/v1/queues/{name}/messages", params={"max_messages": 3}).json()["messages"]
         assert [m["value"] for m in peeked] == ["0", "1", "2"] and "receipt" not in peeked[0]
         assert len(_receive(api, name, wait_seconds=2)) == 5  # nothing was taken by the peek
+
+
+def test_redrive_of_selected_dead_letters_then_of_the_rest(gateway, tenant):
+    _, key = tenant
+    name = make_queue(gateway, key, partitions=1)
+    with gateway.client(key) as api:
+        api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": v} for v in ("a", "b", "c")]})
+        got = _receive(api, name, wait_seconds=2)
+        api.post(f"/api/v1/queues/{name}/groups/workers/reject", json={"receipts": [m["receipt"] for m in got], "error": "bad"})
+        letters = wait_for(lambda: len(found := api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"]) == 3 and found, 10, "3 dead letters")
+        b = next(d for d in letters if d["value"] == "b")
+
+        def run(body) -> dict:
+            status_url = api.post(f"/api/v1/queues/{name}/dead-letters/redrive", json=body).json()["status_url"]
+            return wait_for(lambda: (s := api.get(status_url).json())["state"] in ("SUCCESS", "FAILURE") and s, 30, "the job")
+
+        assert run({"messages": [{"partition": b["partition"], "offset": b["offset"]}]})["moved"] == 1
+        assert sorted(d["value"] for d in api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"]) == ["a", "c"]
+        assert [m["value"] for m in _receive(api, name, wait_seconds=3)] == ["b"]
+        assert run({})["moved"] == 2  # the rest; b is not redriven twice
+        assert api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"] == []
+        assert sorted(m["value"] for m in _receive(api, name, wait_seconds=3)) == ["a", "c"]
+        assert api.delete(f"/api/v1/queues/{name}/dead-letters").json() == {"purged": 0}

@@ -42,7 +42,10 @@ def _job_key(queue_id: int, job_id: str) -> str:
 
 
 class RedriveView(GatewayView):
-    """POST {"rate_per_s": 100, "limit": null}: start moving dead letters back to the queue (202 with a job id)."""
+    """POST {"rate_per_s": 100, "limit": null, "messages": null}: start moving dead letters back (202 with a job id).
+
+    All of them (the oldest ``limit``), or the ``messages`` selected by partition and offset.
+    """
 
     required_scopes = {"POST": "manage"}
 
@@ -53,11 +56,14 @@ class RedriveView(GatewayView):
             raise invalid("rate_per_s must be more than 0 and at most 100000")
         if body.limit is not None and body.limit < 1:
             raise invalid("limit must be 1 or more (or null for all)")
+        if body.messages is not None and not 0 < len(body.messages) <= 1000:
+            raise invalid("messages selects 1 to 1000 dead letters (or leave it out for all)")
+        selected = None if body.messages is None else [[m.partition, m.offset] for m in body.messages]
         from gateway.tasks import redrive_dead_letters
 
         job_id = uuid.uuid4().hex
         await limits.connection().set(_job_key(call.queue.id, job_id), 1, ex=JOB_MEMORY_S)
-        await sync_to_async(redrive_dead_letters.apply_async)((call.queue.id, body.rate_per_s, body.limit), task_id=job_id)
+        await sync_to_async(redrive_dead_letters.apply_async)((call.queue.id, body.rate_per_s, body.limit, selected), task_id=job_id)
         return json_response({"job_id": job_id, "state": "PENDING",
                               "status_url": f"/api/v1/queues/{name}/dead-letters/redrives/{job_id}"}, status=202)
 
