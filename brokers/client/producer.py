@@ -95,6 +95,28 @@ class RecordFuture:
         return self._batch.future.exception() if self._batch.future.done() else None
 
 
+async def wait_records(futures: list[RecordFuture]) -> list[RecordMetadata | BaseException]:
+    """Wait for every record in ``futures``: each one's metadata, or the error that failed it.
+
+    One wait per batch rather than per record, for callers that send many
+    records at once (a gateway answering a whole publish request).
+    """
+    pending = {id(f._batch): f._batch.future for f in futures if not f._batch.future.done()}
+    if pending:
+        await asyncio.wait(pending.values())
+    out: list[RecordMetadata | BaseException] = []
+    for record in futures:
+        batch = record._batch
+        error = batch.future.exception()
+        if error is not None:
+            out.append(error)
+        else:
+            base = batch.future.result()
+            out.append(RecordMetadata(batch.topic, batch.partition, base + record._offset_delta if base >= 0 else -1,
+                                      record._timestamp_ms))
+    return out
+
+
 class _Batch:
     __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data", "in_flight")
 

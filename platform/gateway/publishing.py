@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from brokers import errors as broker_errors
+from brokers.client.producer import wait_records
 from gateway import limits, pool, schemas
 from gateway.auth import Caller
 from gateway.catalog import QueueInfo
@@ -47,14 +48,14 @@ async def start_publish(caller: Caller, queue: QueueInfo, messages: list[Outgoin
 
 async def _acknowledged(queue: QueueInfo, futures: list, dedup: list[tuple[int, str]]) -> list[dict]:
     results, failed = [], 0
-    for future in futures:  # all were sent together: awaiting them in turn costs no extra time
-        try:
-            meta = await future
-        except broker_errors.TidewayError as exc:
+    for outcome in await wait_records(futures):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, broker_errors.TidewayError):
+                raise outcome
             failed += 1
-            results.append({"error": {"code": "unavailable", "message": str(exc)}})
+            results.append({"error": {"code": "unavailable", "message": str(outcome)}})
         else:
-            results.append({"partition": meta.partition, "offset": meta.offset})
+            results.append({"partition": outcome.partition, "offset": outcome.offset})
     if dedup:
         await limits.settle_dedup_ids(queue.id, [(d, (results[i]["partition"], results[i]["offset"]) if "offset" in results[i] else None)
                                                  for i, d in dedup])
