@@ -42,7 +42,7 @@ from gateway.wire import ENCODER, OutgoingMessage
 log = logging.getLogger(__name__)
 
 PREFETCH_MAX = 1000
-PUBLISHES_IN_FLIGHT_MAX = 64
+IN_FLIGHT_MAX = 64  # publishes and acks one connection may have waiting for the brokers
 LONG_POLL_MS = 2000
 
 
@@ -78,7 +78,7 @@ class QueueSocket(AsyncWebsocketConsumer):
         self.credit = asyncio.Event()
         self.closing = False
         self.consumer = None
-        self.publishing: set[asyncio.Task] = set()
+        self.background: set[asyncio.Task] = set()  # publishes and acks waiting for the brokers
         self.owed_bytes = 0  # pushed but not yet charged to the consume bucket
         try:
             self.caller = await authenticate(headers.get(b"authorization", b"").decode(), (query.get("token") or [""])[0])
@@ -135,11 +135,7 @@ class QueueSocket(AsyncWebsocketConsumer):
         """Send now, in frame order; answer when acknowledged, without holding up the next frames."""
         self._need("produce")
         acknowledged = await start_publish(self.caller, self.queue, frame.messages)
-        while len(self.publishing) >= PUBLISHES_IN_FLIGHT_MAX:  # bound what one connection has in flight
-            await asyncio.wait(self.publishing, return_when=asyncio.FIRST_COMPLETED)
-        task = asyncio.get_running_loop().create_task(self._answer_publish(frame.id, acknowledged))
-        self.publishing.add(task)
-        task.add_done_callback(self.publishing.discard)
+        await self._in_background(self._answer_publish(frame.id, acknowledged))
 
     async def _answer_publish(self, frame_id, acknowledged) -> None:
         try:
@@ -173,28 +169,47 @@ class QueueSocket(AsyncWebsocketConsumer):
             raise invalid("subscribe before acknowledging")
         receipts = checked_receipts(frame.receipts)
         answer: dict = {"type": _ANSWERS[action], "id": frame.id, "receipts": receipts}
+        if action == "extend":
+            if frame.seconds is None or not 0 < frame.seconds <= MAX_LOCK_SECONDS:
+                raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
+            deadlines = await self.consumer.extend(receipts, int(frame.seconds * 1000))
+            for receipt, deadline in zip(receipts, deadlines, strict=True):
+                if receipt in self.unacked:
+                    self.unacked[receipt] = deadline
+            answer["visible_at"] = deadlines
+            await self.send_json(answer)
+            return
+        # The client is done with these: their credit is free now, while the brokers record it
+        # (if that fails, the brokers deliver them again, as for an expired lock).
+        for receipt in receipts:
+            self.unacked.pop(receipt, None)
+        self.credit.set()
+        if action == "ack":
+            settled = self.consumer.ack(receipts)
+        elif action == "nack":
+            settled = self.consumer.nack(receipts, delay_ms=None if frame.delay_seconds is None else int(frame.delay_seconds * 1000),
+                                         error=frame.error)
+        else:
+            settled = self.consumer.reject(receipts, error=frame.error)
+        await self._in_background(self._answer_when_done(frame.id, settled, answer))
+
+    async def _answer_when_done(self, frame_id, settled, answer: dict) -> None:
         try:
-            if action == "ack":
-                await self.consumer.ack(receipts)
-            elif action == "nack":
-                delay = None if frame.delay_seconds is None else int(frame.delay_seconds * 1000)
-                await self.consumer.nack(receipts, delay_ms=delay, error=frame.error)
-            elif action == "reject":
-                await self.consumer.reject(receipts, error=frame.error)
-            else:
-                if frame.seconds is None or not 0 < frame.seconds <= MAX_LOCK_SECONDS:
-                    raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
-                deadlines = await self.consumer.extend(receipts, int(frame.seconds * 1000))
-                for receipt, deadline in zip(receipts, deadlines, strict=True):
-                    if receipt in self.unacked:
-                        self.unacked[receipt] = deadline
-                answer["visible_at"] = deadlines
-        finally:
-            if action != "extend":
-                for receipt in receipts:
-                    self.unacked.pop(receipt, None)
-                self.credit.set()
-        await self.send_json(answer)
+            await settled
+        except broker_errors.TidewayError as exc:
+            answer = {"type": "error", "id": frame_id, **broker_failure(exc).body()}
+        try:
+            await self.send_json(answer)
+        except Exception as exc:  # the socket closed meanwhile: nothing to answer
+            log.info("websocket on %s: answer not sent: %s", self.queue.broker_topic, exc)
+
+    async def _in_background(self, coroutine) -> None:
+        """Run ``coroutine`` without holding up the next frames; at most IN_FLIGHT_MAX at a time."""
+        while len(self.background) >= IN_FLIGHT_MAX:
+            await asyncio.wait(self.background, return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     async def on_ack(self, frame: Frame) -> None:
         await self._settle(frame, "ack")
