@@ -46,7 +46,6 @@ IN_FLIGHT_MAX = 64  # publishes and acks one connection may have waiting for the
 LONG_POLL_MS = 2000
 
 
-
 class Frame(msgspec.Struct, forbid_unknown_fields=True):
     type: str
     id: int | str | None = None

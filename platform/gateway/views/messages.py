@@ -27,11 +27,11 @@ class MessagesView(GatewayView):
         only = int_param(request, "partition", None, low=0, high=queue.partitions - 1)
         start = int_param(request, "offset", None, low=0)
         base64_always = request.GET.get("encoding") == "base64"
-        out = []
+        out, consumed = [], 0
+        broker_client = await pool.client(queue.bootstrap)
         for partition in [only] if only is not None else range(queue.partitions):
             if len(out) >= max_messages:
                 break
-            broker_client = await pool.client(queue.bootstrap)
             offset = start
             if offset is None:
                 offset, _ = await broker_client.list_offset(queue.broker_topic, partition, EARLIEST_TIMESTAMP)
@@ -39,5 +39,6 @@ class MessagesView(GatewayView):
                                                             max_records=max_messages - len(out), wait_ms=0)
             out += [message_json(partition=partition, offset=r.offset, timestamp_ms=r.timestamp_ms, key=r.key, value=r.value,
                                  headers=r.headers, base64_always=base64_always) for r in records]
-        await limits.charge_consumed(call.caller, sum(len(r.get("value") or r.get("value_base64") or "") for r in out))
+            consumed += sum(len(r.value or b"") + len(r.key or b"") for r in records)
+        await limits.charge_consumed(call.caller, consumed)
         return json_response({"messages": out})
