@@ -259,16 +259,7 @@ class GroupConsumer:
         self._last_commit = time.monotonic()
         if not offsets:
             return
-        request = m.OffsetCommitRequest(
-            group_id=self.group_id,
-            member_id=self.member_id,
-            member_epoch=self.member_epoch,
-            offsets=[m.CommittedOffset(topic=t, partition=p, offset=o) for (t, p), o in offsets.items()],
-        )
-        response: m.OffsetCommitResponse = await self.link.request(ApiKey.OFFSET_COMMIT, request)
-        for result in response.offsets:
-            if result.error_code:
-                raise errors.error_for_code(result.error_code, result.error_message)
+        await commit_offsets(self.link, offsets, member_id=self.member_id, member_epoch=self.member_epoch)
 
     async def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         return await fetch_committed(self.link, partitions)
@@ -301,6 +292,19 @@ class GroupConsumer:
         await self.consumer.stop()
         if self._own_client:
             await self.client.close()
+
+
+async def commit_offsets(link: CoordinatorLink, offsets: dict[TopicPartition, int], *, member_id: str = "",
+                         member_epoch: int = -1) -> None:
+    """Commit ``offsets`` for the link's group (as a member, or outside any membership); raise the first refusal."""
+    request = m.OffsetCommitRequest(
+        group_id=link.group_id, member_id=member_id, member_epoch=member_epoch,
+        offsets=[m.CommittedOffset(topic=t, partition=p, offset=o) for (t, p), o in offsets.items()],
+    )
+    response: m.OffsetCommitResponse = await link.request(ApiKey.OFFSET_COMMIT, request)
+    for result in response.offsets:
+        if result.error_code:
+            raise errors.error_for_code(result.error_code, result.error_message)
 
 
 async def fetch_committed(link: CoordinatorLink, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from brokers import errors
 from brokers.client.client import TidewayClient
 from brokers.client.consumer import Consumer
-from brokers.client.group import CoordinatorLink, fetch_committed
+from brokers.client.group import CoordinatorLink, commit_offsets, fetch_committed
 from brokers.client.producer import Producer
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
@@ -223,7 +223,7 @@ async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 
                     await (await producer.send(origin, record.value, key=record.key, headers=kept))
                     moved += 1
                 if selected is None:
-                    await _commit_free(link, (dlq_topic, partition), record.offset + 1)
+                    await commit_offsets(link, {(dlq_topic, partition): record.offset + 1})
                 else:
                     marker = await producer.send(dlq_topic, str(record.offset).encode(), partition=partition,
                                                  headers=[(REDRIVEN_HEADER, b"1")])
@@ -231,14 +231,6 @@ async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 
     finally:
         await producer.stop()
     return moved
-
-
-async def _commit_free(link: CoordinatorLink, tp, offset: int) -> None:
-    request = m.OffsetCommitRequest(group_id=link.group_id, offsets=[m.CommittedOffset(topic=tp[0], partition=tp[1], offset=offset)])
-    response: m.OffsetCommitResponse = await link.request(ApiKey.OFFSET_COMMIT, request)
-    for result in response.offsets:
-        if result.error_code:
-            raise errors.error_for_code(result.error_code, result.error_message)
 
 
 async def purge_dead_letters(client: TidewayClient, dlq_topic: str) -> int:
@@ -255,5 +247,5 @@ async def purge_dead_letters(client: TidewayClient, dlq_topic: str) -> int:
         async for partition, record in letters:
             purged += record.offset < ends[partition]
     for partition, end in ends.items():
-        await _commit_free(link, (dlq_topic, partition), end)
+        await commit_offsets(link, {(dlq_topic, partition): end})
     return purged

@@ -36,7 +36,7 @@ from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
 from gateway.publishing import start_publish
 from gateway.views.base import Call, broker_failure, broker_group
-from gateway.views.queue_model import MAX_LOCK_SECONDS, checked_receipts, delivery_json
+from gateway.views.queue_model import MAX_LOCK_SECONDS, delivery_json, settlement
 from gateway.wire import ENCODER, OutgoingMessage
 
 log = logging.getLogger(__name__)
@@ -166,12 +166,11 @@ class QueueSocket(AsyncWebsocketConsumer):
         self._need("consume")
         if self.consumer is None:
             raise invalid("subscribe before acknowledging")
-        receipts = checked_receipts(frame.receipts)
+        settled = settlement(self.consumer, action, frame)
+        receipts = frame.receipts
         answer: dict = {"type": _ANSWERS[action], "id": frame.id, "receipts": receipts}
         if action == "extend":
-            if frame.seconds is None or not 0 < frame.seconds <= MAX_LOCK_SECONDS:
-                raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
-            deadlines = await self.consumer.extend(receipts, int(frame.seconds * 1000))
+            deadlines = await settled
             for receipt, deadline in zip(receipts, deadlines, strict=True):
                 if receipt in self.unacked:
                     self.unacked[receipt] = deadline
@@ -183,13 +182,6 @@ class QueueSocket(AsyncWebsocketConsumer):
         for receipt in receipts:
             self.unacked.pop(receipt, None)
         self.credit.set()
-        if action == "ack":
-            settled = self.consumer.ack(receipts)
-        elif action == "nack":
-            settled = self.consumer.nack(receipts, delay_ms=None if frame.delay_seconds is None else int(frame.delay_seconds * 1000),
-                                         error=frame.error)
-        else:
-            settled = self.consumer.reject(receipts, error=frame.error)
         await self._in_background(self._answer_when_done(frame.id, settled, answer))
 
     async def _answer_when_done(self, frame_id, settled, answer: dict) -> None:

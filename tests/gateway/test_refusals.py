@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 import fastavro
 import redis
 
-from tests.api.conftest import wait_for
 from tests.gateway.conftest import make_queue
 
 ORDER_JSON_SCHEMA = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]})
@@ -70,10 +69,11 @@ def test_a_revoked_key_stops_publishing_within_five_seconds(gateway, tenant):
             assert short_lived.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": "x"}]}).status_code == 200
             assert api.delete(f"/api/v1/keys/{created['prefix']}").status_code == 200
             revoked_at = time.monotonic()
-            wait_for(lambda: short_lived.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": "y"}]}).status_code == 401,
-                     10, "the revoked key refused")
-            assert time.monotonic() - revoked_at < 5.5
-        assert [m["value"] for m in _stored(api, name)][-1] in ("x", "y")
+            # Five seconds after the revocation the key is refused (however slow this machine is).
+            time.sleep(max(0.0, revoked_at + 5 - time.monotonic()))
+            refused = short_lived.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": "y"}]})
+            assert refused.status_code == 401 and "revoked" in refused.json()["message"]
+        assert [m["value"] for m in _stored(api, name)] == ["x"]
 
 
 def test_dedup_ids_are_refused_for_five_minutes_and_nothing_is_stored_twice(gateway, tenant):

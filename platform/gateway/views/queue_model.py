@@ -64,54 +64,42 @@ class ReceiveView(GatewayView):
         return json_response({"messages": [delivery_json(m, base64_always) for m in messages]})
 
 
-class AckView(GatewayView):
-    """Accept: the messages are done."""
-
-    required_scopes = {"POST": "consume"}
-
-    async def post(self, request, call, name, group):
-        body = decode(request.body, ReceiptsBody)
-        receipts = checked_receipts(body.receipts)
-        await (await consumer_for(call, group)).ack(receipts)
-        return json_response({"acked": len(receipts)})
+# What a settled call answers over REST: {"acked": 3}, {"released": 3}, {"rejected": 3}.
+_SETTLED = {"ack": "acked", "nack": "released", "reject": "rejected"}
 
 
-class NackView(GatewayView):
-    """Release for redelivery after ``delay_seconds`` (default: the queue's backoff); dead-lettered at max deliveries."""
+def settlement(consumer, action: str, request):
+    """Check an ack, nack, reject or extend and return the brokers' call for it (not yet awaited).
 
-    required_scopes = {"POST": "consume"}
-
-    async def post(self, request, call, name, group):
-        body = decode(request.body, ReceiptsBody)
-        receipts = checked_receipts(body.receipts)
-        if body.delay_seconds is not None and not 0 <= body.delay_seconds <= MAX_LOCK_SECONDS:
+    ``request`` is a REST body or a WebSocket frame: ``receipts``, and ``delay_seconds`` (nack: redeliver
+    after this long, default the queue's backoff), ``seconds`` (extend: hold the locks this much longer
+    from now) and ``error`` (nack and reject: kept in the dead-letter headers).
+    """
+    receipts = checked_receipts(request.receipts)
+    if action == "ack":
+        return consumer.ack(receipts)
+    if action == "nack":
+        if request.delay_seconds is not None and not 0 <= request.delay_seconds <= MAX_LOCK_SECONDS:
             raise invalid(f"delay_seconds must be 0 to {MAX_LOCK_SECONDS}")
-        delay_ms = None if body.delay_seconds is None else int(body.delay_seconds * 1000)
-        await (await consumer_for(call, group)).nack(receipts, delay_ms=delay_ms, error=body.error)
-        return json_response({"released": len(receipts)})
+        delay_ms = None if request.delay_seconds is None else int(request.delay_seconds * 1000)
+        return consumer.nack(receipts, delay_ms=delay_ms, error=request.error)
+    if action == "reject":
+        return consumer.reject(receipts, error=request.error)
+    if request.seconds is None or not 0 < request.seconds <= MAX_LOCK_SECONDS:
+        raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
+    return consumer.extend(receipts, int(request.seconds * 1000))
 
 
-class RejectView(GatewayView):
-    """Send straight to the dead-letter queue."""
+class SettleView(GatewayView):
+    """``.../ack`` (done), ``.../nack`` (redeliver; dead-lettered at max deliveries), ``.../reject`` (dead-letter
+    now) and ``.../extend`` (the visibility timeout moves), by receipt; ``action`` says which."""
 
     required_scopes = {"POST": "consume"}
+    action = "ack"
 
     async def post(self, request, call, name, group):
         body = decode(request.body, ReceiptsBody)
-        receipts = checked_receipts(body.receipts)
-        await (await consumer_for(call, group)).reject(receipts, error=body.error)
-        return json_response({"rejected": len(receipts)})
-
-
-class ExtendView(GatewayView):
-    """Hold the messages ``seconds`` longer from now (the visibility timeout moves)."""
-
-    required_scopes = {"POST": "consume"}
-
-    async def post(self, request, call, name, group):
-        body = decode(request.body, ReceiptsBody)
-        receipts = checked_receipts(body.receipts)
-        if body.seconds is None or not 0 < body.seconds <= MAX_LOCK_SECONDS:
-            raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
-        deadlines = await (await consumer_for(call, group)).extend(receipts, int(body.seconds * 1000))
-        return json_response({"receipts": [{"receipt": r, "visible_at": d} for r, d in zip(receipts, deadlines, strict=True)]})
+        outcome = await settlement(await consumer_for(call, group), self.action, body)
+        if self.action == "extend":
+            return json_response({"receipts": [{"receipt": r, "visible_at": d} for r, d in zip(body.receipts, outcome, strict=True)]})
+        return json_response({_SETTLED[self.action]: len(body.receipts)})

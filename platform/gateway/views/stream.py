@@ -8,8 +8,7 @@ keep them, reading and committing each one.
 
 from __future__ import annotations
 
-from brokers import errors
-from brokers.client.group import fetch_committed
+from brokers.client.group import commit_offsets, fetch_committed
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from gateway import limits, pool
@@ -85,13 +84,9 @@ async def _link(call: Call, group: str):
 
 
 async def _commit(call: Call, group: str, offsets: dict[int, int], member_id: str = "", member_epoch: int = -1) -> None:
-    link = await _link(call, group)
-    request = m.OffsetCommitRequest(group_id=link.group_id, member_id=member_id, member_epoch=member_epoch, offsets=[
-        m.CommittedOffset(topic=call.queue.broker_topic, partition=p, offset=o) for p, o in sorted(offsets.items())])
-    response: m.OffsetCommitResponse = await link.request(ApiKey.OFFSET_COMMIT, request)
-    for result in response.offsets:
-        if result.error_code:
-            raise errors.error_for_code(result.error_code, result.error_message)
+    topic = call.queue.broker_topic
+    await commit_offsets(await _link(call, group), {(topic, p): o for p, o in sorted(offsets.items())},
+                         member_id=member_id, member_epoch=member_epoch)
 
 
 class GroupOffsetsView(GatewayView):
