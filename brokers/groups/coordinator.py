@@ -10,12 +10,14 @@ compacted: the latest record per key is the state. When leadership of the
 partition moves, the new leader reads it back and carries on; the old one
 drops its groups at once.
 
-Record keys are msgpack lists, values msgpack maps (None: deleted):
+Record keys are msgpack lists, values msgpack maps or lists (None: deleted):
 
     ["group", group]                      {"type": "stream" | "queue"}
     ["member", group, member_id]          a stream member and its assignment
     ["offset", group, topic, partition]   {"offset", "metadata", "ts"}
-    ["share", group, topic, partition]    a queue partition's snapshot
+    ["share", group, topic, partition]    {"start"}: a queue partition's start offset
+    ["share-entry", group, topic, partition, offset]
+                                          the state of one record of it (SharePartition.changes)
 
 Ownership: the broker's event-loop thread.
 """
@@ -190,6 +192,7 @@ class GroupCoordinator:
                         latest[key] = None if record.value is None else _DECODE(record.value)
                 offset = read_header(read.records, position).next_offset
         members: dict[str, list[Member]] = defaultdict(list)
+        shares: dict[tuple, dict] = {}
         groups = 0
         for key, value in latest.items():
             if value is None:
@@ -204,7 +207,12 @@ class GroupCoordinator:
                 group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
                 group.offsets[(key[2], key[3])] = (value["offset"], value["metadata"], value["ts"])
             elif kind == "share":
-                self.queues.restore(group_id, key[2], key[3], value)
+                shares.setdefault(key[1:4], {"entries": []})["start"] = value["start"]
+            elif kind == "share-entry":
+                shares.setdefault(key[1:4], {"entries": []})["entries"].append(value)
+        for (group_id, topic, number), snapshot in shares.items():
+            if "start" in snapshot:
+                self.queues.restore(group_id, topic, number, snapshot)
         for group_id, group_members in members.items():
             group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
             for member in group_members:
@@ -225,7 +233,7 @@ class GroupCoordinator:
             self.queues.unload_group(group_id)
         log.info("no longer coordinator for %s-%d", INTERNAL_TOPIC, index)
 
-    async def write(self, index: int, records: list[tuple[list, dict | None]]) -> None:
+    async def write(self, index: int, records: list[tuple[list, object]]) -> None:
         """Append state records and return once every in-sync replica has them."""
         partition = self.broker.partitions.get((INTERNAL_TOPIC, index))
         if partition is None or partition.role is not Role.LEADER:

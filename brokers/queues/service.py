@@ -4,9 +4,11 @@ For each (group, topic, partition) it keeps a ``SharePartition`` (the state
 machine) and the payloads of the records in its window, read from the
 partition's leader (straight from the local log when that is this broker).
 Every change a consumer is told about (an acquisition, an acknowledgement) is
-first written to the coordinator's internal partition as a snapshot and
-replicated; writes of one share-partition are coalesced (whoever changed the
-state while a write was in flight is carried by the next one).
+first written to the coordinator's internal partition and replicated: the
+start offset and a row per record whose state changed (``SharePartition.changes``),
+so a write costs what changed, not the whole window; writes of one
+share-partition are coalesced (whoever changed the state while a write was in
+flight is carried by the next one).
 
 Records that must be dead-lettered are written to the queue's dead-letter
 topic by a background task with the headers below, then marked done. A crash
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, per share-partition
 READ_BYTES = 1 << 20
 MAX_WAIT_MS = 30_000
+WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
 ACTIONS = ("accept", "release", "reject", "extend")
 
 
@@ -73,6 +76,16 @@ class _Share:
     writing: asyncio.Future | None = None
     reading: asyncio.Lock = field(default_factory=asyncio.Lock)
     log_end_known: int = -1  # the leader's high watermark at the last read
+    watching: asyncio.Task | None = None  # a long-polling fetch from a remote leader (see _watch)
+
+
+def _state_records(state: _Share, start: int | None, rows: list[list], deleted: list[int]) -> list[tuple[list, object]]:
+    """The coordinator's records for one share-partition's changes (keys in coordinator.py)."""
+    where = [state.group_id, state.topic, state.partition]
+    out: list[tuple[list, object]] = [] if start is None else [(["share", *where], {"start": start})]
+    out.extend((["share-entry", *where, row[0]], row) for row in rows)
+    out.extend((["share-entry", *where, offset], None) for offset in deleted)
+    return out
 
 
 class QueueService:
@@ -237,9 +250,11 @@ class QueueService:
                 continue
             version = state.version
             future = state.writing = asyncio.get_running_loop().create_future()
+            start, rows, deleted = state.share.changes()
             try:
-                await self.coordinator.write(index, [(["share", state.group_id, state.topic, state.partition], state.share.snapshot())])
+                await self.coordinator.write(index, _state_records(state, start, rows, deleted))
             except BaseException as exc:
+                state.share.unwritten(rows, deleted)
                 future.set_exception(exc)
                 future.exception()
                 raise
@@ -283,6 +298,7 @@ class QueueService:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return m.ShareAcquireResponse()
+            self._watch_remote_leaders(request.group_id, request.topic, config.partitions)
             wait = min(remaining, 0.1)
             if next_due is not None:
                 wait = min(wait, max(0.001, (next_due - _now_ms()) / 1000))
@@ -325,10 +341,45 @@ class QueueService:
             if acquired:
                 state.version += 1
                 touched.append(state)
-            due = share.next_due()
-            if due is not None and (next_due is None or due < next_due):
-                next_due = due
+        if not got:  # the receiver waits: until when at most
+            now = _now_ms()
+            for i in range(count):
+                state = self.shares.get((request.group_id, request.topic, i))
+                due = None if state is None else state.share.next_due(now)
+                if due is not None and (next_due is None or due < next_due):
+                    next_due = due
         return got, touched, next_due
+
+    def _watch_remote_leaders(self, group_id: str, topic: str, partitions: int) -> None:
+        """Receivers are waiting: long-poll the remote leaders, so that new records wake them at once.
+
+        Appends to partitions this broker leads wake them through ``on_data``;
+        for the others, one fetch per share-partition waits at the leader until
+        it has committed records past the window (then the receivers read them).
+        """
+        for partition in range(partitions):
+            state = self.shares.get((group_id, topic, partition))
+            if state is None or state.watching is not None or state.share.window_records >= WINDOW_RECORDS_MAX:
+                continue
+            if self._local_leader(topic, partition) is None:
+                state.watching = asyncio.get_running_loop().create_task(self._watch(state))
+
+    async def _watch(self, state: _Share) -> None:
+        try:
+            client = await self._cluster_client()
+            await client.partitions_for(state.topic)
+            connection = await client.connection(client.leader_for(state.topic, state.partition))
+            request = m.FetchRequest(max_wait_ms=WATCH_WAIT_MS, min_bytes=1, partitions=[
+                m.FetchPartition(topic=state.topic, partition=state.partition, fetch_offset=state.share.end_offset, partition_max_bytes=1)])
+            response: m.FetchResponse = await connection.request(m.ApiKey.FETCH, request, timeout_s=5 + WATCH_WAIT_MS / 1000)
+            if response.partitions[0].error_code:
+                await asyncio.sleep(0.1)  # the receivers' next read finds out why (and refreshes metadata)
+        except (errors.TidewayError, OSError) as exc:
+            log.debug("watching %s-%d for group %s: %s", state.topic, state.partition, state.group_id, exc)
+            await asyncio.sleep(0.1)
+        finally:
+            state.watching = None
+        self._wake(state.group_id, state.topic)
 
     def _may_have_more(self, state: _Share) -> bool:
         local = self._local_leader(state.topic, state.partition)
@@ -348,7 +399,9 @@ class QueueService:
         now = _now_ms()
         results = []
         touched: dict[int, _Share] = {}
-        released = False
+        released = dead = False
+        # An accept or reject lets receivers waiting on the in-flight cap or a busy FIFO key go on.
+        held_back = set()
         for ack in request.acks:
             result = m.ShareAckResult(partition=ack.partition, offset=ack.offset)
             state = self.shares.get((request.group_id, request.topic, ack.partition))
@@ -360,14 +413,17 @@ class QueueService:
                         f"{request.topic}-{ack.partition} offset {ack.offset} is not locked by group {request.group_id!r}"
                     )
                 share = state.share
+                if ack.action in ("accept", "reject") and (share.in_flight >= share.settings.max_in_flight or share.settings.fifo):
+                    held_back.add(ack.partition)
                 if ack.action == "accept":
                     share.accept(ack.offset, ack.delivery_count, now)
                     state.records.pop(ack.offset, None)
                 elif ack.action == "release":
-                    share.release(ack.offset, ack.delivery_count, now, delay_ms=None if ack.delay_ms < 0 else ack.delay_ms, error=ack.error)
+                    dead |= share.release(ack.offset, ack.delivery_count, now, delay_ms=None if ack.delay_ms < 0 else ack.delay_ms, error=ack.error)
                     released = True
                 elif ack.action == "reject":
                     share.reject(ack.offset, ack.delivery_count, now, error=ack.error)
+                    dead = True
                 else:
                     result.lock_deadline_ms = share.extend(ack.offset, ack.delivery_count, now, ack.lock_ms)
             except errors.BrokerError as exc:
@@ -378,9 +434,9 @@ class QueueService:
             results.append(result)
         if touched:
             await asyncio.gather(*(self._persist(index, s) for s in touched.values()))
-            if any(s.share.dead_lettering() for s in touched.values()):
+            if dead:
                 self._dead_letters.set()
-        if released:
+        if released or held_back:
             self._wake(request.group_id, request.topic)
         return m.ShareAcknowledgeResponse(results=results)
 

@@ -24,7 +24,9 @@ Ownership: the event-loop thread of the coordinator that leads the group.
 from __future__ import annotations
 
 import enum
+import heapq
 import random
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -34,6 +36,7 @@ from brokers.errors import InvalidRecordStateError
 __all__ = ["Acquired", "QueueSettings", "SharePartition", "State"]
 
 MAX_LOCK_MS = 12 * 3600 * 1000  # a lock can be extended up to 12 hours from now
+_NEVER = 1 << 62
 
 
 class State(enum.IntEnum):
@@ -95,12 +98,26 @@ class SharePartition:
         self.settings = settings
         self.start_offset = start_offset
         self.end_offset = start_offset
-        # Records read from the log and not yet done, in ascending offset order.
-        self.entries: dict[int, Entry] = {}
+        # Records read from the log and not yet done, in ascending offset order. An OrderedDict
+        # because done records leave from the front: a dict's first key is found by walking over
+        # the slots of every key deleted before it.
+        self.entries: OrderedDict[int, Entry] = OrderedDict()
         # Non-trivial state restored from a snapshot for records not read again yet.
         self.restored: dict[int, Entry] = {}
         self.in_flight = 0
         self._jitter = jitter
+        # No lock expires before this (a lower bound: extending a lock leaves it as it is), and
+        # False when certainly no record waits to be dead-lettered: both spare walks of the window.
+        self._expiry_floor = 0
+        self._maybe_dead_lettering = False
+        self._delay_floor = 0  # no delayed record becomes available before this (a lower bound)
+        # For the state log (see ``changes``): offsets whose state changed since the last call, offsets
+        # that have a row in the log (and a heap of them, to find those the start has passed), and the
+        # start offset as last logged.
+        self.changed: set[int] = set()
+        self.logged: set[int] = set()
+        self._logged_heap: list[int] = []
+        self._start_logged = -1
 
     # -- the log side ---------------------------------------------------------------
 
@@ -112,6 +129,8 @@ class SharePartition:
             entry = self.restored.pop(offset, None)
             if entry is None:
                 entry = Entry(available_at, key)
+                if available_at and available_at < self._delay_floor:
+                    self._delay_floor = available_at
             else:
                 entry.key = key
             self.entries[offset] = entry
@@ -178,10 +197,13 @@ class SharePartition:
                 entry.state = State.ACQUIRED
                 entry.count += 1
                 entry.deadline = now + lock_ms
+                if entry.deadline < self._expiry_floor:
+                    self._expiry_floor = entry.deadline
                 if not entry.first_ms:
                     entry.first_ms = now
                 entry.last_ms = now
                 self.in_flight += 1
+                self.changed.add(offset)
                 out.append(Acquired(offset, entry.count, entry.deadline))
         return out
 
@@ -202,35 +224,46 @@ class SharePartition:
         entry = self._held(offset, delivery_count, now)
         entry.error = error or "rejected by the consumer"
         entry.state = State.DEAD_LETTERING
+        self._maybe_dead_lettering = True
         self.in_flight -= 1
 
     def extend(self, offset: int, delivery_count: int, now: int, lock_ms: int) -> int:
         """Move the lock's deadline to ``now + lock_ms`` (at most 12 h); return the deadline."""
         entry = self._held(offset, delivery_count, now)
         entry.deadline = now + max(0, min(lock_ms, MAX_LOCK_MS))
+        self._expiry_floor = min(self._expiry_floor, entry.deadline)
         return entry.deadline
 
     def expire(self, now: int) -> bool:
         """Unlock every record whose lock ran out; True if anything changed."""
-        if not self.in_flight:
+        if not self.in_flight or now < self._expiry_floor:
             return False
         changed = False
+        floor = None
         for source in (self.entries, self.restored):
             for offset, entry in source.items():
-                if entry.state is State.ACQUIRED and entry.deadline <= now:
-                    if not entry.error:
-                        entry.error = "visibility timeout expired"
-                    self._unlock(entry, offset, now, 0)
-                    changed = True
+                if entry.state is State.ACQUIRED:
+                    if entry.deadline <= now:
+                        if not entry.error:
+                            entry.error = "visibility timeout expired"
+                        self._unlock(entry, offset, now, 0)
+                        self.changed.add(offset)
+                        changed = True
+                    elif floor is None or entry.deadline < floor:
+                        floor = entry.deadline
+        self._expiry_floor = floor if floor is not None else now + MAX_LOCK_MS
         return changed
 
     def _unlock(self, entry: Entry, offset: int, now: int, delay_ms: int) -> bool:
         self.in_flight -= 1
         if entry.count >= self.settings.max_deliveries:
             entry.state = State.DEAD_LETTERING
+            self._maybe_dead_lettering = True
             return True
         entry.state = State.AVAILABLE
         entry.available_at = now + delay_ms
+        if delay_ms and entry.available_at < self._delay_floor:
+            self._delay_floor = entry.available_at
         return False
 
     def _held(self, offset: int, delivery_count: int, now: int) -> Entry:
@@ -246,6 +279,7 @@ class SharePartition:
             )
         if entry.deadline <= now:
             raise InvalidRecordStateError(f"the lock on offset {offset} expired {now - entry.deadline} ms ago")
+        self.changed.add(offset)  # every caller changes it
         return entry
 
     def _backoff_ms(self, delivery_count: int) -> int:
@@ -260,12 +294,18 @@ class SharePartition:
 
     def dead_lettering(self) -> list[int]:
         """Offsets waiting to be written to the dead-letter topic."""
-        return [o for o, e in self.entries.items() if e.state is State.DEAD_LETTERING]
+        if not self._maybe_dead_lettering:
+            return []
+        offsets = [o for o, e in self.entries.items() if e.state is State.DEAD_LETTERING]
+        if not offsets and not any(e.state is State.DEAD_LETTERING for e in self.restored.values()):
+            self._maybe_dead_lettering = False
+        return offsets
 
     def dead_lettered(self, offset: int) -> None:
         entry = self.entries.get(offset)
         if entry is not None and entry.state is State.DEAD_LETTERING:
             entry.state = State.DEAD
+            self.changed.add(offset)
             self._advance_start()
 
     def entry(self, offset: int) -> Entry | None:
@@ -273,19 +313,21 @@ class SharePartition:
 
     # -- when something becomes possible -------------------------------------------------------
 
-    def next_due(self) -> int | None:
-        """The earliest future time a lock expires or a delayed record becomes available."""
-        due = None
-        for entry in self.entries.values():
-            if entry.state is State.ACQUIRED:
-                moment = entry.deadline
-            elif entry.state is State.AVAILABLE:
-                moment = entry.available_at
-            else:
-                continue
-            if due is None or moment < due:
-                due = moment
-        return due
+    def next_due(self, now: int) -> int | None:
+        """The earliest time after ``now`` a lock expires or a delayed record becomes available.
+
+        Records available now but held back (the in-flight cap, a busy FIFO key)
+        wait for an acknowledgement instead, which wakes receivers. The window
+        is walked only when the known earliest delay has passed.
+        """
+        if self._delay_floor <= now:
+            self._delay_floor = min(
+                (e.available_at for e in self.entries.values() if e.state is State.AVAILABLE and e.available_at > now), default=_NEVER
+            )
+        due = self._delay_floor
+        if self.in_flight:
+            due = min(due, max(self._expiry_floor, now + 1))
+        return None if due >= _NEVER else due
 
     def counts(self, now: int) -> dict[str, int]:
         out = {"available": 0, "delayed": 0, "in_flight": self.in_flight, "dead_lettering": 0}
@@ -297,6 +339,53 @@ class SharePartition:
         return out
 
     # -- persistence ------------------------------------------------------------------------------
+
+    def changes(self) -> tuple[int | None, list[list], list[int]]:
+        """What to write to the state log since the last call: (start, rows, deleted offsets).
+
+        The state log holds the start offset and one row per record whose state
+        matters (locked, done above the start, or delivered before); applying
+        each call's answer in order to the log gives what ``snapshot`` would
+        (``restore`` reads either). ``start`` is None when it has not moved; a
+        deleted offset's row must go (the record is done below the start, or
+        fresh again). So a write costs what changed, not the whole window.
+        If the write fails, hand the answer back to ``unwritten``.
+        """
+        start = self.start_offset
+        changed, self.changed = self.changed, set()
+        logged, heap = self.logged, self._logged_heap
+        rows: list[list] = []
+        deleted: list[int] = []
+        for offset in changed:
+            if offset < start:
+                continue  # below the start: deleted by the heap walk if it was logged
+            entry = self.entries.get(offset) or self.restored.get(offset)
+            if entry is not None and (entry.count or entry.state is not State.AVAILABLE):
+                rows.append(entry.to_list(offset))
+                if offset not in logged:
+                    logged.add(offset)
+                    heapq.heappush(heap, offset)
+            elif offset in logged:
+                logged.discard(offset)
+                deleted.append(offset)
+        while heap and heap[0] < start:
+            offset = heapq.heappop(heap)
+            if offset in logged:
+                logged.discard(offset)
+                deleted.append(offset)
+        moved = None
+        if start != self._start_logged:
+            moved = self._start_logged = start
+        return moved, rows, deleted
+
+    def unwritten(self, rows: list[list], deleted: list[int]) -> None:
+        """A write of ``changes()``' answer failed: include all of it in the next answer."""
+        self.changed.update(row[0] for row in rows)
+        self.changed.update(deleted)
+        for offset in deleted:  # still in the log: delete it again
+            self.logged.add(offset)
+            heapq.heappush(self._logged_heap, offset)
+        self._start_logged = -1
 
     def snapshot(self) -> dict:
         """Everything a new coordinator needs; fresh records are left out (the log has them)."""
@@ -312,11 +401,16 @@ class SharePartition:
     @classmethod
     def restore(cls, snapshot: dict, settings: QueueSettings, *, jitter: Callable[[], float] = random.random) -> SharePartition:
         share = cls(snapshot["start"], settings, jitter=jitter)
+        share._start_logged = snapshot["start"]
         for row in snapshot["entries"]:
             offset, entry = Entry.from_list(row)
+            share.logged.add(offset)  # rows below the start are deleted with the next change
             if entry.state in _DONE and offset < share.start_offset:
                 continue
             share.restored[offset] = entry
             if entry.state is State.ACQUIRED:
                 share.in_flight += 1
+            elif entry.state is State.DEAD_LETTERING:
+                share._maybe_dead_lettering = True
+        share._logged_heap = sorted(share.logged)
         return share

@@ -93,6 +93,7 @@ class ShareMachine(RuleBasedStateMachine):
         self.real = SharePartition(0, self.settings, jitter=lambda: 0.5)
         self.model = Model(self.settings)
         self.log: list[tuple[int, bytes | None, int]] = []
+        self.state_log: dict = {}  # the coordinator's compacted records for this partition: key -> value
         self.now = 1_000_000
         self.receipts: list[tuple[int, int]] = []
 
@@ -167,8 +168,28 @@ class ShareMachine(RuleBasedStateMachine):
             self.model.records[offset]["state"] = "dead"
 
     @rule()
-    def leader_failover(self):
-        snapshot = self.real.snapshot()
+    def state_written(self):
+        """What the queue service does before answering: write the changes to the state log."""
+        start, rows, deleted = self.real.changes()
+        if start is not None:
+            self.state_log["start"] = start
+        for row in rows:
+            self.state_log[row[0]] = row
+        for offset in deleted:
+            assert offset in self.state_log, f"deleting offset {offset}, which has no row"
+            del self.state_log[offset]
+
+    @rule(fail=st.booleans())
+    def leader_failover(self, fail):
+        if fail:  # a write that fails is carried by the next one
+            start, rows, deleted = self.real.changes()
+            self.real.unwritten(rows, deleted)
+        self.state_written()
+        snapshot = {"start": self.state_log["start"], "entries": [v for k, v in self.state_log.items() if k != "start"]}
+        # The state log says what the whole snapshot says, without the rows that no longer matter.
+        full = self.real.snapshot()
+        assert full["start"] == snapshot["start"]
+        assert sorted(snapshot["entries"]) == [row for row in full["entries"] if row[0] >= full["start"]]
         self.real = SharePartition.restore(snapshot, self.settings, jitter=lambda: 0.5)
         # The new coordinator reads the log again from the snapshot's start.
         self.real.add_records([r for r in self.log if r[0] >= snapshot["start"]], len(self.log))
@@ -186,6 +207,14 @@ class ShareMachine(RuleBasedStateMachine):
         if self.settings.fifo:
             keys = [self.model.records[o]["key"] for o in in_flight if self.model.records[o]["key"] is not None]
             assert len(keys) == len(set(keys)), "two in-flight records of one key"
+        # Receivers waiting for a lock to expire or a delay to pass are woken in time (early is harmless).
+        moments = [r["deadline"] for r in self.model.records.values() if r["state"] == "acquired"]
+        moments += [r["avail"] for r in self.model.records.values() if r["state"] == "available" and r["avail"] > self.now]
+        due = self.real.next_due(self.now)
+        if not moments:
+            assert due is None
+        else:
+            assert due is not None and self.now < due <= max(min(moments), self.now + 1)
 
 
 ShareMachine.TestCase.settings = settings(
