@@ -174,27 +174,32 @@ class QueueService:
                 data, high_watermark = read.records, read.high_watermark
             else:
                 data, high_watermark = await self._fetch_remote(state, offset)
-            state.log_end_known = high_watermark
-            if not data:
-                return
-            delay = config.delivery_delay_ms
-            added = []
-            end = offset
-            for position, _base, _size in iter_batches(data):
-                for record in decode_records(data, position):
-                    if record.offset < offset:
-                        continue
-                    available_at = record.timestamp_ms + delay if delay else 0
-                    for name, value in record.headers:
-                        if name == DEADLINE_HEADER and value:
-                            try:
-                                available_at = int(value)
-                            except ValueError:
-                                pass
-                    added.append((record.offset, record.key, available_at))
-                    state.records[record.offset] = record
-                end = max(end, read_header(data, position).next_offset)
-            share.add_records(added, end)
+            self._add(state, config, data, offset, high_watermark)
+
+    def _add(self, state: _Share, config: TopicConfig, data: bytes, offset: int, high_watermark: int) -> None:
+        """Records read from ``offset`` into the window (the caller holds ``state.reading``)."""
+        state.log_end_known = high_watermark
+        if not data:
+            return
+        share = state.share
+        delay = config.delivery_delay_ms
+        added = []
+        end = offset
+        for position, _base, _size in iter_batches(data):
+            for record in decode_records(data, position):
+                if record.offset < offset:
+                    continue
+                available_at = record.timestamp_ms + delay if delay else 0
+                for name, value in record.headers:
+                    if name == DEADLINE_HEADER and value:
+                        try:
+                            available_at = int(value)
+                        except ValueError:
+                            pass
+                added.append((record.offset, record.key, available_at))
+                state.records[record.offset] = record
+            end = max(end, read_header(data, position).next_offset)
+        share.add_records(added, end)
 
     async def _fetch_remote(self, state: _Share, offset: int) -> tuple[bytes, int]:
         client = await self._cluster_client()
@@ -298,7 +303,7 @@ class QueueService:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return m.ShareAcquireResponse()
-            self._watch_remote_leaders(request.group_id, request.topic, config.partitions)
+            self._watch_remote_leaders(request.group_id, request.topic, config)
             wait = min(remaining, 0.1)
             if next_due is not None:
                 wait = min(wait, max(0.001, (next_due - _now_ms()) / 1000))
@@ -350,30 +355,36 @@ class QueueService:
                     next_due = due
         return got, touched, next_due
 
-    def _watch_remote_leaders(self, group_id: str, topic: str, partitions: int) -> None:
+    def _watch_remote_leaders(self, group_id: str, topic: str, config: TopicConfig) -> None:
         """Receivers are waiting: long-poll the remote leaders, so that new records wake them at once.
 
         Appends to partitions this broker leads wake them through ``on_data``;
         for the others, one fetch per share-partition waits at the leader until
-        it has committed records past the window (then the receivers read them).
+        it has committed records past the window, which go into the window.
         """
-        for partition in range(partitions):
+        for partition in range(config.partitions):
             state = self.shares.get((group_id, topic, partition))
             if state is None or state.watching is not None or state.share.window_records >= WINDOW_RECORDS_MAX:
                 continue
             if self._local_leader(topic, partition) is None:
-                state.watching = asyncio.get_running_loop().create_task(self._watch(state))
+                state.watching = asyncio.get_running_loop().create_task(self._watch(state, config))
 
-    async def _watch(self, state: _Share) -> None:
+    async def _watch(self, state: _Share, config: TopicConfig) -> None:
         try:
             client = await self._cluster_client()
             await client.partitions_for(state.topic)
             connection = await client.connection(client.leader_for(state.topic, state.partition))
+            offset = state.share.end_offset
             request = m.FetchRequest(max_wait_ms=WATCH_WAIT_MS, min_bytes=1, partitions=[
-                m.FetchPartition(topic=state.topic, partition=state.partition, fetch_offset=state.share.end_offset, partition_max_bytes=1)])
+                m.FetchPartition(topic=state.topic, partition=state.partition, fetch_offset=offset, partition_max_bytes=READ_BYTES)])
             response: m.FetchResponse = await connection.request(m.ApiKey.FETCH, request, timeout_s=5 + WATCH_WAIT_MS / 1000)
-            if response.partitions[0].error_code:
+            (result,) = response.partitions
+            if result.error_code:
                 await asyncio.sleep(0.1)  # the receivers' next read finds out why (and refreshes metadata)
+            else:
+                async with state.reading:
+                    if state.share.end_offset == offset and self.shares.get((state.group_id, state.topic, state.partition)) is state:
+                        self._add(state, config, result.records, offset, result.high_watermark)
         except (errors.TidewayError, OSError) as exc:
             log.debug("watching %s-%d for group %s: %s", state.topic, state.partition, state.group_id, exc)
             await asyncio.sleep(0.1)
