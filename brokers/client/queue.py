@@ -49,22 +49,24 @@ class Message:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+    receipt: str = ""  # "partition:offset:delivery" (filled in when empty)
 
-    @property
-    def receipt(self) -> str:
-        return f"{self.partition}:{self.offset}:{self.delivery_count}"
+    def __post_init__(self) -> None:
+        if not self.receipt:
+            object.__setattr__(self, "receipt", f"{self.partition}:{self.offset}:{self.delivery_count}")
 
 
 def parse_receipt(receipt: str) -> tuple[int, int, int]:
     """'partition:offset:delivery' -> (partition, offset, delivery count)."""
     try:
-        partition, offset, count = (int(part) for part in receipt.split(":"))
-    except ValueError:
+        partition, offset, count = receipt.split(":")
+        return int(partition), int(offset), int(count)
+    except (ValueError, AttributeError):
         raise errors.InvalidRequestError(f"receipt {receipt!r} is not partition:offset:delivery") from None
-    return partition, offset, count
 
 
-Receipt = Message | str
+# A message, its receipt, or its receipt parsed.
+Receipt = Message | str | tuple[int, int, int]
 
 
 class QueueConsumer:
@@ -126,6 +128,8 @@ class QueueConsumer:
         for message in messages:
             if isinstance(message, Message):
                 partition, offset, count = message.partition, message.offset, message.delivery_count
+            elif isinstance(message, tuple):
+                partition, offset, count = message
             else:
                 partition, offset, count = parse_receipt(message)
             acks.append(m.ShareAck(partition=partition, offset=offset, delivery_count=count, action=action, **fields))

@@ -15,9 +15,9 @@ Record keys are msgpack lists, values msgpack maps or lists (None: deleted):
     ["group", group]                      {"type": "stream" | "queue"}
     ["member", group, member_id]          a stream member and its assignment
     ["offset", group, topic, partition]   {"offset", "metadata", "ts"}
-    ["share", group, topic, partition]    {"start"}: a queue partition's start offset
-    ["share-entry", group, topic, partition, offset]
-                                          the state of one record of it (SharePartition.changes)
+    ["share", group, topic, partition]    a queue partition's state: a snapshot (brokers/queues/state_log.py)
+    ["share-delta", group, topic, partition, slot]
+                                          ... and the changes written after it
 
 Ownership: the broker's event-loop thread.
 """
@@ -38,6 +38,7 @@ from brokers.aio import cancel_and_wait
 from brokers.groups.stream import Member, StreamGroup
 from brokers.protocol import messages as m
 from brokers.queues.service import QueueService
+from brokers.queues.state_log import replay
 from brokers.record.batch import BatchBuilder, decode_records, iter_batches, read_header
 from brokers.replication import Role
 from brokers.storage import TopicConfig
@@ -207,12 +208,13 @@ class GroupCoordinator:
                 group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
                 group.offsets[(key[2], key[3])] = (value["offset"], value["metadata"], value["ts"])
             elif kind == "share":
-                shares.setdefault(key[1:4], {"entries": []})["start"] = value["start"]
-            elif kind == "share-entry":
-                shares.setdefault(key[1:4], {"entries": []})["entries"].append(value)
-        for (group_id, topic, number), snapshot in shares.items():
-            if "start" in snapshot:
-                self.queues.restore(group_id, topic, number, snapshot)
+                shares.setdefault(key[1:4], [None, []])[0] = value
+            elif kind == "share-delta":
+                shares.setdefault(key[1:4], [None, []])[1].append(value)
+        for (group_id, topic, number), (snapshot, deltas) in shares.items():
+            replayed = replay(snapshot, deltas)
+            if replayed is not None:
+                self.queues.restore(group_id, topic, number, *replayed)
         for group_id, group_members in members.items():
             group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
             for member in group_members:

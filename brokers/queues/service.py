@@ -4,11 +4,10 @@ For each (group, topic, partition) it keeps a ``SharePartition`` (the state
 machine) and the payloads of the records in its window, read from the
 partition's leader (straight from the local log when that is this broker).
 Every change a consumer is told about (an acquisition, an acknowledgement) is
-first written to the coordinator's internal partition and replicated: the
-start offset and a row per record whose state changed (``SharePartition.changes``),
-so a write costs what changed, not the whole window; writes of one
-share-partition are coalesced (whoever changed the state while a write was in
-flight is carried by the next one).
+first written to the coordinator's internal partition and replicated, as the
+changes since the write before (``state_log``), so a write costs what changed,
+not the whole window; whoever changed the state while a write was in flight is
+carried by the next one.
 
 Records that must be dead-lettered are written to the queue's dead-letter
 topic by a background task with the headers below, then marked done. A crash
@@ -31,6 +30,7 @@ from brokers.aio import cancel_and_wait
 from brokers.protocol import messages as m
 from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS
 from brokers.queues.share_partition import QueueSettings, SharePartition, State
+from brokers.queues.state_log import StateLog
 from brokers.record.batch import Record, decode_records, iter_batches, read_header
 from brokers.replication import Role
 from brokers.storage import TopicConfig
@@ -43,7 +43,7 @@ __all__ = ["DEADLINE_HEADER", "QueueService"]
 log = logging.getLogger(__name__)
 
 WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, per share-partition
-READ_BYTES = 1 << 20
+READ_BYTES = 256 << 10
 MAX_WAIT_MS = 30_000
 WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
 ACTIONS = ("accept", "release", "reject", "extend")
@@ -70,29 +70,22 @@ class _Share:
     topic: str
     partition: int
     share: SharePartition
+    log: StateLog
     records: dict[int, Record] = field(default_factory=dict)
     version: int = 0  # bumped on every change a consumer may be told about
-    persisted: int = 0
-    writing: asyncio.Future | None = None
+    taken: int = 0  # the version whose changes the latest write carries
+    persisted: int = 0  # the version replicated
+    writes: list[tuple[int, asyncio.Future]] = field(default_factory=list)  # in flight: (version, done)
     reading: asyncio.Lock = field(default_factory=asyncio.Lock)
     log_end_known: int = -1  # the leader's high watermark at the last read
     watching: asyncio.Task | None = None  # a long-polling fetch from a remote leader (see _watch)
-
-
-def _state_records(state: _Share, start: int | None, rows: list[list], deleted: list[int]) -> list[tuple[list, object]]:
-    """The coordinator's records for one share-partition's changes (keys in coordinator.py)."""
-    where = [state.group_id, state.topic, state.partition]
-    out: list[tuple[list, object]] = [] if start is None else [(["share", *where], {"start": start})]
-    out.extend((["share-entry", *where, row[0]], row) for row in rows)
-    out.extend((["share-entry", *where, offset], None) for offset in deleted)
-    return out
 
 
 class QueueService:
     def __init__(self, coordinator: GroupCoordinator) -> None:
         self.coordinator = coordinator
         self.shares: dict[tuple[str, str, int], _Share] = {}
-        self._restored: dict[tuple[str, str, int], dict] = {}
+        self._restored: dict[tuple[str, str, int], dict] = {}  # replayed state logs, with "seq" (see restore)
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
         self._round_robin: dict[tuple[str, str], int] = {}
         self._dead_letters = asyncio.Event()
@@ -113,15 +106,16 @@ class QueueService:
 
     # -- loading -------------------------------------------------------------------------------
 
-    def restore(self, group_id: str, topic: str, partition: int, snapshot: dict) -> None:
-        self._restored[(group_id, topic, partition)] = snapshot
+    def restore(self, group_id: str, topic: str, partition: int, snapshot: dict, seq: int) -> None:
+        """A share-partition's state as its log says (``state_log.replay``), up to write ``seq``."""
+        self._restored[(group_id, topic, partition)] = {**snapshot, "seq": seq}
         self._dead_letters.set()
 
     def unload_group(self, group_id: str) -> None:
         for key in [k for k in self.shares if k[0] == group_id]:
             share = self.shares.pop(key)
-            if share.writing is not None and not share.writing.done():
-                share.writing.cancel()
+            for _version, done in share.writes:
+                done.cancel()  # whoever waits on it finds the group gone
         for key in [k for k in self._restored if k[0] == group_id]:
             del self._restored[key]
 
@@ -132,12 +126,14 @@ class QueueService:
             found.share.settings = settings
             return found
         snapshot = self._restored.pop(key, None)
+        state_log = StateLog(group_id, topic, partition)
         if snapshot is not None:
             share = SharePartition.restore(snapshot, settings)
+            state_log.start_after(snapshot["seq"])
         else:
             # A new queue group starts at the oldest record the partition still has.
             share = SharePartition(await self._log_start(topic, partition), settings)
-        found = self.shares.setdefault(key, _Share(group_id, topic, partition, share))
+        found = self.shares.setdefault(key, _Share(group_id, topic, partition, share, state_log))
         return found
 
     # -- reading the partition ------------------------------------------------------------------
@@ -243,31 +239,43 @@ class QueueService:
     # -- persistence -----------------------------------------------------------------------------
 
     async def _persist(self, index: int, state: _Share) -> None:
-        """Return once the state as of now is replicated (a write of a later state counts)."""
-        wanted = state.version
-        while state.persisted < wanted:
-            if state.writing is not None:
+        """Return once the state as of now is replicated (a write of a later state counts).
+
+        Writes of one share-partition do not wait for each other: each carries
+        the changes since the one before, they are appended in that order, and
+        a write is replicated only once every earlier one is.
+        """
+        while True:
+            wanted = state.version
+            if wanted <= state.persisted:
+                return
+            if wanted <= state.taken:  # a write in flight carries it
+                done = next(done for version, done in state.writes if version >= wanted)
                 try:
-                    await asyncio.shield(state.writing)
+                    await asyncio.shield(done)
                 except (errors.TidewayError, asyncio.CancelledError):
                     if self.shares.get((state.group_id, state.topic, state.partition)) is not state:
                         raise errors.NotCoordinatorError("this broker no longer coordinates the group") from None
                 continue
-            version = state.version
-            future = state.writing = asyncio.get_running_loop().create_future()
-            start, rows, deleted = state.share.changes()
+            version = state.taken = state.version
+            records, undo = state.log.next_write(state.share)
+            done = asyncio.get_running_loop().create_future()
+            state.writes.append((version, done))
             try:
-                await self.coordinator.write(index, _state_records(state, start, rows, deleted))
+                await self.coordinator.write(index, records)
             except BaseException as exc:
-                state.share.unwritten(rows, deleted)
-                future.set_exception(exc)
-                future.exception()
+                state.log.failed(state.share, undo)
+                state.taken = state.persisted  # the next caller writes again
+                if not done.done():
+                    done.set_exception(exc)
+                    done.exception()
                 raise
             else:
                 state.persisted = max(state.persisted, version)
-                future.set_result(None)
+                if not done.done():
+                    done.set_result(None)
             finally:
-                state.writing = None
+                state.writes.remove((version, done))
 
     def _wake(self, group_id: str, topic: str) -> None:
         event = self._changed.get((group_id, topic))

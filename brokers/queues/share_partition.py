@@ -387,6 +387,16 @@ class SharePartition:
             heapq.heappush(self._logged_heap, offset)
         self._start_logged = -1
 
+    def snapshot_for_log(self) -> dict:
+        """``snapshot()``, written to the state log now: later ``changes()`` are relative to it."""
+        snapshot = self.snapshot()
+        snapshot["entries"] = [row for row in snapshot["entries"] if row[0] >= snapshot["start"]]
+        self.changed = set()
+        self.logged = {row[0] for row in snapshot["entries"]}
+        self._logged_heap = sorted(self.logged)
+        self._start_logged = snapshot["start"]
+        return snapshot
+
     def snapshot(self) -> dict:
         """Everything a new coordinator needs; fresh records are left out (the log has them)."""
         rows = [

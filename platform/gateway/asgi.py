@@ -49,9 +49,11 @@ class GatewayHTTP:
             except Exception:
                 log.exception("unhandled error in %s %s", scope.get("method"), scope["path"])
                 response = GatewayError("internal_error", "the server failed to handle this request; it was logged", 500).response()
+        content = response.content
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
+        headers.append((b"content-length", str(len(content)).encode()))  # not chunked: one write, simpler clients
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        await send({"type": "http.response.body", "body": response.content})
+        await send({"type": "http.response.body", "body": content})
 
 
 async def _read_body(receive, limit: int) -> bytes | None:

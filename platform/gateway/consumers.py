@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 PREFETCH_MAX = 1000
 IN_FLIGHT_MAX = 64  # publishes and acks one connection may have waiting for the brokers
 LONG_POLL_MS = 2000
+# Receives in flight per subscription, each for at most its share of the credit: while one
+# waits for the brokers (a replicated state write), another's messages are being pushed.
+PUMPS = 2
 
 
 class Frame(msgspec.Struct, forbid_unknown_fields=True):
@@ -72,8 +75,10 @@ class QueueSocket(AsyncWebsocketConsumer):
         name = self.scope["url_route"]["kwargs"]["name"]
         headers = dict(self.scope.get("headers", []))
         query = parse_qs(self.scope.get("query_string", b"").decode())
-        self.pump: asyncio.Task | None = None
+        self.pumps: list[asyncio.Task] = []
         self.unacked: dict[str, int] = {}  # receipt -> lock deadline (ms)
+        self.first_deadline = float("inf")  # no lock in ``unacked`` ends before this
+        self.asked = 0  # messages asked for by receives in flight (credit they hold)
         self.credit = asyncio.Event()
         self.closing = False
         self.consumer = None
@@ -93,6 +98,15 @@ class QueueSocket(AsyncWebsocketConsumer):
             await self.close(code=4000 + exc.status if exc.status in (401, 403, 404) else 4400)
             return
         await self.send_json({"type": "ready", "queue": name, "mode": self.queue.mode, "prefetch_max": PREFETCH_MAX})
+
+    async def dispatch(self, message) -> None:
+        # Frames skip Channels' close_old_connections() before each message (a hop to a thread
+        # and back): handling a frame touches no database (keys, queues and schemas come from
+        # short caches, which look after their own connections).
+        if message["type"] == "websocket.receive":
+            await self.websocket_receive(message)
+        else:
+            await super().dispatch(message)
 
     async def send_json(self, body: dict) -> None:
         await self.send(text_data=ENCODER.encode(body).decode())
@@ -146,7 +160,7 @@ class QueueSocket(AsyncWebsocketConsumer):
 
     async def on_subscribe(self, frame: Frame) -> None:
         self._need("consume")
-        if self.pump is not None:
+        if self.pumps:
             raise invalid("this connection is already subscribed")
         if not self.queue.is_queue:
             raise GatewayError("wrong_mode", f"{self.queue.name!r} is a stream: read it over REST by partition and offset", 409)
@@ -159,7 +173,9 @@ class QueueSocket(AsyncWebsocketConsumer):
         self.prefetch = frame.prefetch
         self.lock_ms = int(frame.visibility_timeout * 1000) if frame.visibility_timeout else 0
         self.base64_always = frame.encoding == "base64"
-        self.pump = asyncio.get_running_loop().create_task(self._pump())
+        pumps = min(PUMPS, self.prefetch)
+        self.pump_share = -(-self.prefetch // pumps)  # one pump's share of the credit, rounded up
+        self.pumps = [asyncio.get_running_loop().create_task(self._pump()) for _ in range(pumps)]
         await self.send_json({"type": "subscribed", "id": frame.id, "group": frame.group or "default", "prefetch": self.prefetch})
 
     async def _settle(self, frame: Frame, action: str) -> None:
@@ -174,6 +190,7 @@ class QueueSocket(AsyncWebsocketConsumer):
             for receipt, deadline in zip(receipts, deadlines, strict=True):
                 if receipt in self.unacked:
                     self.unacked[receipt] = deadline
+                    self.first_deadline = min(self.first_deadline, deadline)
             answer["visible_at"] = deadlines
             await self.send_json(answer)
             return
@@ -218,14 +235,16 @@ class QueueSocket(AsyncWebsocketConsumer):
 
     def _room(self) -> int:
         now_ms = time.time() * 1000
-        expired = [r for r, deadline in self.unacked.items() if deadline <= now_ms]
-        for receipt in expired:  # the lock passed: the message is someone else's now
-            del self.unacked[receipt]
-        return self.prefetch - len(self.unacked)
+        if now_ms >= self.first_deadline:
+            expired = [r for r, deadline in self.unacked.items() if deadline <= now_ms]
+            for receipt in expired:  # the lock passed: the message is someone else's now
+                del self.unacked[receipt]
+            self.first_deadline = min(self.unacked.values(), default=float("inf"))
+        return self.prefetch - len(self.unacked) - self.asked
 
     async def _pump(self) -> None:
         while not self.closing:
-            room = self._room()
+            room = min(self._room(), self.pump_share)
             if room <= 0:
                 self.credit.clear()
                 try:
@@ -233,6 +252,7 @@ class QueueSocket(AsyncWebsocketConsumer):
                 except TimeoutError:
                     pass
                 continue
+            self.asked += room
             try:
                 await limits.take(self.caller, requests=1, consume_bytes=self.owed_bytes, consuming=True)
                 self.owed_bytes = 0
@@ -245,10 +265,16 @@ class QueueSocket(AsyncWebsocketConsumer):
                 log.info("websocket on %s: receive failed (%s); retrying", self.queue.broker_topic, exc)
                 await asyncio.sleep(0.5)
                 continue
+            finally:
+                self.asked -= room
             if not messages:
+                self.credit.set()  # the credit this receive held is free again
                 continue
             for message in messages:
                 self.unacked[message.receipt] = message.lock_deadline_ms
+            self.first_deadline = min(self.first_deadline, min(m.lock_deadline_ms for m in messages))
+            if len(messages) < room:
+                self.credit.set()
             if self.closing:
                 break
             try:
@@ -261,9 +287,9 @@ class QueueSocket(AsyncWebsocketConsumer):
 
     async def disconnect(self, code) -> None:
         self.closing = True
-        if getattr(self, "pump", None) is not None:
+        if getattr(self, "pumps", None):
             try:
-                await asyncio.wait_for(self.pump, LONG_POLL_MS / 1000 + 5)
+                await asyncio.wait_for(asyncio.gather(*self.pumps), LONG_POLL_MS / 1000 + 5)
             except (TimeoutError, asyncio.CancelledError, Exception) as exc:  # closing: release what we can
                 log.info("websocket pump ended with %r", exc)
         if self.unacked and self.consumer is not None:

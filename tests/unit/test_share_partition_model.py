@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from brokers.errors import InvalidRecordStateError
 from brokers.queues.share_partition import QueueSettings, SharePartition
+from brokers.queues.state_log import StateLog, replay
 
 KEYS = [None, b"a", b"b", b"c"]
 
@@ -93,7 +94,10 @@ class ShareMachine(RuleBasedStateMachine):
         self.real = SharePartition(0, self.settings, jitter=lambda: 0.5)
         self.model = Model(self.settings)
         self.log: list[tuple[int, bytes | None, int]] = []
-        self.state_log: dict = {}  # the coordinator's compacted records for this partition: key -> value
+        # The coordinator's log of this partition's state, compacted (the latest value per key);
+        # few slots, so that examples reuse them.
+        self.compacted: dict = {}
+        self.state_log = StateLog("g", "t", 0, slots=3)
         self.now = 1_000_000
         self.receipts: list[tuple[int, int]] = []
 
@@ -170,27 +174,25 @@ class ShareMachine(RuleBasedStateMachine):
     @rule()
     def state_written(self):
         """What the queue service does before answering: write the changes to the state log."""
-        start, rows, deleted = self.real.changes()
-        if start is not None:
-            self.state_log["start"] = start
-        for row in rows:
-            self.state_log[row[0]] = row
-        for offset in deleted:
-            assert offset in self.state_log, f"deleting offset {offset}, which has no row"
-            del self.state_log[offset]
+        records, _undo = self.state_log.next_write(self.real)
+        for key, value in records:
+            self.compacted[tuple(key)] = value
 
     @rule(fail=st.booleans())
     def leader_failover(self, fail):
         if fail:  # a write that fails is carried by the next one
-            start, rows, deleted = self.real.changes()
-            self.real.unwritten(rows, deleted)
+            _records, undo = self.state_log.next_write(self.real)
+            self.state_log.failed(self.real, undo)
         self.state_written()
-        snapshot = {"start": self.state_log["start"], "entries": [v for k, v in self.state_log.items() if k != "start"]}
-        # The state log says what the whole snapshot says, without the rows that no longer matter.
+        snapshot, seq = replay(self.compacted.get(("share", "g", "t", 0)),
+                               [v for k, v in self.compacted.items() if k[0] == "share-delta"])
+        # The log says what the whole state says, without the rows that no longer matter.
         full = self.real.snapshot()
-        assert full["start"] == snapshot["start"]
-        assert sorted(snapshot["entries"]) == [row for row in full["entries"] if row[0] >= full["start"]]
+        assert snapshot["start"] == full["start"]
+        assert snapshot["entries"] == [row for row in full["entries"] if row[0] >= full["start"]]
         self.real = SharePartition.restore(snapshot, self.settings, jitter=lambda: 0.5)
+        self.state_log = StateLog("g", "t", 0, slots=3)
+        self.state_log.start_after(seq)
         # The new coordinator reads the log again from the snapshot's start.
         self.real.add_records([r for r in self.log if r[0] >= snapshot["start"]], len(self.log))
 

@@ -25,17 +25,25 @@ async def consumer_for(call: Call, group: str):
     return await pool.queue_consumer(call.queue.bootstrap, broker_group(call, group, "q"), call.queue.broker_topic)
 
 
-def checked_receipts(receipts: list[str]) -> list[str]:
+def checked_receipts(receipts: list[str]) -> list[tuple[int, int, int]]:
+    """The receipts, parsed (the broker client takes them so)."""
     if not receipts:
         raise invalid("receipts is empty")
     if len(receipts) > MAX_RECEIVE:
         raise invalid(f"at most {MAX_RECEIVE} receipts per call")
-    for receipt in receipts:
-        try:
-            parse_receipt(receipt)
-        except Exception:
-            raise invalid(f"receipt {receipt!r} is not one this queue gave (partition:offset:delivery)") from None
-    return receipts
+    try:
+        return [parse_receipt(receipt) for receipt in receipts]
+    except Exception:
+        bad = next(r for r in receipts if not _parses(r))
+        raise invalid(f"receipt {bad!r} is not one this queue gave (partition:offset:delivery)") from None
+
+
+def _parses(receipt: str) -> bool:
+    try:
+        parse_receipt(receipt)
+    except Exception:
+        return False
+    return True
 
 
 async def receive(call: Call, group: str, *, max_messages: int, wait_seconds: float, visibility_timeout: float | None):
