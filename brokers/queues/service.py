@@ -250,7 +250,10 @@ class QueueService:
             if wanted <= state.persisted:
                 return
             if wanted <= state.taken:  # a write in flight carries it
-                done = next(done for version, done in state.writes if version >= wanted)
+                done = next((done for version, done in state.writes if version >= wanted), None)
+                if done is None:  # it failed meanwhile: write again
+                    state.taken = state.persisted
+                    continue
                 try:
                     await asyncio.shield(done)
                 except (errors.TidewayError, asyncio.CancelledError):
