@@ -22,7 +22,8 @@ import asyncio
 import logging
 import time
 from contextlib import aclosing
-from dataclasses import dataclass
+
+import msgspec
 
 from brokers import errors
 from brokers.client.client import TidewayClient
@@ -38,8 +39,9 @@ __all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(msgspec.Struct, frozen=True):
+    """One delivery. A Struct, not a dataclass: a gateway makes tens of thousands a second."""
+
     topic: str
     partition: int
     offset: int
@@ -49,11 +51,7 @@ class Message:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
-    receipt: str = ""  # "partition:offset:delivery" (filled in when empty)
-
-    def __post_init__(self) -> None:
-        if not self.receipt:
-            object.__setattr__(self, "receipt", f"{self.partition}:{self.offset}:{self.delivery_count}")
+    receipt: str  # "partition:offset:delivery"
 
 
 def parse_receipt(receipt: str) -> tuple[int, int, int]:
@@ -101,8 +99,10 @@ class QueueConsumer:
         response: m.ShareAcquireResponse = await self.link.request(
             ApiKey.SHARE_ACQUIRE, request, timeout_s=self.client.request_timeout_s + wait_ms / 1000
         )
+        topic = self.topic
         return [
-            Message(self.topic, r.partition, r.offset, r.delivery_count, r.lock_deadline_ms, r.timestamp_ms, r.key, r.value, r.headers)
+            Message(topic, r.partition, r.offset, r.delivery_count, r.lock_deadline_ms, r.timestamp_ms, r.key, r.value, r.headers,
+                    f"{r.partition}:{r.offset}:{r.delivery_count}")
             for r in response.records
         ]
 

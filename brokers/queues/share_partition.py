@@ -111,6 +111,7 @@ class SharePartition:
         self._expiry_floor = 0
         self._maybe_dead_lettering = False
         self._delay_floor = 0  # no delayed record becomes available before this (a lower bound)
+        self._none_available_below = 0  # no record below this offset is available (locked, done...)
         # For the state log (see ``changes``): offsets whose state changed since the last call, offsets
         # that have a row in the log (and a heap of them, to find those the start has passed), and the
         # start offset as last logged.
@@ -179,33 +180,52 @@ class SharePartition:
             return []  # the window must be read again first (FIFO needs every key)
         lock_ms = self.settings.visibility_timeout_ms if lock_ms is None else min(lock_ms, MAX_LOCK_MS)
         cap = self.settings.max_in_flight
-        fifo = self.settings.fifo
-        busy_keys: set[bytes] = set()
         out: list[Acquired] = []
-        for offset, entry in self.entries.items():
+        entries = self.entries
+        first = max(self._none_available_below, self.start_offset)
+        if not self.settings.fifo and self.end_offset - first <= 2 * len(entries) + 1_000:
+            # Start past the records known not to be available (the locked ones, mostly), walking
+            # offsets rather than the dict (whose iteration cannot start in the middle).
+            offset = first
+            held_back = None  # the first available record not taken (delayed)
+            while offset < self.end_offset and len(out) < max_records and self.in_flight < cap:
+                entry = entries.get(offset)
+                if entry is not None and entry.state is State.AVAILABLE:
+                    if entry.available_at <= now:
+                        self._lock(entry, offset, now, lock_ms, out)
+                    elif held_back is None:
+                        held_back = offset
+                offset += 1
+            self._none_available_below = offset if held_back is None else held_back
+            return out
+        busy_keys: set[bytes] = set()
+        for offset, entry in entries.items():
             if len(out) >= max_records or self.in_flight >= cap:
                 break
             state = entry.state
             if state in _DONE:
                 continue
-            if fifo and entry.key is not None:
+            if entry.key is not None and self.settings.fifo:
                 # Only the first unfinished record of a key may be delivered.
                 if entry.key in busy_keys:
                     continue
                 busy_keys.add(entry.key)
             if state is State.AVAILABLE and entry.available_at <= now:
-                entry.state = State.ACQUIRED
-                entry.count += 1
-                entry.deadline = now + lock_ms
-                if entry.deadline < self._expiry_floor:
-                    self._expiry_floor = entry.deadline
-                if not entry.first_ms:
-                    entry.first_ms = now
-                entry.last_ms = now
-                self.in_flight += 1
-                self.changed.add(offset)
-                out.append(Acquired(offset, entry.count, entry.deadline))
+                self._lock(entry, offset, now, lock_ms, out)
         return out
+
+    def _lock(self, entry: Entry, offset: int, now: int, lock_ms: int, out: list[Acquired]) -> None:
+        entry.state = State.ACQUIRED
+        entry.count += 1
+        entry.deadline = now + lock_ms
+        if entry.deadline < self._expiry_floor:
+            self._expiry_floor = entry.deadline
+        if not entry.first_ms:
+            entry.first_ms = now
+        entry.last_ms = now
+        self.in_flight += 1
+        self.changed.add(offset)
+        out.append(Acquired(offset, entry.count, entry.deadline))
 
     def accept(self, offset: int, delivery_count: int, now: int) -> None:
         entry = self._held(offset, delivery_count, now)
@@ -261,6 +281,8 @@ class SharePartition:
             self._maybe_dead_lettering = True
             return True
         entry.state = State.AVAILABLE
+        if offset < self._none_available_below:
+            self._none_available_below = offset
         entry.available_at = now + delay_ms
         if delay_ms and entry.available_at < self._delay_floor:
             self._delay_floor = entry.available_at

@@ -175,26 +175,31 @@ def prepare(messages: list[OutgoingMessage], max_message_bytes: int, partitions:
 
 
 def encode_bytes(name: str, data: bytes | None, base64_always: bool, into: dict) -> None:
+    """``into[name]`` = the text, or ``into[name + "_base64"]`` when not UTF-8 (or always asked)."""
     if data is None:
         into[name] = None
-        return
-    if not base64_always:
+    elif base64_always:
+        into[f"{name}_base64"] = base64.b64encode(data).decode()
+    else:
         try:
             into[name] = data.decode()
-            return
         except UnicodeDecodeError:
-            pass
-    into[f"{name}_base64"] = base64.b64encode(data).decode()
+            into[f"{name}_base64"] = base64.b64encode(data).decode()
 
 
 def message_json(*, partition: int, offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None,
                  headers, base64_always: bool = False, **extra) -> dict:
     out: dict = {"partition": partition, "offset": offset, "timestamp": timestamp_ms}
-    encode_bytes("key", key, base64_always, out)
-    encode_bytes("value", value, base64_always, out)
-    out["headers"] = {name: (v or b"").decode(errors="replace") for name, v in headers}
+    add_body(out, key, value, headers, base64_always)
     out.update(extra)
     return out
+
+
+def add_body(out: dict, key: bytes | None, value: bytes | None, headers, base64_always: bool) -> None:
+    """A message's key, value and headers into ``out``, as the API shows them."""
+    encode_bytes("key", key, base64_always, out)
+    encode_bytes("value", value, base64_always, out)
+    out["headers"] = {name: (v or b"").decode(errors="replace") for name, v in headers} if headers else {}
 
 
 ENCODER = msgspec.json.Encoder()

@@ -6,7 +6,7 @@ from brokers.client.queue import parse_receipt
 from gateway import limits, pool
 from gateway.errors import invalid
 from gateway.views.base import Call, GatewayView, broker_group, json_response, require_queue_mode
-from gateway.wire import ReceiptsBody, ReceiveBody, decode, message_json
+from gateway.wire import ReceiptsBody, ReceiveBody, add_body, decode
 
 MAX_WAIT_SECONDS = 20
 MAX_RECEIVE = 1000
@@ -14,10 +14,13 @@ MAX_LOCK_SECONDS = 12 * 3600
 
 
 def delivery_json(message, base64_always: bool = False) -> dict:
-    return message_json(partition=message.partition, offset=message.offset, timestamp_ms=message.timestamp_ms,
-                        key=message.key, value=message.value, headers=message.headers, base64_always=base64_always,
-                        receipt=message.receipt, delivery_count=message.delivery_count,
-                        visible_at=message.lock_deadline_ms)
+    """A delivery as the API shows it (``message_json`` plus receipt, delivery count and lock deadline)."""
+    out: dict = {"partition": message.partition, "offset": message.offset, "timestamp": message.timestamp_ms}
+    add_body(out, message.key, message.value, message.headers, base64_always)
+    out["receipt"] = message.receipt
+    out["delivery_count"] = message.delivery_count
+    out["visible_at"] = message.lock_deadline_ms
+    return out
 
 
 async def consumer_for(call: Call, group: str):
