@@ -70,7 +70,7 @@ class _Share:
     topic: str
     partition: int
     share: SharePartition
-    log: StateLog
+    state_log: StateLog
     records: dict[int, Record] = field(default_factory=dict)
     version: int = 0  # bumped on every change a consumer may be told about
     taken: int = 0  # the version whose changes the latest write carries
@@ -98,7 +98,7 @@ class QueueService:
         self._tasks = [loop.create_task(self._expire_forever()), loop.create_task(self._dead_letter_forever())]
 
     async def stop(self) -> None:
-        await cancel_and_wait(*self._tasks)
+        await cancel_and_wait(*self._tasks, *(s.watching for s in self.shares.values() if s.watching is not None))
         if self._producer is not None:
             await self._producer.stop()
         if self._client is not None:
@@ -116,6 +116,8 @@ class QueueService:
             share = self.shares.pop(key)
             for _version, done in share.writes:
                 done.cancel()  # whoever waits on it finds the group gone
+            if share.watching is not None:
+                share.watching.cancel()
         for key in [k for k in self._restored if k[0] == group_id]:
             del self._restored[key]
 
@@ -261,13 +263,13 @@ class QueueService:
                         raise errors.NotCoordinatorError("this broker no longer coordinates the group") from None
                 continue
             version = state.taken = state.version
-            records, undo = state.log.next_write(state.share)
+            records, undo = state.state_log.next_write(state.share)
             done = asyncio.get_running_loop().create_future()
             state.writes.append((version, done))
             try:
                 await self.coordinator.write(index, records)
             except BaseException as exc:
-                state.log.failed(state.share, undo)
+                state.state_log.failed(state.share, undo)
                 state.taken = state.persisted  # the next caller writes again
                 if not done.done():
                     done.set_exception(exc)
