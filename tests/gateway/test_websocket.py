@@ -26,6 +26,19 @@ async def _next(ws, kind: str, timeout: float = 10.0) -> dict:
         assert frame["type"] not in ("error",), frame
 
 
+async def _answer_and_pushes(ws, kind: str, timeout: float = 10.0) -> tuple[dict, list[dict]]:
+    """Wait for the answer frame ``kind``, keeping the messages pushed meanwhile (credit freed by
+    an ack is used at once, so new pushes may arrive before the ack's answer)."""
+    pushed = []
+    while True:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+        if frame["type"] == kind:
+            return frame, pushed
+        if frame["type"] == "messages":
+            pushed += frame["messages"]
+        assert frame["type"] != "error", frame
+
+
 async def _connect(gateway, name: str, key: str):
     ws = await websockets.connect(_ws_url(gateway, name), additional_headers={"Authorization": f"Bearer {key}"})
     assert (await _next(ws, "ready"))["queue"] == name
@@ -49,8 +62,8 @@ async def test_push_respects_prefetch_and_acks_free_credit(gateway, tenant):
         with pytest.raises(TimeoutError):
             await _next(ws, "messages", timeout=1.5)
         await ws.send(json.dumps({"type": "ack", "id": 2, "receipts": [m["receipt"] for m in got[:3]]}))
-        assert (await _next(ws, "acked"))["id"] == 2
-        more = []
+        acked, more = await _answer_and_pushes(ws, "acked")
+        assert acked["id"] == 2
         while len(more) < 3:
             more += (await _next(ws, "messages"))["messages"]
         assert len(more) == 3
