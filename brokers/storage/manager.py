@@ -169,11 +169,21 @@ class LogManager:
     # -- durability ---------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write every log's durable offset to the recovery-point file."""
-        lines = [f"{topic} {partition} {log_.flushed_offset}\n" for (topic, partition), log_ in self.logs.items()]
-        write_atomically(os.path.join(self.data_dir, _CHECKPOINT_FILE), "".join(lines).encode())
-        lines = [f"{topic} {partition} {log_.high_watermark}\n" for (topic, partition), log_ in self.logs.items()]
-        write_atomically(os.path.join(self.data_dir, _HIGH_WATERMARK_FILE), "".join(lines).encode())
+        """Write every log's durable offset to the recovery-point file (and the high watermarks)."""
+        self.write_checkpoint(self.checkpoint_contents())
+
+    def checkpoint_contents(self) -> tuple[bytes, bytes]:
+        """What ``write_checkpoint`` writes, as of now (cheap: the owner's thread takes it)."""
+        items = list(self.logs.items())
+        recovery_points = "".join(f"{topic} {partition} {log_.flushed_offset}\n" for (topic, partition), log_ in items)
+        high_watermarks = "".join(f"{topic} {partition} {log_.high_watermark}\n" for (topic, partition), log_ in items)
+        return recovery_points.encode(), high_watermarks.encode()
+
+    def write_checkpoint(self, contents: tuple[bytes, bytes]) -> None:
+        """Write the files; safe in a worker thread (it only touches these two files)."""
+        recovery_points, high_watermarks = contents
+        write_atomically(os.path.join(self.data_dir, _CHECKPOINT_FILE), recovery_points)
+        write_atomically(os.path.join(self.data_dir, _HIGH_WATERMARK_FILE), high_watermarks)
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
