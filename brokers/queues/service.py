@@ -3,11 +3,12 @@
 For each (group, topic, partition) it keeps a ``SharePartition`` (the state
 machine) and the payloads of the records in its window, read from the
 partition's leader (straight from the local log when that is this broker).
-Every change a consumer is told about (an acquisition, an acknowledgement) is
-first written to the coordinator's internal partition and replicated, as the
+Every acknowledgement (accept, release, reject, extend) is written to the
+coordinator's internal partition and replicated before it is answered, as the
 changes since the write before (``state_log``), so a write costs what changed,
 not the whole window; whoever changed the state while a write was in flight is
-carried by the next one.
+carried by the next one. Acquisitions are written at once too, but receivers
+get their records without waiting for that write (see ``_write_soon``).
 
 Records that must be dead-lettered are written to the queue's dead-letter
 topic by a background task with the headers below, then marked done. A crash
@@ -46,6 +47,7 @@ WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, 
 READ_BYTES = 256 << 10
 MAX_WAIT_MS = 30_000
 WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
+STOP_WRITE_WAIT_S = 2.0  # how long a stopping broker waits for acquisitions' writes in flight
 ACTIONS = ("accept", "release", "reject", "extend")
 
 
@@ -90,6 +92,7 @@ class QueueService:
         self._round_robin: dict[tuple[str, str], int] = {}
         self._dead_letters = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._acquisition_writes: set[asyncio.Task] = set()  # see _write_soon
         self._client = None
         self._producer = None
 
@@ -98,7 +101,10 @@ class QueueService:
         self._tasks = [loop.create_task(self._expire_forever()), loop.create_task(self._dead_letter_forever())]
 
     async def stop(self) -> None:
-        await cancel_and_wait(*self._tasks, *(s.watching for s in self.shares.values() if s.watching is not None))
+        if self._acquisition_writes:  # a clean shutdown keeps what receivers were told, if it can within a moment
+            await asyncio.wait(self._acquisition_writes, timeout=STOP_WRITE_WAIT_S)
+        await cancel_and_wait(*self._tasks, *self._acquisition_writes,
+                              *(s.watching for s in self.shares.values() if s.watching is not None))
         if self._producer is not None:
             await self._producer.stop()
         if self._client is not None:
@@ -282,6 +288,27 @@ class QueueService:
             finally:
                 state.writes.remove((version, done))
 
+    def _write_soon(self, index: int, state: _Share) -> None:
+        """Write acquisitions now without making their receiver wait for the write.
+
+        An acquisition is not an acknowledgement: if this broker fails before the
+        write is replicated, the records are simply available again at the next
+        coordinator, with the delivery count of the last write (the choice of
+        Kafka's share groups, which do not write acquisitions at all). Waiting
+        for it doubled the publish-to-push latency (two replicated writes in
+        series). Acks, nacks and extensions still answer only once written, and
+        their write carries any acquisition before them.
+        """
+        task = asyncio.get_running_loop().create_task(self._write_acquisitions(index, state))
+        self._acquisition_writes.add(task)
+        task.add_done_callback(self._acquisition_writes.discard)
+
+    async def _write_acquisitions(self, index: int, state: _Share) -> None:
+        try:
+            await self._persist(index, state)
+        except errors.TidewayError as exc:  # handed back to the state log: the next write carries them
+            log.info("%s/%s-%d: acquisitions not written yet: %s", state.group_id, state.topic, state.partition, exc)
+
     def _wake(self, group_id: str, topic: str) -> None:
         event = self._changed.get((group_id, topic))
         if event is not None:
@@ -311,7 +338,8 @@ class QueueService:
             event.clear()
             got, touched, next_due = await self._acquire_once(request, config, settings, lock_ms)
             if touched:
-                await asyncio.gather(*(self._persist(index, s) for s in touched))
+                for state in touched:
+                    self._write_soon(index, state)
                 return m.ShareAcquireResponse(records=got)
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -120,6 +120,24 @@ async def test_visibility_timeout_expiry_redelivers_and_old_receipt_fails(broker
         await queue.ack([second.receipt])
 
 
+async def test_an_acquisition_is_written_to_the_group_log_and_survives_a_restart(broker):
+    # Receivers do not wait for the acquisition's write, but it is made: after a restart the
+    # coordinator still knows the lock and the delivery, so the message is neither handed out
+    # again at once nor counted as a first delivery.
+    await _topic(broker.bootstrap, "held", partitions=1)
+    await _publish(broker.bootstrap, "held", [b"x"])
+    async with QueueConsumer(broker.bootstrap, "g", "held") as queue:
+        (first,) = await queue.receive(1, wait_ms=2000, lock_ms=3000)
+        assert first.delivery_count == 1
+    assert broker.terminate() == 0
+    broker.restart()
+    async with QueueConsumer(broker.bootstrap, "g", "held") as queue:
+        assert await queue.receive(1, wait_ms=300) == []  # still locked
+        (second,) = await _drain(queue, until=1, wait_ms=1000)
+        assert (second.offset, second.delivery_count) == (first.offset, 2)
+        await queue.ack([second])
+
+
 async def test_deliver_at_and_default_delay(broker):
     await _topic(broker.bootstrap, "later", partitions=1)
     at = int(time.time() * 1000) + 1500
