@@ -177,9 +177,13 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
             await asyncio.sleep(0.01)
         arrivals.clear()
 
-        async def drain() -> None:  # the "published" answers
+        sent_at = [0.0] * total
+        acked_after = []
+
+        async def drain() -> None:  # the "published" answers: how long the publish took to be acknowledged
             for _ in range(total):
-                await publisher.recv()
+                answer = json.loads(await publisher.recv())
+                acked_after.append(time.perf_counter() - sent_at[answer["id"]])
 
         answers = asyncio.ensure_future(drain())
         started = time.perf_counter()
@@ -187,6 +191,7 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
             delay = started + sent / rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
+            sent_at[sent] = time.perf_counter()
             await publisher.send(json.dumps({"type": "publish", "id": sent, "messages": [{"value": repr(time.time())}]}))
         await asyncio.wait_for(answers, 60)
     deadline = time.monotonic() + 10
@@ -196,7 +201,13 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
     await task
     arrivals.sort()
     return {"rate_msgs_per_s": rate, "published": total, "pushed": len(arrivals), "p50_ms": round(arrivals[len(arrivals) // 2] * 1000, 2),
-            "p99_ms": round(arrivals[int(len(arrivals) * 0.99)] * 1000, 2), "max_ms": round(arrivals[-1] * 1000, 2)}
+            "p99_ms": round(arrivals[int(len(arrivals) * 0.99)] * 1000, 2), "max_ms": round(arrivals[-1] * 1000, 2),
+            "publish_ack_p50_ms": _percentile_ms(acked_after, 0.5), "publish_ack_p99_ms": _percentile_ms(acked_after, 0.99)}
+
+
+def _percentile_ms(seconds: list[float], fraction: float) -> float:
+    ordered = sorted(seconds)
+    return round(ordered[int(len(ordered) * fraction)] * 1000, 2)
 
 
 def main() -> None:
