@@ -11,13 +11,16 @@ every in-sync replica). Then measures, with clients in this process:
   at a time. The clients are a lean load generator (asyncio streams and
   httptools' C response parser, as wrk or h2load would be): they share the
   cores with the servers, and httpx spent about 1.6 ms of CPU per request
-  here, which capped this figure at about 40,000 msgs/s;
+  here, which capped this figure at about 40,000 msgs/s. Afterwards the
+  queue's partition ends are read back: the run fails unless the brokers
+  hold every acknowledged message (``stored_messages``);
 * WebSocket push msgs/s to one subscriber and to 8 subscribers of one group
   (prefetch 1000, acking as they go), from a queue filled beforehand;
 * publish-to-push latency p50/p99 at 1,000 msgs/s (one message per publish
   frame on a WebSocket; a second WebSocket subscribes and notes when each
   arrives), after one message has gone through (the group's first receive
-  sets up its state on the brokers: a one-time cost, not the steady state).
+  sets up its state on the brokers: a one-time cost, not the steady state);
+  also how long each publish took to be acknowledged (``publish_ack_*``).
 
 Prints one JSON object on stdout; progress goes to stderr. The clients share
 the machine's cores with the servers.
