@@ -4,6 +4,7 @@ no acknowledged publish is lost, and deliveries that were never acknowledged com
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 
@@ -31,7 +32,7 @@ async def test_killing_the_gateway_then_a_broker_loses_no_acknowledged_publish(p
     # Deliveries are numbered in the order they arrive. An acquisition is written without the
     # receiver waiting for it, so one that a killed coordinator had not yet written comes back with
     # the same delivery count: "came back" means delivered again later, whatever the count.
-    deliveries = iter(range(1 << 62))
+    deliveries = itertools.count()
     kept: dict[str, int] = {}  # delivered over the WebSocket and never acked: value -> number of that delivery
     last_delivered: dict[str, int] = {}  # value -> number of its latest delivery anywhere
     stop = asyncio.Event()

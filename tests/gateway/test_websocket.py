@@ -19,11 +19,8 @@ def _ws_url(gateway, name: str, token: str | None = None) -> str:
 
 
 async def _next(ws, kind: str, timeout: float = 10.0) -> dict:
-    while True:
-        frame = json.loads(await asyncio.wait_for(ws.recv(), timeout))
-        if frame["type"] == kind:
-            return frame
-        assert frame["type"] not in ("error",), frame
+    """The next frame of type ``kind``, skipping others (an error frame fails the test)."""
+    return (await _answer_and_pushes(ws, kind, timeout))[0]
 
 
 async def _answer_and_pushes(ws, kind: str, timeout: float = 10.0) -> tuple[dict, list[dict]]:

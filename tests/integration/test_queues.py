@@ -127,7 +127,7 @@ async def test_an_acquisition_is_written_to_the_group_log_and_survives_a_restart
     await _topic(broker.bootstrap, "held", partitions=1)
     await _publish(broker.bootstrap, "held", [b"x"])
     async with QueueConsumer(broker.bootstrap, "g", "held") as queue:
-        (first,) = await queue.receive(1, wait_ms=2000, lock_ms=3000)
+        (first,) = await queue.receive(1, wait_ms=2000, lock_ms=6000)  # outlasts the restart
         assert first.delivery_count == 1
     assert broker.terminate() == 0
     broker.restart()
