@@ -38,7 +38,7 @@ from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
 def start_broker(data_dir: str, port: int) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "tideway_cli.main", "--log-level", "WARNING", "broker", "--data", data_dir,
-         "--listen", f"127.0.0.1:{port}", "--metrics-listen", "off"],
+         "--listen", f"127.0.0.1:{port}", "--internal-listen", "127.0.0.1:0", "--metrics-listen", "off"],
         cwd=REPO_ROOT,
     )
     try:

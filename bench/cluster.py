@@ -32,7 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.common import free_port, progress, wait_port  # noqa: E402
+from bench.common import OPERATOR, free_port, progress, wait_port  # noqa: E402
 from brokers import errors  # noqa: E402
 from brokers.client import Producer, TidewayClient  # noqa: E402
 from brokers.client.conn import connect  # noqa: E402
@@ -61,7 +61,7 @@ class Cluster:
 
     def start_broker(self, i: int) -> None:
         self._spawn(f"broker-{i}", ["broker", "--id", str(i), "--data", os.path.join(self.home, f"broker-{i}"), "--listen", f"127.0.0.1:{self.ports[i]}",
-                                     "--controller", f"127.0.0.1:{self.controller_port}", "--metrics-listen", "off", "--replica-lag-time-max-ms", "2000"])
+                                     "--internal-listen", "127.0.0.1:0", "--controller", f"127.0.0.1:{self.controller_port}", "--metrics-listen", "off", "--replica-lag-time-max-ms", "2000"])
         wait_port(self.ports[i])
 
     def kill_broker(self, i: int) -> None:
@@ -84,7 +84,7 @@ class Cluster:
         return ",".join(f"127.0.0.1:{p}" for p in self.ports.values())
 
     async def describe(self) -> m.DescribeClusterResponse:
-        connection = await connect("127.0.0.1", self.controller_port)
+        connection = await connect("127.0.0.1", self.controller_port, credentials=OPERATOR)
         try:
             return await connection.request(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest())
         finally:

@@ -1,10 +1,24 @@
-"""Helpers shared by the benchmark scripts (not part of any measurement)."""
+"""Helpers shared by the benchmark scripts (not part of any measurement).
+
+Benchmarks run with authentication on, as a deployment does: importing this
+module gives the run a cluster secret of its own (``TIDEWAY_CLUSTER_SECRET``,
+inherited by the brokers and controllers it starts) and makes clients act
+with the operator's service key (``TIDEWAY_API_KEY``) derived from it.
+"""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
+
+from brokers.client.credentials import ApiKey
+from brokers.security.keys import service_key
+
+CLUSTER_SECRET_HEX = os.environ.setdefault("TIDEWAY_CLUSTER_SECRET", os.urandom(32).hex())
+OPERATOR_KEY = os.environ.setdefault("TIDEWAY_API_KEY", service_key(bytes.fromhex(CLUSTER_SECRET_HEX), "operator"))
+OPERATOR = ApiKey(OPERATOR_KEY)
 
 
 def progress(message: str) -> None:

@@ -43,6 +43,49 @@ def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TIDEWAY_BOOTSTRAP", DEFAULT_BOOTSTRAP),
         help="broker addresses HOST:PORT[,HOST:PORT...] (default: $TIDEWAY_BOOTSTRAP or %(default)s)",
     )
+    _credential_arguments(parser)
+
+
+def _credential_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("TIDEWAY_API_KEY"),
+        help="a tenant API key (tw_...) or a service key (tws_...) (default: $TIDEWAY_API_KEY; without one, the "
+        "operator key of the deployment whose cluster secret is in $TIDEWAY_HOME/cluster-secret, if readable)",
+    )
+    parser.add_argument("--cafile", default=os.environ.get("TIDEWAY_CAFILE"),
+                        help="connect with TLS, trusting this PEM CA bundle (default: $TIDEWAY_CAFILE)")
+    parser.add_argument("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")
+
+
+def cli_credentials(args: argparse.Namespace):
+    """--api-key, else $TIDEWAY_API_KEY, else this machine's operator key (from the deployment's cluster secret)."""
+    from brokers.client.credentials import ApiKey
+    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, service_key
+
+    if getattr(args, "api_key", None):
+        return ApiKey(args.api_key)
+    home = os.environ.get("TIDEWAY_HOME", "var")
+    try:
+        secret = load_cluster_secret(os.path.join(home, CLUSTER_SECRET_FILE))
+    except (ClusterSecretError, OSError):
+        return None  # the broker will say that it needs a key
+    return ApiKey(service_key(secret, "operator"))
+
+
+def cli_tls(args: argparse.Namespace):
+    from brokers.client.conn import tls_context
+
+    if getattr(args, "cafile", None) or getattr(args, "tls", False):
+        return tls_context(getattr(args, "cafile", None))
+    return None
+
+
+def _client(args: argparse.Namespace, bootstrap: str | None = None):
+    """A TidewayClient with the command line's credentials and TLS settings (not started)."""
+    from brokers.client import TidewayClient
+
+    return TidewayClient(bootstrap or args.bootstrap, credentials=cli_credentials(args), ssl_context=cli_tls(args))
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -67,13 +110,37 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--id", type=int, default=1, help="broker id, unique in the cluster (default %(default)s)")
     parser.add_argument("--data", default="var/b1", help="data directory (default %(default)s)")
-    parser.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9401), help="HOST:PORT to serve on (default 127.0.0.1:9401)")
+    parser.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9401),
+                        help="HOST:PORT of the client listener: tenants' clients, the gateway, the CLI (default 127.0.0.1:9401)")
     parser.add_argument("--advertise", type=_host_port, help="HOST:PORT clients should use, if not --listen")
+    parser.add_argument(
+        "--internal-listen",
+        default="auto",
+        help="HOST:PORT of the internal listener: replication, the controller, other brokers' coordinators; only cluster "
+        "peers holding the cluster secret may use it ('auto' = --listen's host, port + 100)",
+    )
+    parser.add_argument("--internal-advertise", type=_host_port, help="HOST:PORT peers should use, if not --internal-listen")
     parser.add_argument(
         "--metrics-listen",
         default="auto",
-        help="HOST:PORT of the Prometheus /metrics endpoint; 'auto' = listen port + 1000 on the same host; 'off' disables",
+        help="HOST:PORT of the Prometheus /metrics endpoint, which names every topic: keep it internal "
+        "('auto' = the internal listener's host, --listen's port + 1000; 'off' disables)",
     )
+    parser.add_argument(
+        "--cluster-secret-file",
+        help="file holding the deployment's cluster secret (hex); $TIDEWAY_CLUSTER_SECRET wins over it "
+        "(default $TIDEWAY_HOME/cluster-secret, generated with mode 0600 when missing)",
+    )
+    parser.add_argument("--certfile", help="serve both listeners with TLS, with this PEM certificate (chain)")
+    parser.add_argument("--keyfile", help="the certificate's PEM private key (with --certfile)")
+    parser.add_argument("--cafile", help="PEM CAs that sign the other brokers' and the controller's certificates (with --certfile)")
+    parser.add_argument("--max-connections", type=int, default=10_000, help="client connections open at once (default %(default)s)")
+    parser.add_argument("--max-connections-per-principal", type=int, default=1_000,
+                        help="client connections of one API key or service (default %(default)s)")
+    parser.add_argument("--max-unauthenticated-connections", type=int, default=1_000,
+                        help="client connections not yet authenticated (default %(default)s)")
+    parser.add_argument("--max-in-flight-per-connection", type=int, default=100,
+                        help="requests in flight on one connection; reading pauses beyond (default %(default)s)")
     parser.add_argument(
         "--retention-check-interval-ms",
         type=int,
@@ -96,26 +163,69 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_run_broker)
 
 
+def load_cluster_secret_or_exit(path: str | None, role: str) -> bytes:
+    """The cluster secret for a server process: $TIDEWAY_CLUSTER_SECRET, ``path``, or $TIDEWAY_HOME/cluster-secret (made once)."""
+    import logging
+
+    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, load_or_create_cluster_secret
+
+    try:
+        if path:
+            return load_cluster_secret(path)
+        default = os.path.join(os.environ.get("TIDEWAY_HOME", "var"), CLUSTER_SECRET_FILE)
+        secret, created = load_or_create_cluster_secret(default)
+        if created:
+            logging.getLogger(__name__).warning(
+                "%s: generated this deployment's cluster secret in %s (mode 0600); every broker and controller of "
+                "the cluster needs the same one", role, os.path.abspath(default))
+        return secret
+    except (ClusterSecretError, OSError) as exc:
+        raise SystemExit(f"tideway {role}: {exc}") from None
+
+
 def _run_broker(args: argparse.Namespace) -> int:
     from brokers.server import Broker, BrokerConfig
+    from brokers.server.limits import ConnectionLimits
 
     host, port = args.listen
+    if args.internal_listen == "auto":
+        internal_host, internal_port = host, (port + 100 if port else 0)
+    else:
+        internal_host, internal_port = _host_port(args.internal_listen)
     if args.metrics_listen == "off":
         metrics_host, metrics_port = None, 0
     elif args.metrics_listen == "auto":
-        metrics_host, metrics_port = host, (port + 1000 if port else 0)
+        metrics_host, metrics_port = internal_host, (port + 1000 if port else 0)
     else:
         metrics_host, metrics_port = _host_port(args.metrics_listen)
+    if bool(args.certfile) != bool(args.keyfile):
+        print("tideway broker: --certfile and --keyfile go together", file=sys.stderr)
+        return 2
+    limits = ConnectionLimits(
+        connections_max=args.max_connections,
+        unauthenticated_connections_max=args.max_unauthenticated_connections,
+        connections_per_principal_max=args.max_connections_per_principal,
+        frame_bytes_max=args.max_request_bytes,
+        in_flight_per_connection_max=args.max_in_flight_per_connection,
+    )
     config = BrokerConfig(
         broker_id=args.id,
         data_dir=args.data,
+        cluster_secret=load_cluster_secret_or_exit(args.cluster_secret_file, "broker"),
         host=host,
         port=port,
         advertised_host=args.advertise[0] if args.advertise else None,
         advertised_port=args.advertise[1] if args.advertise else None,
+        internal_host=internal_host,
+        internal_port=internal_port,
+        internal_advertised_host=args.internal_advertise[0] if args.internal_advertise else None,
+        internal_advertised_port=args.internal_advertise[1] if args.internal_advertise else None,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
-        frame_bytes_max=args.max_request_bytes,
+        certfile=args.certfile,
+        keyfile=args.keyfile,
+        cafile=args.cafile,
+        client_limits=limits,
         retention_check_interval_ms=args.retention_check_interval_ms,
         controllers=[_host_port(a) for a in args.controller.split(",")] if args.controller else None,
         rack=args.rack,
@@ -180,7 +290,7 @@ async def _with_client(args: argparse.Namespace, action) -> int:
     from brokers.client import TidewayClient
 
     try:
-        async with TidewayClient(args.bootstrap) as client:
+        async with _client(args) as client:
             return await action(client) or 0
     except errors.TidewayError as exc:
         print(f"tideway: {exc}", file=sys.stderr)
@@ -284,11 +394,14 @@ async def _produce(args: argparse.Namespace) -> int:
     started = time.monotonic()
     sent = failed = 0
     first_error: BaseException | None = None
+    client = _client(args)
     try:
-        producer = Producer(args.bootstrap, acks=args.acks, linger_ms=args.linger_ms, compression=args.compression)
+        producer = Producer(client, acks=args.acks, linger_ms=args.linger_ms, compression=args.compression)
+        await client.start()
         await producer.start()
     except errors.TidewayError as exc:
         print(f"tideway produce: {exc}", file=sys.stderr)
+        await client.close()
         return 1
     futures = []
     loop = asyncio.get_running_loop()
@@ -304,6 +417,7 @@ async def _produce(args: argparse.Namespace) -> int:
         first_error = exc
     finally:
         await producer.stop()
+        await client.close()
     acknowledged = 0
     for future in futures:
         error = future.exception()
@@ -350,12 +464,18 @@ async def _consume_group(args: argparse.Namespace) -> int:
     if args.start not in ("earliest", "latest"):
         print("tideway consume: with --group, --from must be earliest or latest (use seek for offsets)", file=sys.stderr)
         return 2
-    member = GroupConsumer(args.bootstrap, args.group, [args.topic], auto_offset_reset=args.start, enable_auto_commit=False)
+    client = _client(args)
+    member = GroupConsumer(client, args.group, [args.topic], auto_offset_reset=args.start, enable_auto_commit=False)
 
     async def start() -> None:
+        await client.start()
         await member.start()
 
-    return await _print_values(args, start, member.getmany, member.commit, member.stop)
+    async def stop() -> None:
+        await member.stop()
+        await client.close()
+
+    return await _print_values(args, start, member.getmany, member.commit, stop)
 
 
 async def _consume(args: argparse.Namespace) -> int:
@@ -364,9 +484,11 @@ async def _consume(args: argparse.Namespace) -> int:
     position: str | int = args.start
     if isinstance(position, str) and position.lstrip("-").isdigit():
         position = int(position)
-    consumer = Consumer(args.bootstrap, auto_offset_reset="earliest")
+    client = _client(args)
+    consumer = Consumer(client, auto_offset_reset="earliest")
 
     async def start() -> None:
+        await client.start()
         await consumer.start()
         partitions = args.partition or range(len(await consumer.client.partitions_for(args.topic)))
         await consumer.assign([(args.topic, p) for p in partitions], start=position)
@@ -374,7 +496,11 @@ async def _consume(args: argparse.Namespace) -> int:
     async def nothing() -> None:
         return None
 
-    return await _print_values(args, start, consumer.getmany, nothing, consumer.stop)
+    async def stop() -> None:
+        await consumer.stop()
+        await client.close()
+
+    return await _print_values(args, start, consumer.getmany, nothing, stop)
 
 
 async def _print_values(args: argparse.Namespace, start, getmany, after_batch, stop) -> int:
@@ -472,7 +598,7 @@ async def _queue(args: argparse.Namespace) -> int:
     receipts = getattr(args, "receipts", None) or []
     if receipts == ["-"]:
         receipts = [line.strip() for line in sys.stdin if line.strip()]
-    async with QueueConsumer(args.bootstrap, args.group, args.topic) as queue:
+    async with _client(args) as client, QueueConsumer(client, args.group, args.topic) as queue:
         try:
             if args.action == "receive":
                 messages = await queue.receive(args.max, wait_ms=args.wait_ms, lock_ms=args.lock_ms)
@@ -526,7 +652,7 @@ async def _dlq(args: argparse.Namespace) -> int:
     from brokers.client.queue import list_dead_letters, redrive
 
     dlq_topic = args.dlq_topic or f"{args.topic}.dlq"
-    async with TidewayClient(args.bootstrap) as client:
+    async with _client(args) as client:
         try:
             if args.action == "list":
                 for letter in await list_dead_letters(client, dlq_topic, limit=args.limit):
@@ -551,6 +677,8 @@ def _add_groups(subparsers: argparse._SubParsersAction) -> None:
     describe = actions.add_parser("describe", help="print the group's members and per-partition lag as JSON")
     _bootstrap_argument(describe)
     describe.add_argument("--group", required=True)
+    describe.add_argument("--type", choices=["stream", "queue"], default="stream",
+                          help="with a tenant's key: a stream (consumer) group or a queue group of that name (default %(default)s)")
     parser.set_defaults(handler=lambda a: run_async(_groups(a)))
 
 
@@ -558,10 +686,10 @@ async def _groups(args: argparse.Namespace) -> int:
     from brokers.client import TidewayClient
     from brokers.client.group import describe_group, group_lag
 
-    async with TidewayClient(args.bootstrap) as client:
+    async with _client(args) as client:
         try:
-            described = await describe_group(client, args.group)
-            lag = await group_lag(client, args.group)
+            described = await describe_group(client, args.group, args.type)
+            lag = await group_lag(client, args.group, args.type)
         except errors.TidewayError as exc:
             print(f"tideway groups describe: {exc}", file=sys.stderr)
             return 1

@@ -33,8 +33,20 @@ class TidewayError(Exception):
         return f"[{self.name}] {self.message}"
 
 
+ERRORS_BY_CODE: dict[int, type[BrokerError]] = {}
+
+
 class BrokerError(TidewayError):
-    """Raised when a broker answers with an error code."""
+    """Raised when a broker answers with an error code.
+
+    Every subclass is registered under its ``errno`` as it is defined, so a
+    wire code always decodes to its class.
+    """
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        known = ERRORS_BY_CODE.setdefault(cls.errno, cls)
+        assert known is cls, f"{cls.__name__} reuses error code {cls.errno} of {known.__name__}"
 
 
 class UnknownServerError(BrokerError):
@@ -203,33 +215,6 @@ class ClientTimeoutError(TidewayError):
     retriable = True
 
 
-ERRORS_BY_CODE: dict[int, type[BrokerError]] = {
-    cls.errno: cls
-    for cls in [
-        UnknownServerError,
-        OffsetOutOfRangeError,
-        CorruptRecordError,
-        UnknownTopicOrPartitionError,
-        InvalidFetchSizeError,
-        LeaderNotAvailableError,
-        NotLeaderError,
-        RequestTimedOutError,
-        MessageTooLargeError,
-        StaleControllerEpochError,
-        InvalidTopicError,
-        NotEnoughReplicasError,
-        InvalidRequiredAcksError,
-        UnsupportedVersionError,
-        TopicAlreadyExistsError,
-        InvalidPartitionsError,
-        InvalidReplicationFactorError,
-        InvalidConfigError,
-        InvalidRequestError,
-        StorageError,
-    ]
-}
-
-
 def error_for_code(code: int, message: str = "") -> BrokerError:
     """Return the exception for a wire error code (UnknownServerError if unknown)."""
     cls = ERRORS_BY_CODE.get(code, UnknownServerError)
@@ -305,19 +290,6 @@ class InvalidProducerEpochError(BrokerError):
     name = "INVALID_PRODUCER_EPOCH"
 
 
-for _cls in (
-    OutOfOrderSequenceError,
-    DuplicateSequenceError,
-    InvalidProducerEpochError,
-    NotEnoughReplicasAfterAppendError,
-    FencedLeaderEpochError,
-    UnknownLeaderEpochError,
-    NotControllerError,
-    InvalidUpdateVersionError,
-    StaleBrokerEpochError,
-):
-    ERRORS_BY_CODE[_cls.errno] = _cls
-del _cls
 
 
 class CoordinatorLoadInProgressError(BrokerError):
@@ -386,15 +358,36 @@ class InvalidRecordStateError(BrokerError):
     name = "INVALID_RECORD_STATE"
 
 
-for _cls in (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
-    NotCoordinatorError,
-    InconsistentGroupTypeError,
-    InvalidGroupIdError,
-    UnknownMemberIdError,
-    FencedMemberEpochError,
-    NotAssignedError,
-    InvalidRecordStateError,
-):
-    ERRORS_BY_CODE[_cls.errno] = _cls
+class TopicAuthorizationFailedError(BrokerError):
+    """Raised when the caller may not touch a topic (another scope, or a name outside its key's patterns)."""
+
+    errno = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(BrokerError):
+    """Raised when the caller may not use a group (its key lacks the consume scope)."""
+
+    errno = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+
+
+class AuthorizationFailedError(BrokerError):
+    """Raised when the caller may not use this API at all (internal APIs, topic admin by a tenant)."""
+
+    errno = 31
+    name = "AUTHORIZATION_FAILED"
+
+
+class UnsupportedSaslMechanismError(BrokerError):
+    """Raised when a listener does not take the authentication mechanism asked for."""
+
+    errno = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+
+
+class SaslAuthenticationFailedError(BrokerError):
+    """Raised when credentials are missing, malformed, wrong or revoked: the broker then closes the connection."""
+
+    errno = 58
+    name = "SASL_AUTHENTICATION_FAILED"

@@ -1,4 +1,10 @@
-"""Shared fixtures: real broker processes on free loopback ports."""
+"""Shared fixtures: real broker processes on free loopback ports.
+
+Authentication is on everywhere, as in production: the test run has a cluster
+secret of its own (``TIDEWAY_CLUSTER_SECRET``, inherited by every process it
+starts), and clients act with the operator's service key derived from it
+(``TIDEWAY_API_KEY``) unless a test gives them a tenant's key.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,17 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+_CLUSTER_SECRET = CLUSTER_SECRET_HEX = os.environ.setdefault("TIDEWAY_CLUSTER_SECRET", os.urandom(32).hex())
+
+
+def _operator_key() -> str:
+    from brokers.security.keys import service_key
+
+    return service_key(bytes.fromhex(_CLUSTER_SECRET), "operator")
+
+
+OPERATOR_KEY = os.environ.setdefault("TIDEWAY_API_KEY", _operator_key())
 
 
 def free_port() -> int:
@@ -60,6 +77,7 @@ class BrokerProcess:
         self.data_dir = data_dir
         self.broker_id = broker_id
         self.port = free_port()
+        self.internal_port = free_port()
         self.extra_args = extra_args or []
         self.log_path = data_dir.parent / f"broker-{broker_id}-{data_dir.name}.log"
         self.process: subprocess.Popen | None = None
@@ -74,7 +92,8 @@ class BrokerProcess:
             [
                 sys.executable, "-m", "tideway_cli.main", "--log-level", "INFO",
                 "broker", "--id", str(self.broker_id), "--data", str(self.data_dir),
-                "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", "off", *self.extra_args,
+                "--listen", f"127.0.0.1:{self.port}", "--internal-listen", f"127.0.0.1:{self.internal_port}",
+                "--metrics-listen", "off", *self.extra_args,
             ],
             cwd=REPO_ROOT,
             stdout=log_file,
@@ -206,7 +225,10 @@ class Deployment:
             if controller.process is None or controller.process.poll() is not None:
                 continue
             try:
-                connection = await connect("127.0.0.1", controller.port, timeout_s=2)
+                from brokers.client import credentials
+
+                connection = await connect("127.0.0.1", controller.port, timeout_s=2,
+                                           credentials=credentials.ApiKey(OPERATOR_KEY))
                 try:
                     return await connection.request(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest(), timeout_s=5)
                 finally:

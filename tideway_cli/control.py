@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from brokers import errors
-from brokers.cli import _host_port, run_async
+from brokers.cli import _credential_arguments, _host_port, cli_credentials, cli_tls, load_cluster_secret_or_exit, run_async
 
 DEPLOYMENT_FILE = "deployment.json"
 
@@ -35,6 +35,14 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     controller.add_argument("--lease-ms", type=int, default=3000, help="lease length; a standby takes over this long after the active one dies (default %(default)s)")
     controller.add_argument("--broker-session-timeout-ms", type=int, default=3000, help="a broker silent this long is fenced (default %(default)s)")
     controller.add_argument("--no-migrate", action="store_true", help="do not migrate the database at start")
+    controller.add_argument(
+        "--cluster-secret-file",
+        help="file holding the deployment's cluster secret (hex); $TIDEWAY_CLUSTER_SECRET wins over it "
+        "(default $TIDEWAY_HOME/cluster-secret, generated with mode 0600 when missing)",
+    )
+    controller.add_argument("--certfile", help="serve with TLS, with this PEM certificate (chain)")
+    controller.add_argument("--keyfile", help="the certificate's PEM private key (with --certfile)")
+    controller.add_argument("--cafile", help="PEM CAs that sign the brokers' certificates (with --certfile)")
     controller.set_defaults(handler=_run_controller)
 
     up = subparsers.add_parser(
@@ -62,6 +70,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     status.add_argument("--controller", help="controller addresses HOST:PORT[,...] (default: from $TIDEWAY_HOME)")
     status.add_argument("--bootstrap", help="or: a broker HOST:PORT[,...]; its metadata names the controller")
+    _credential_arguments(status)
     status.set_defaults(handler=lambda a: run_async(_cluster_status(a)))
 
 
@@ -75,7 +84,14 @@ def _run_controller(args: argparse.Namespace) -> int:
     from clusters.controller.service import Controller, ControllerConfig
 
     host, port = args.listen
+    if bool(args.certfile) != bool(args.keyfile):
+        print("tideway controller: --certfile and --keyfile go together", file=sys.stderr)
+        return 2
     config = ControllerConfig(
+        cluster_secret=load_cluster_secret_or_exit(args.cluster_secret_file, "controller"),
+        certfile=args.certfile,
+        keyfile=args.keyfile,
+        cafile=args.cafile,
         cluster=args.cluster,
         host=host,
         port=port,
@@ -105,6 +121,8 @@ def _run_up(args: argparse.Namespace) -> int:
 
     home = tideway_home()
     home.mkdir(parents=True, exist_ok=True)
+    os.environ["TIDEWAY_HOME"] = str(home)  # every process of the deployment finds its secrets there
+    secrets = _deployment_secrets(home)
     setup_django(migrate=True)  # once, before any controller starts
     from clusters.provisioning import ClusterSpec, LocalProvisioner
 
@@ -125,6 +143,7 @@ def _run_up(args: argparse.Namespace) -> int:
     controller_address = provisioner.controller_address(spec)
     brokers = [
         {"id": i, "address": provisioner.broker_address(spec, i),
+         "internal": f"127.0.0.1:{spec.first_broker_port + i - 1 + 100}",
          "metrics": f"http://127.0.0.1:{spec.first_broker_port + i - 1 + 1000}/metrics"}
         for i in range(1, spec.brokers + 1)
     ]
@@ -140,10 +159,11 @@ def _run_up(args: argparse.Namespace) -> int:
     print(f"  API         http://{api_address}/api/v1/   (docs http://{api_address}/api/docs/)")
     print(f"  controller  {controller_address}")
     for broker in brokers:
-        print(f"  broker {broker['id']}    {broker['address']}   metrics {broker['metrics']}")
+        print(f"  broker {broker['id']}    {broker['address']}   internal {broker['internal']}   metrics {broker['metrics']}")
     print(f"  bootstrap   {deployment['bootstrap']}")
     print(f"  WebSocket   ws://{api_address}/ws/v1/queues/NAME")
     print(f"  Redis       {os.environ['TIDEWAY_REDIS_URL']}   Celery worker log {logs / 'worker.log'}")
+    print(f"  secrets     {', '.join(str(p) for p in secrets)} (mode 0600; made once for this deployment)")
     if demo_key:
         print(f"  demo tenant 'demo' with queue 'demo', API key {demo_key}  (also in {home / 'demo-api-key'})")
     print(f"Try: curl -H 'Authorization: Bearer KEY' -d '{{\"messages\": [{{\"value\": \"hello\"}}]}}' "
@@ -169,6 +189,20 @@ def _run_up(args: argparse.Namespace) -> int:
     (home / DEPLOYMENT_FILE).unlink(missing_ok=True)
     print("stopped")
     return exit_code
+
+
+def _deployment_secrets(home: Path) -> list[Path]:
+    """The deployment's cluster secret and token-signing key under ``home`` (0600), generated the first time."""
+    from brokers.security.keys import CLUSTER_SECRET_BYTES, CLUSTER_SECRET_FILE, create_secret_file
+
+    paths = [home / CLUSTER_SECRET_FILE, home / "signing-key"]
+    for path in paths:
+        if create_secret_file(path, CLUSTER_SECRET_BYTES):
+            print(f"tideway up: generated {path}", file=sys.stderr)
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise SystemExit(f"tideway up: {path} is readable by others (mode {mode:o}): chmod 600 it")
+    return paths
 
 
 def _stop_all(processes: list[tuple[str, subprocess.Popen]]) -> None:
@@ -252,7 +286,7 @@ async def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int
         from brokers.protocol import messages as m
         from brokers.protocol.messages import ApiKey
 
-        async with TidewayClient(args.bootstrap) as client:
+        async with TidewayClient(args.bootstrap, credentials=cli_credentials(args), ssl_context=cli_tls(args)) as client:
             metadata = await client.request_any(ApiKey.METADATA, m.MetadataRequest(topics=[]))
         if not metadata.controller_address:
             raise SystemExit("tideway: that broker runs standalone (no controller); use 'tideway topics describe'")
@@ -273,7 +307,7 @@ async def _cluster_status(args: argparse.Namespace) -> int:
     last_error: Exception | None = None
     for host, port in await _controller_addresses(args):
         try:
-            connection = await connect(host, port, timeout_s=3)
+            connection = await connect(host, port, timeout_s=3, credentials=cli_credentials(args), ssl_context=cli_tls(args))
             try:
                 response = await connection.request(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest())
                 break
@@ -296,7 +330,8 @@ async def _cluster_status(args: argparse.Namespace) -> int:
         if broker.state != "alive":
             continue
         try:
-            async with TidewayClient(f"{broker.host}:{broker.port}") as client:
+            async with TidewayClient(f"{broker.host}:{broker.port}", credentials=cli_credentials(args),
+                                     ssl_context=cli_tls(args)) as client:
                 for topic in await client.describe_topics():
                     for p in topic.partitions:
                         if leaders.get((topic.name, p.partition)) == broker.node_id:

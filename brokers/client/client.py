@@ -1,4 +1,9 @@
-"""The cluster client: bootstrap, metadata, connections per broker, topic admin."""
+"""The cluster client: bootstrap, metadata, connections per broker, topic admin.
+
+Every connection authenticates when it opens: with ``credentials``, else with
+``api_key`` (a tenant API key or a service key), else with ``$TIDEWAY_API_KEY``.
+A tenant key sees and names only its tenant's queues, by the tenant's own names.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import logging
 
 from brokers import errors
 from brokers.client.conn import Connection, connect
+from brokers.client.credentials import Credentials, credentials_for
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 
@@ -36,9 +42,18 @@ class TidewayClient:
     """Knows the cluster's brokers and partition leaders, and holds one connection per broker."""
 
     def __init__(
-        self, bootstrap: str | list[str], *, request_timeout_ms: int = 30_000, metadata_timeout_ms: int = 5_000
+        self,
+        bootstrap: str | list[str],
+        *,
+        request_timeout_ms: int = 30_000,
+        metadata_timeout_ms: int = 5_000,
+        api_key: str | None = None,
+        credentials: Credentials | None = None,
+        ssl_context=None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.credentials = credentials_for(api_key, credentials)
+        self.ssl_context = ssl_context
         self.request_timeout_s = request_timeout_ms / 1000
         self.metadata_timeout_s = metadata_timeout_ms / 1000
         self._last_answered: int | tuple[str, int] | None = None
@@ -79,7 +94,8 @@ class TidewayClient:
             return connection
         pending = self._connecting.get(key)
         if pending is None:
-            pending = asyncio.ensure_future(connect(host, port, self.request_timeout_s))
+            pending = asyncio.ensure_future(
+                connect(host, port, self.request_timeout_s, credentials=self.credentials, ssl_context=self.ssl_context))
             self._connecting[key] = pending
             pending.add_done_callback(lambda _f: self._connecting.pop(key, None))
         connection = await asyncio.shield(pending)

@@ -4,6 +4,10 @@ Requests get increasing correlation ids and a future each; a reader matches
 answers to futures. A broken connection fails every pending request with
 ConnectionClosedError (the cause chained); an answer that cannot be framed or
 matched means the stream is desynchronised, so the socket is closed.
+
+``open`` authenticates with the given credentials (``credentials.py``) before
+it returns, so every request sent on an open connection is the principal's.
+TLS: pass an ``ssl.SSLContext`` (``tls_context`` builds one).
 """
 
 from __future__ import annotations
@@ -11,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 
 import msgspec
 
-from brokers.errors import ClientTimeoutError, ConnectionClosedError, error_for_code
+from brokers.errors import ClientTimeoutError, ConnectionClosedError, TidewayError, error_for_code
 from brokers.protocol import messages as m
 from brokers.protocol.frames import FrameDecoder, FrameError, encode_request, split_response
 
-__all__ = ["Connection", "connect"]
+__all__ = ["Connection", "connect", "tls_context"]
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +44,12 @@ class _Protocol(asyncio.Protocol):
 class Connection:
     """A connection to one broker; safe to share between tasks of one loop."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, credentials=None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
+        self.credentials = credentials  # brokers.client.credentials.Credentials, or None: unauthenticated
+        self.ssl_context = ssl_context
+        self.principal = ""  # who the broker says this connection acts as, once authenticated
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, tuple[asyncio.Future, m.ApiKey]] = {}
         self._next_correlation_id = 0
@@ -56,7 +64,9 @@ class Connection:
         loop = asyncio.get_running_loop()
         try:
             transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: _Protocol(self), self.host, self.port), timeout_s
+                loop.create_connection(lambda: _Protocol(self), self.host, self.port, ssl=self.ssl_context,
+                                       server_hostname=self.host if self.ssl_context is not None else None),
+                timeout_s,
             )
         except (OSError, TimeoutError) as exc:
             raise ConnectionClosedError(f"cannot connect to broker {self.host}:{self.port}: {exc}") from exc
@@ -64,6 +74,12 @@ class Connection:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._transport = transport  # type: ignore[assignment]
+        if self.credentials is not None:
+            try:
+                self.principal = await self.credentials.authenticate(self)
+            except TidewayError:
+                self.close()
+                raise
 
     async def request(self, api: m.ApiKey, body: msgspec.Struct, *, timeout_s: float = 30.0, expect_response: bool = True):
         """Send one request and return its decoded response (None if not expected).
@@ -138,7 +154,14 @@ class Connection:
         self._fail(ConnectionAbortedError("closed by the client"))
 
 
-async def connect(host: str, port: int, timeout_s: float = 10.0) -> Connection:
-    connection = Connection(host, port)
+async def connect(host: str, port: int, timeout_s: float = 10.0, *, credentials=None,
+                  ssl_context: ssl.SSLContext | None = None) -> Connection:
+    """An open (and, with ``credentials``, authenticated) connection to ``host``:``port``."""
+    connection = Connection(host, port, credentials=credentials, ssl_context=ssl_context)
     await connection.open(timeout_s)
     return connection
+
+
+def tls_context(cafile: str | None = None) -> ssl.SSLContext:
+    """A client TLS context that verifies servers against ``cafile`` (or the system's CAs)."""
+    return ssl.create_default_context(cafile=cafile)

@@ -59,9 +59,11 @@ class Consumer:
         buffer_bytes_max: int = 32 << 20,
         check_crcs: bool = True,
         request_timeout_ms: int = 30_000,
+        api_key: str | None = None,
     ) -> None:
         self._own_client = isinstance(client, str)
-        self.client = TidewayClient(client, request_timeout_ms=request_timeout_ms) if isinstance(client, str) else client
+        self.client = (TidewayClient(client, request_timeout_ms=request_timeout_ms, api_key=api_key)
+                       if isinstance(client, str) else client)
         self.auto_offset_reset = auto_offset_reset
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes

@@ -48,15 +48,16 @@ _RETRY = (
 class CoordinatorLink:
     """Sends one group's requests to its coordinator, finding it again whenever it moves."""
 
-    def __init__(self, client: TidewayClient, group_id: str, *, retry_for_s: float = 30.0) -> None:
+    def __init__(self, client: TidewayClient, group_id: str, *, retry_for_s: float = 30.0, group_type: str = "stream") -> None:
         self.client = client
         self.group_id = group_id
+        self.group_type = group_type  # stream | queue: a tenant's groups of each kind are different groups
         self.retry_for_s = retry_for_s
         self.node_id: int | None = None
 
     async def find(self) -> int:
         """The node id of the group's coordinator (waiting while there is none)."""
-        await self.request(ApiKey.OFFSET_FETCH, m.OffsetFetchRequest(group_id=self.group_id, partitions=[]))
+        await self.request(ApiKey.DESCRIBE_GROUP, m.DescribeGroupRequest(group_id=self.group_id, group_type=self.group_type))
         assert self.node_id is not None
         return self.node_id
 
@@ -67,7 +68,7 @@ class CoordinatorLink:
             try:
                 if self.node_id is None:
                     found: m.FindCoordinatorResponse = await self.client.request_any(
-                        ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=self.group_id)
+                        ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=self.group_id, group_type=self.group_type)
                     )  # type: ignore[assignment]
                     if found.node_id not in self.client.brokers:
                         await self.client.refresh_metadata()
@@ -105,10 +106,11 @@ class GroupConsumer:
         on_assigned: Listener | None = None,
         on_revoked: Listener | None = None,
         on_lost: Listener | None = None,
+        api_key: str | None = None,
         **consumer_options,
     ) -> None:
         self._own_client = isinstance(client, str)
-        self.client = TidewayClient(client) if isinstance(client, str) else client
+        self.client = TidewayClient(client, api_key=api_key) if isinstance(client, str) else client
         self.group_id = group_id
         self.topics = sorted(set(topics))
         self.auto_offset_reset = auto_offset_reset
@@ -313,8 +315,10 @@ async def fetch_committed(link: CoordinatorLink, partitions: list[TopicPartition
     return {(o.topic, o.partition): o.offset for o in response.offsets}
 
 
-async def describe_group(client: TidewayClient, group_id: str) -> m.DescribeGroupResponse:
-    return await CoordinatorLink(client, group_id).request(ApiKey.DESCRIBE_GROUP, m.DescribeGroupRequest(group_id=group_id))
+async def describe_group(client: TidewayClient, group_id: str, group_type: str = "stream") -> m.DescribeGroupResponse:
+    """Members, assignments, committed offsets and queue state of a group (``group_type``: stream or queue)."""
+    link = CoordinatorLink(client, group_id, group_type=group_type)
+    return await link.request(ApiKey.DESCRIBE_GROUP, m.DescribeGroupRequest(group_id=group_id, group_type=group_type))
 
 
 async def _timestamp_at(client: TidewayClient, topic: str, partition: int, offset: int) -> int | None:
@@ -335,13 +339,13 @@ async def _timestamp_at(client: TidewayClient, topic: str, partition: int, offse
     return None
 
 
-async def group_lag(client: TidewayClient, group_id: str) -> list[dict]:
+async def group_lag(client: TidewayClient, group_id: str, group_type: str = "stream") -> list[dict]:
     """Per partition: the group's position, the log end, the lag and the age of the oldest unconsumed record.
 
     For a stream group the position is the committed offset; for a queue
     group it is the oldest record not yet accepted or dead-lettered.
     """
-    described = await describe_group(client, group_id)
+    described = await describe_group(client, group_id, group_type)
     positions: dict[TopicPartition, int] = {}
     if described.group_type == "queue":
         for share in described.share_partitions:

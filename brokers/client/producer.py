@@ -166,9 +166,11 @@ class Producer:
         request_timeout_ms: int = 30_000,
         idempotent: bool | None = None,
         delivery_timeout_ms: int = 120_000,
+        api_key: str | None = None,
     ) -> None:
         self._own_client = isinstance(client, str)
-        self.client = TidewayClient(client, request_timeout_ms=request_timeout_ms) if isinstance(client, str) else client
+        self.client = (TidewayClient(client, request_timeout_ms=request_timeout_ms, api_key=api_key)
+                       if isinstance(client, str) else client)
         self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
         if self.acks not in (-1, 0, 1):
             raise ValueError("acks must be 0, 1 or all")

@@ -29,6 +29,7 @@ from brokers import errors
 from brokers.client.client import TidewayClient
 from brokers.client.consumer import Consumer
 from brokers.client.group import CoordinatorLink, commit_offsets, fetch_committed
+from brokers.security.names import split_tenant_prefix
 from brokers.client.producer import Producer
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
@@ -68,13 +69,14 @@ Receipt = Message | str | tuple[int, int, int]
 
 
 class QueueConsumer:
-    def __init__(self, client: TidewayClient | str, group_id: str, topic: str, *, member_id: str = "") -> None:
+    def __init__(self, client: TidewayClient | str, group_id: str, topic: str, *, member_id: str = "",
+                 api_key: str | None = None) -> None:
         self._own_client = isinstance(client, str)
-        self.client = TidewayClient(client) if isinstance(client, str) else client
+        self.client = TidewayClient(client, api_key=api_key) if isinstance(client, str) else client
         self.group_id = group_id
         self.topic = topic
         self.member_id = member_id
-        self.link = CoordinatorLink(self.client, group_id)
+        self.link = CoordinatorLink(self.client, group_id, group_type="queue")
 
     async def start(self) -> None:
         if self._own_client:
@@ -204,6 +206,7 @@ async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 
     never lost).
     """
     link = CoordinatorLink(client, _redrive_group(dlq_topic))
+    namespace = split_tenant_prefix(dlq_topic)[0]  # "t2." when the caller names broker-side topics, else ""
     producer = Producer(client, acks="all", linger_ms=1)
     await producer.start()
     moved = 0
@@ -218,6 +221,7 @@ async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 
                     continue
                 origin = (dict(record.headers).get("tideway-dlq-origin-topic") or b"").decode()
                 if origin:
+                    origin = namespace + origin  # the header holds the tenant's own name
                     # Without the dead-letter headers, and due at once (no deliver-at).
                     kept = [(k, v) for k, v in record.headers if k not in DLQ_HEADERS and k != DEADLINE_HEADER]
                     delay = next_at - time.monotonic()

@@ -156,7 +156,7 @@ class GroupCoordinator:
         if not broker.cluster_mode:
             self.on_roles_changed()
 
-    async def find_coordinator(self, request: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
+    async def find_coordinator(self, request: m.FindCoordinatorRequest, session) -> m.FindCoordinatorResponse:
         _check_group_id(request.group_id)
         broker = self.broker
         count = self._internal_partition_count()
@@ -165,13 +165,15 @@ class GroupCoordinator:
             raise errors.CoordinatorNotAvailableError(f"the group topic {INTERNAL_TOPIC} is being created")
         index = partition_for_group(request.group_id, count)
         if not broker.cluster_mode:
-            host, port = broker.advertised()
-            return m.FindCoordinatorResponse(node_id=broker.config.broker_id, host=host, port=port)
+            me = broker.config.broker_id
+            host, port = broker.address_for(session, me, *broker.advertised())
+            return m.FindCoordinatorResponse(node_id=me, host=host, port=port)
         state = broker.metadata_partitions.get((INTERNAL_TOPIC, index))
         info = None if state is None else broker.cluster_brokers.get(state.leader)
         if info is None:
             raise errors.CoordinatorNotAvailableError(f"{INTERNAL_TOPIC}-{index} has no leader right now")
-        return m.FindCoordinatorResponse(node_id=info.node_id, host=info.host, port=info.port)
+        host, port = broker.address_for(session, info.node_id, info.host, info.port)
+        return m.FindCoordinatorResponse(node_id=info.node_id, host=host, port=port)
 
     # -- the state log ------------------------------------------------------------------------
 

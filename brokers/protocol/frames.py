@@ -54,12 +54,12 @@ class FrameDecoder:
     keeps at most one partial frame (bounded by ``frame_bytes_max``).
     """
 
-    __slots__ = ("_buffer", "_frame_bytes_min", "_frame_bytes_max")
+    __slots__ = ("_buffer", "_frame_bytes_min", "frame_bytes_max")
 
     def __init__(self, *, frame_bytes_min: int, frame_bytes_max: int) -> None:
         self._buffer = bytearray()
         self._frame_bytes_min = frame_bytes_min
-        self._frame_bytes_max = frame_bytes_max
+        self.frame_bytes_max = frame_bytes_max  # may be raised later (a server lifts it once a connection authenticates)
 
     @property
     def buffered_bytes(self) -> int:
@@ -67,16 +67,17 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         buffer = self._buffer
+        if len(buffer) < 4 <= len(buffer) + len(data):
+            # A new frame starts: check its declared length before keeping any of it.
+            (length,) = _LENGTH.unpack_from(bytes(buffer) + bytes(data[: 4 - len(buffer)]))
+            self._check_length(length)
         buffer += data
         frames: list[bytes] = []
         position = 0
         end = len(buffer)
         while end - position >= 4:
             (length,) = _LENGTH.unpack_from(buffer, position)
-            if length < self._frame_bytes_min or length > self._frame_bytes_max:
-                raise FrameError(
-                    f"frame length {length} outside [{self._frame_bytes_min}, {self._frame_bytes_max}]"
-                )
+            self._check_length(length)
             if end - position - 4 < length:
                 break
             frames.append(bytes(buffer[position + 4 : position + 4 + length]))
@@ -84,6 +85,10 @@ class FrameDecoder:
         if position:
             del buffer[:position]
         return frames
+
+    def _check_length(self, length: int) -> None:
+        if length < self._frame_bytes_min or length > self.frame_bytes_max:
+            raise FrameError(f"frame length {length} outside [{self._frame_bytes_min}, {self.frame_bytes_max}]")
 
 
 def split_request(frame: bytes) -> tuple[int, int, int, memoryview]:

@@ -48,6 +48,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_GROUP = 69
     SHARE_ACQUIRE = 78  # queue model: lock and return records
     SHARE_ACKNOWLEDGE = 79  # queue model: accept, release, reject, extend
+    SASL_HANDSHAKE = 17  # first request on a connection: mechanisms this listener takes, and a nonce
+    SASL_AUTHENTICATE = 36  # PLAIN (API key or service key) or TIDEWAY-CLUSTER (internal peers)
+    DESCRIBE_CREDENTIAL = 1005  # broker -> controller: an API key's digest, tenant, scopes and patterns
 
 
 ACKS_ALL = -1
@@ -166,6 +169,12 @@ class BrokerInfo(Struct, kw_only=True):
     host: str
     port: int
     rack: str | None = None
+
+
+class ListenerAddress(Struct, kw_only=True, array_like=True):
+    node_id: int
+    host: str
+    port: int
 
 
 class PartitionInfo(Struct, kw_only=True):
@@ -316,6 +325,7 @@ class ClusterStateRequest(Struct, kw_only=True):
     topics: list[TopicState] = []
     partitions: list[PartitionState] = []
     deleted_topics: list[str] = []
+    internal_listeners: list[ListenerAddress] = []  # where peers reach each broker (replication, coordinators)
 
 
 class ClusterStateResponse(_Response):
@@ -327,9 +337,11 @@ class ClusterStateResponse(_Response):
 
 class BrokerRegisterRequest(Struct, kw_only=True):
     broker_id: int
-    host: str
+    host: str  # the client listener, as clients should reach it
     port: int
     rack: str | None = None
+    internal_host: str = ""  # the internal listener, as peers should reach it
+    internal_port: int = -1
 
 
 class BrokerRegisterResponse(_Response):
@@ -369,6 +381,8 @@ class BrokerStatus(Struct, kw_only=True):
     port: int
     rack: str | None = None
     state: str = "fenced"  # alive | fenced
+    internal_host: str = ""
+    internal_port: int = -1
 
 
 class DescribeClusterResponse(_Response):
@@ -384,6 +398,7 @@ class DescribeClusterResponse(_Response):
 
 class FindCoordinatorRequest(Struct, kw_only=True):
     group_id: str
+    group_type: str = ""  # stream | queue: tenants' groups of each kind are different groups ("": stream)
 
 
 class FindCoordinatorResponse(_Response):
@@ -446,6 +461,7 @@ class ConsumerGroupHeartbeatResponse(_Response):
 
 class DescribeGroupRequest(Struct, kw_only=True):
     group_id: str
+    group_type: str = ""  # as in FindCoordinatorRequest
 
 
 class MemberDescription(Struct, kw_only=True):
@@ -533,6 +549,41 @@ class ShareAcknowledgeResponse(_Response):
     results: list[ShareAckResult] = []
 
 
+# -- authentication ---------------------------------------------------------------
+
+
+class SaslHandshakeRequest(Struct, kw_only=True):
+    mechanism: str = ""  # the one the client means to use (informational)
+
+
+class SaslHandshakeResponse(_Response):
+    mechanisms: list[str] = []  # what this listener accepts
+    nonce: bytes = b""  # fresh per connection: TIDEWAY-CLUSTER proofs are bound to it
+
+
+class SaslAuthenticateRequest(Struct, kw_only=True):
+    mechanism: str
+    auth_bytes: bytes  # PLAIN: 0 user 0 key; TIDEWAY-CLUSTER: msgpack ClusterProof (brokers/security/handshake.py)
+
+
+class SaslAuthenticateResponse(_Response):
+    principal: str = ""  # who the connection now acts as, e.g. "key:1a2b3c4d5e6f"
+    server_proof: bytes = b""  # TIDEWAY-CLUSTER: the server's proof that it holds the cluster secret
+
+
+class DescribeCredentialRequest(Struct, kw_only=True):
+    prefix: str  # the public part of a tenant API key
+
+
+class DescribeCredentialResponse(_Response):
+    found: bool = False
+    tenant_id: int = -1
+    secret_sha256: str = ""  # never the secret: brokers compare digests
+    scopes: list[str] = []
+    queue_patterns: list[str] = []
+    revoked: bool = False
+
+
 class ErrorResponse(_Response):
     """What a broker answers when it cannot even decode a request."""
 
@@ -560,6 +611,9 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DESCRIBE_GROUP: DescribeGroupRequest,
     ApiKey.SHARE_ACQUIRE: ShareAcquireRequest,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
+    ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
+    ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
+    ApiKey.DESCRIBE_CREDENTIAL: DescribeCredentialRequest,
 }
 
 RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
@@ -585,6 +639,9 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DESCRIBE_GROUP: DescribeGroupResponse,
     ApiKey.SHARE_ACQUIRE: ShareAcquireResponse,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
+    ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,
+    ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
+    ApiKey.DESCRIBE_CREDENTIAL: DescribeCredentialResponse,
 }
 
 # (min, max) version the broker speaks per API; every API is at version 0.

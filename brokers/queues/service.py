@@ -34,6 +34,7 @@ from brokers.queues.share_partition import QueueSettings, SharePartition, State
 from brokers.queues.state_log import StateLog
 from brokers.record.batch import Record, decode_records, iter_batches, read_header
 from brokers.replication import Role
+from brokers.security.names import split_tenant_prefix
 from brokers.storage import TopicConfig
 
 if TYPE_CHECKING:
@@ -235,8 +236,11 @@ class QueueService:
         if self._client is None:
             from brokers.client.client import TidewayClient
 
-            host, port = self.coordinator.broker.advertised()
-            client = TidewayClient(f"{host}:{port}", request_timeout_ms=10_000)
+            # As a cluster peer, through this broker's internal listener: its metadata names peers' internal listeners.
+            broker = self.coordinator.broker
+            host, port = broker.internal_advertised()
+            client = TidewayClient(f"{host}:{port}", request_timeout_ms=10_000, credentials=broker.peer_credentials,
+                                   ssl_context=broker.peer_tls)
             await client.start()
             if self._client is None:
                 self._client = client
@@ -574,7 +578,7 @@ class QueueService:
                 if record is None or entry is None:
                     continue
                 headers = [h for h in record.headers if h[0] not in DLQ_HEADERS] + [
-                    ("tideway-dlq-origin-topic", state.topic.encode()),
+                    ("tideway-dlq-origin-topic", split_tenant_prefix(state.topic)[1].encode()),  # the tenant's own name
                     ("tideway-dlq-origin-partition", str(state.partition).encode()),
                     ("tideway-dlq-origin-offset", str(offset).encode()),
                     ("tideway-dlq-group", state.group_id.encode()),

@@ -42,10 +42,14 @@ class ReplicaFetcher:
         address: Callable[[int], tuple[str, int] | None],
         partitions: Callable[[], list[Partition]],
         on_append: Callable[[Partition], None],
+        credentials=None,
+        ssl_context=None,
         fetch_wait_ms: int = 500,
         partition_fetch_bytes_max: int = 8 << 20,
     ) -> None:
         self.broker_id = broker_id
+        self._credentials = credentials  # ClusterPeer: replica fetches go to the leader's internal listener
+        self._ssl_context = ssl_context
         self.leader_id = leader_id
         self._address = address
         self._partitions = partitions
@@ -83,6 +87,8 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except (errors.TidewayError, OSError) as exc:
+                if isinstance(exc, errors.SaslAuthenticationFailedError):
+                    log.error("leader %d refused this broker's cluster credentials: %s", self.leader_id, exc)
                 if self._connection is not None:
                     self._connection.close()
                     self._connection = None
@@ -99,7 +105,7 @@ class ReplicaFetcher:
             address = self._address(self.leader_id)
             if address is None:
                 raise errors.LeaderNotAvailableError(f"no address for broker {self.leader_id}")
-            self._connection = await connect(*address, timeout_s=5)
+            self._connection = await connect(*address, timeout_s=5, credentials=self._credentials, ssl_context=self._ssl_context)
         return self._connection
 
     async def _fetch_once(self, followed: list[Partition]) -> None:

@@ -1,5 +1,12 @@
 """The broker: request handlers over a LogManager, and the process lifecycle.
 
+A broker has two listeners: the *client* listener (tenants' native clients,
+the gateway, the CLI; PLAIN with an API key or service key) and the
+*internal* listener (replica fetches, the controller's CLUSTER_STATE, queue
+coordinators reading other brokers; cluster peers proving they hold the
+cluster secret). Every request goes through one ``Router``: version check,
+``Authorizer``, handler.
+
 Ownership: everything here runs on the event-loop thread, except the fsync
 calls handed to worker threads (``Log.flush``), which only touch file
 descriptors and publish a durable offset.
@@ -18,20 +25,28 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-import msgspec
+import ssl
+
 from prometheus_client import start_http_server
 
 from brokers import errors
 from brokers.aio import cancel_and_wait
-from brokers.errors import BrokerError, InvalidRequestError, UnsupportedVersionError
+from brokers.client.credentials import ClusterPeer
+from brokers.errors import BrokerError, InvalidRequestError
 from brokers.groups.coordinator import GroupCoordinator
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import iter_batches
 from brokers.replication import Partition, ReplicaFetcher, Role
-from brokers.server.connection import BrokerConnection
+from brokers.security.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
+from brokers.server.authentication import Authenticator
+from brokers.server.authorizer import Authorizer
+from brokers.server.connection import BrokerConnection, Listener, Session
 from brokers.server.controller_channel import ControllerChannel
+from brokers.server.credentials import CredentialStore
+from brokers.server.limits import ConnectionLimits, ConnectionRegistry
 from brokers.server.metrics import BrokerMetrics
+from brokers.server.router import Route, Router
 from brokers.storage import Log, LogManager, TopicConfig, cleaner
 from brokers.storage.config import altered_settings
 from brokers.storage.files import write_atomically
@@ -48,14 +63,22 @@ FETCH_WAIT_MS_MAX = 30_000
 class BrokerConfig:
     broker_id: int
     data_dir: str
+    cluster_secret: bytes  # the deployment's (brokers/security/keys.py): peers prove it, service keys derive from it
     host: str = "127.0.0.1"
     port: int = 9401
     advertised_host: str | None = None
     advertised_port: int | None = None
-    metrics_host: str | None = None  # None: no metrics endpoint
+    internal_host: str = "127.0.0.1"  # the internal listener: replication, controller, coordinators
+    internal_port: int = 9501
+    internal_advertised_host: str | None = None
+    internal_advertised_port: int | None = None
+    metrics_host: str | None = None  # None: no metrics endpoint (it belongs on the internal address)
     metrics_port: int = 0
-    frame_bytes_max: int = 100 << 20  # largest request accepted (socket.request.max.bytes)
-    in_flight_per_connection_max: int = 100
+    certfile: str | None = None  # TLS on both listeners with this PEM certificate (chain) ...
+    keyfile: str | None = None  # ... and its key
+    cafile: str | None = None  # CAs that sign peers' certificates, when the internal listeners use TLS
+    client_limits: ConnectionLimits = ConnectionLimits()
+    internal_limits: ConnectionLimits = ConnectionLimits(connections_max=1_000, unauthenticated_connections_max=100)
     checkpoint_interval_ms: int = 5_000
     retention_check_interval_ms: int = 300_000
     flush_check_interval_ms: int = 50
@@ -85,7 +108,7 @@ class Broker:
         self.config = config
         self.logs = LogManager(config.data_dir)
         self.metrics = BrokerMetrics(lambda: self.logs)
-        self._server: asyncio.AbstractServer | None = None
+        self._servers: list[asyncio.AbstractServer] = []
         self._connections: set[BrokerConnection] = set()
         self._background: list[asyncio.Task] = []
         # Long-polling fetches waiting for data, per partition.
@@ -95,6 +118,7 @@ class Broker:
         self._checkpoint_write: asyncio.Future | None = None  # the periodic checkpoint written in a worker thread
         self._stopped = asyncio.Event()
         self.port = config.port
+        self.internal_port = config.internal_port
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.cluster_mode = False
         self.controller_id = -1
@@ -102,37 +126,57 @@ class Broker:
         self.cluster_brokers: dict[int, m.BrokerInfo] = {}
         self.metadata_topics: dict[str, m.TopicState] = {}
         self.metadata_partitions: dict[tuple[str, int], m.PartitionState] = {}
+        self.internal_listeners: dict[int, tuple[str, int]] = {}  # broker id -> its internal listener
+        self.peer_credentials = ClusterPeer(config.cluster_secret, identity=f"broker-{config.broker_id}")
+        self.peer_tls = ssl.create_default_context(cafile=config.cafile) if config.certfile else None
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self.controller_channel: ControllerChannel | None = None
         self._isr_requests_in_flight: set[tuple[str, int]] = set()
         self._compacted_through: dict[tuple[str, int], int] = {}  # active segment base at the last compaction
-        self._handlers = {
-            ApiKey.PRODUCE: self._produce,
-            ApiKey.FETCH: self._fetch,
-            ApiKey.LIST_OFFSETS: self._list_offsets,
-            ApiKey.METADATA: self._metadata,
-            ApiKey.API_VERSIONS: self._api_versions,
-            ApiKey.CREATE_TOPICS: self._create_topics,
-            ApiKey.DELETE_TOPICS: self._delete_topics,
-            ApiKey.DESCRIBE_TOPICS: self._describe_topics,
-            ApiKey.CLUSTER_STATE: self._cluster_state,
-            ApiKey.CREATE_PARTITIONS: self._create_partitions,
-            ApiKey.ALTER_CONFIGS: self._alter_configs,
-        }
         self.coordinator = GroupCoordinator(
             self, internal_partitions=config.offsets_topic_partitions, heartbeat_interval_ms=config.group_heartbeat_interval_ms
         )
-        self._handlers.update(
-            {
-                ApiKey.FIND_COORDINATOR: self.coordinator.find_coordinator,
-                ApiKey.OFFSET_COMMIT: self.coordinator.offset_commit,
-                ApiKey.OFFSET_FETCH: self.coordinator.offset_fetch,
-                ApiKey.CONSUMER_GROUP_HEARTBEAT: self.coordinator.heartbeat,
-                ApiKey.DESCRIBE_GROUP: self.coordinator.describe,
-                ApiKey.SHARE_ACQUIRE: self.coordinator.queues.acquire,
-                ApiKey.SHARE_ACKNOWLEDGE: self.coordinator.queues.acknowledge,
-            }
+        self.credentials = CredentialStore(self._describe_credential if config.controllers else None)
+        self.authenticator = Authenticator(
+            cluster_secret=config.cluster_secret,
+            credentials=self.credentials,
+            mechanisms={Listener.CLIENT: (PLAIN_MECHANISM,), Listener.INTERNAL: (CLUSTER_MECHANISM,)},
+            on_failure=lambda mechanism: self.metrics.authentication_failures.labels(mechanism[:32]).inc(),
         )
+        coordinator, queues = self.coordinator, self.coordinator.queues
+        routes = {
+            ApiKey.API_VERSIONS: Route(self._api_versions),
+            ApiKey.SASL_HANDSHAKE: Route(self.authenticator.handshake, takes_session=True),
+            ApiKey.SASL_AUTHENTICATE: Route(self.authenticator.authenticate, takes_session=True),
+            ApiKey.PRODUCE: Route(self._produce),
+            ApiKey.FETCH: Route(self._fetch),
+            ApiKey.LIST_OFFSETS: Route(self._list_offsets),
+            ApiKey.METADATA: Route(self._metadata, takes_session=True),
+            ApiKey.CREATE_TOPICS: Route(self._create_topics),
+            ApiKey.DELETE_TOPICS: Route(self._delete_topics),
+            ApiKey.DESCRIBE_TOPICS: Route(self._describe_topics),
+            ApiKey.CLUSTER_STATE: Route(self._cluster_state),
+            ApiKey.CREATE_PARTITIONS: Route(self._create_partitions),
+            ApiKey.ALTER_CONFIGS: Route(self._alter_configs),
+            ApiKey.FIND_COORDINATOR: Route(coordinator.find_coordinator, takes_session=True),
+            ApiKey.OFFSET_COMMIT: Route(coordinator.offset_commit),
+            ApiKey.OFFSET_FETCH: Route(coordinator.offset_fetch),
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: Route(coordinator.heartbeat),
+            ApiKey.DESCRIBE_GROUP: Route(coordinator.describe),
+            ApiKey.SHARE_ACQUIRE: Route(queues.acquire),
+            ApiKey.SHARE_ACKNOWLEDGE: Route(queues.acknowledge),
+        }
+        authorizer = Authorizer(
+            self.credentials, on_refused=lambda api, exc: self.metrics.requests_refused.labels(api.name, exc.name).inc()
+        )
+        self.router = Router(routes, authorizer, name=f"broker {config.broker_id}",
+                             observe=lambda api, seconds: self.metrics.request_latency.labels(api).observe(seconds))
+        self._registries = {
+            listener: ConnectionRegistry(
+                limits, on_refused=lambda reason, listener=listener: self.metrics.connections_refused.labels(listener.value, reason).inc()
+            )
+            for listener, limits in ((Listener.CLIENT, config.client_limits), (Listener.INTERNAL, config.internal_limits))
+        }
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -146,10 +190,22 @@ class Broker:
             if not self.cluster_mode:
                 partition.make_standalone_leader()
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self.config.host, self.config.port, reuse_address=True, backlog=1024
+        server_tls = None
+        if self.config.certfile:
+            server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_tls.load_cert_chain(self.config.certfile, self.config.keyfile)
+        # Internal first: once the client port answers, the broker is wholly up.
+        internal_server = await loop.create_server(
+            lambda: self._new_connection(Listener.INTERNAL), self.config.internal_host, self.config.internal_port,
+            reuse_address=True, backlog=256, ssl=server_tls,
         )
-        self.port = self._server.sockets[0].getsockname()[1]
+        client_server = await loop.create_server(
+            lambda: self._new_connection(Listener.CLIENT), self.config.host, self.config.port,
+            reuse_address=True, backlog=1024, ssl=server_tls,
+        )
+        self._servers = [client_server, internal_server]
+        self.port = client_server.sockets[0].getsockname()[1]
+        self.internal_port = internal_server.sockets[0].getsockname()[1]
         if self.config.metrics_host is not None:
             server, _thread = start_http_server(
                 self.config.metrics_port, addr=self.config.metrics_host, registry=self.metrics.registry
@@ -162,7 +218,10 @@ class Broker:
                 broker_id=self.config.broker_id,
                 controllers=self.config.controllers,
                 advertised=self.advertised(),
+                internal_advertised=self.internal_advertised(),
                 rack=self.config.rack,
+                credentials=self.peer_credentials,
+                ssl_context=self.peer_tls,
             )
             self.controller_channel.start()
         self._background = [
@@ -180,17 +239,20 @@ class Broker:
         # collections stay short and do not show up in request latency.
         gc.freeze()
         log.info(
-            "broker %d listening on %s:%d, data in %s",
+            "broker %d listening on %s:%d (clients) and %s:%d (internal)%s, data in %s",
             self.config.broker_id,
             self.config.host,
             self.port,
+            self.config.internal_host,
+            self.internal_port,
+            " with TLS" if server_tls else "",
             self.logs.data_dir,
         )
 
     async def stop(self) -> None:
         """Stop serving, then flush and checkpoint every log (a clean shutdown)."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for connection in list(self._connections):
             connection.close()
         await cancel_and_wait(*self._background)
@@ -253,12 +315,9 @@ class Broker:
         data = json.dumps({"controller_epoch": self.controller_epoch, "controller_id": self.controller_id}).encode()
         write_atomically(os.path.join(self.logs.data_dir, CLUSTER_FILE), data)
 
-    def _new_connection(self) -> BrokerConnection:
+    def _new_connection(self, listener: Listener) -> BrokerConnection:
         connection = BrokerConnection(
-            self.dispatch,
-            frame_bytes_max=self.config.frame_bytes_max,
-            in_flight_max=self.config.in_flight_per_connection_max,
-            on_close=self._connections.discard,
+            self.router.dispatch, listener=listener, registry=self._registries[listener], on_close=self._connections.discard
         )
         self._connections.add(connection)
         return connection
@@ -346,34 +405,13 @@ class Broker:
                 cleaner.swap(compaction, result)
                 self._compacted_through[key] = compaction.active.base_offset
 
-    # -- dispatch ---------------------------------------------------------------------------
-
-    async def dispatch(self, api_key: int, api_version: int, body: memoryview) -> bytes | None:
-        """Decode, handle and encode one request; never raises."""
-        started = time.perf_counter()
-        try:
-            api = ApiKey(api_key)
-        except ValueError:
-            return _error_body(UnsupportedVersionError(f"unknown API key {api_key}"))
-        low, high = m.API_VERSIONS[api]
-        if not low <= api_version <= high:
-            return _error_body(
-                UnsupportedVersionError(f"{api.name} version {api_version} unsupported (supported {low}-{high})")
-            )
-        try:
-            request = m.DECODERS[api].decode(body)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return _error_body(InvalidRequestError(f"cannot decode {api.name} request: {exc}"))
-        try:
-            response = await self._handlers[api](request)
-        except BrokerError as exc:
-            return _error_body(exc)
-        except Exception as exc:
-            log.exception("unexpected error handling %s", api.name)
-            return _error_body(errors.UnknownServerError(f"{type(exc).__name__}: {exc}"))
-        finally:
-            self.metrics.request_latency.labels(api.name).observe(time.perf_counter() - started)
-        return None if response is None else m.ENCODER.encode(response)
+    async def _describe_credential(self, prefix: str) -> m.DescribeCredentialResponse:
+        """An API key's digest and grant, from the controller (the CredentialStore caches it)."""
+        if self.controller_channel is None:
+            raise errors.AuthorizationFailedError("no controller to ask")
+        return await self.controller_channel.request(
+            ApiKey.DESCRIBE_CREDENTIAL, m.DescribeCredentialRequest(prefix=prefix), timeout_s=2.0
+        )
 
     # -- produce -----------------------------------------------------------------------------
 
@@ -587,10 +625,29 @@ class Broker:
     def advertised(self) -> tuple[str, int]:
         return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.port)
 
-    async def _metadata(self, request: m.MetadataRequest) -> m.MetadataResponse:
+    def internal_advertised(self) -> tuple[str, int]:
+        return (self.config.internal_advertised_host or self.config.internal_host,
+                self.config.internal_advertised_port or self.internal_port)
+
+    def address_for(self, session: Session, broker_id: int, host: str, port: int) -> tuple[str, int]:
+        """Where the caller should reach broker ``broker_id``: its internal listener when asked on ours."""
+        if session.listener is Listener.INTERNAL:
+            if broker_id == self.config.broker_id:
+                return self.internal_advertised()
+            return self.internal_listeners.get(broker_id, (host, port))
+        return host, port
+
+    async def _metadata(self, request: m.MetadataRequest, session: Session) -> m.MetadataResponse:
         if self.cluster_mode:
-            return self._cluster_metadata(request)
-        host, port = self.advertised()
+            response = self._cluster_metadata(request)
+            if session.listener is Listener.INTERNAL:
+                response.brokers = [
+                    m.BrokerInfo(node_id=b.node_id, host=a[0], port=a[1], rack=b.rack)
+                    for b in response.brokers
+                    for a in [self.address_for(session, b.node_id, b.host, b.port)]
+                ]
+            return response
+        host, port = self.address_for(session, self.config.broker_id, *self.advertised())
         me = self.config.broker_id
         names = list(self.logs.topics) if request.topics is None else request.topics
         topics = []
@@ -757,6 +814,7 @@ class Broker:
             self.controller_id = request.controller_id
             self._write_cluster_file()
         self.cluster_brokers = {b.node_id: b for b in request.brokers}
+        self.internal_listeners = {a.node_id: (a.host, a.port) for a in request.internal_listeners}
         me = self.config.broker_id
         for name in request.deleted_topics:
             self.metadata_topics.pop(name, None)
@@ -817,6 +875,8 @@ class Broker:
                     broker_id=self.config.broker_id,
                     leader_id=leader_id,
                     address=self._broker_address,
+                    credentials=self.peer_credentials,
+                    ssl_context=self.peer_tls,
                     partitions=lambda leader_id=leader_id: [
                         p for p in self.partitions.values() if p.role is Role.FOLLOWER and p.leader_id == leader_id
                     ],
@@ -827,14 +887,11 @@ class Broker:
             fetcher.wake()
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
-        info = self.cluster_brokers.get(broker_id)
-        return None if info is None else (info.host, info.port)
+        """Broker ``broker_id``'s internal listener (replica fetches go there)."""
+        return self.internal_listeners.get(broker_id)
 
 
 def _unknown_topic(name: str) -> dict:
     """Error fields of a per-topic result for a topic this broker does not have."""
     return {"error_code": errors.UnknownTopicOrPartitionError.errno, "error_message": f"topic {name!r} does not exist"}
 
-
-def _error_body(exc: BrokerError) -> bytes:
-    return m.ENCODER.encode(m.ErrorResponse(error_code=exc.errno, error_message=exc.message))

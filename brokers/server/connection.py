@@ -1,56 +1,127 @@
-"""One client connection to a broker: frames in, handler tasks, frames out.
+"""One client connection to a server: frames in, handler tasks, frames out.
 
 Requests on a connection are pipelined: each frame becomes a task, and answers
 go out as they complete, matched by correlation id. Handlers append before
 their first ``await``, and tasks start in the order they were created, so
 produce requests on one connection are appended in the order they were sent.
 
-Everything is bounded: at most ``in_flight_max`` requests per connection
-(reading pauses beyond it), one partial frame of at most ``frame_bytes_max``,
-and reading pauses while the transport's write buffer is full.
+Everything is bounded (``limits.ConnectionLimits``): a connection is counted
+before it may send anything; until it authenticates it may have few requests
+in flight, in small frames, for a short time; after, at most
+``in_flight_per_connection_max`` requests (reading pauses beyond it) and one
+partial frame of at most ``frame_bytes_max``, checked from the length prefix
+before the frame is buffered. Reading also pauses while the transport's write
+buffer is full.
+
+The connection's ``Session`` says which listener it came in on and, once it
+authenticated, who it acts as (``router`` and ``authorizer`` read it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from brokers.protocol.frames import FrameDecoder, FrameError, encode_response, split_request
+from brokers.security.principal import Principal
+from brokers.server.limits import ConnectionRegistry
 
-__all__ = ["BrokerConnection"]
+__all__ = ["BrokerConnection", "Listener", "Session"]
 
 log = logging.getLogger(__name__)
 
-Dispatch = Callable[[int, int, memoryview], Awaitable[bytes | None]]
+
+class Listener(enum.Enum):
+    CLIENT = "client"  # tenants' native clients, the gateway, the CLI
+    INTERNAL = "internal"  # replication, controller RPCs, coordinator traffic: cluster peers only
+
+
+@dataclass(eq=False)
+class Session:
+    """What a server knows about one connection."""
+
+    listener: Listener
+    peer: str = "?"
+    principal: Principal | None = None
+    nonce: bytes = b""  # the server's nonce of this connection's SASL handshake
+    close_after_answer: bool = False  # set when authentication failed: answer, then hang up
+    connection: BrokerConnection | None = field(default=None, repr=False)
+
+    def authenticated(self, principal: Principal) -> bool:
+        """Bind ``principal`` to this connection; False when a connection limit refuses it."""
+        assert self.principal is None, "a connection authenticates once"
+        if self.connection is not None and not self.connection.promote(principal):
+            return False
+        self.principal = principal
+        return True
+
+
+Dispatch = Callable[[Session, int, int, memoryview], Awaitable[bytes | None]]
 
 
 class BrokerConnection(asyncio.Protocol):
-    def __init__(self, dispatch: Dispatch, *, frame_bytes_max: int, in_flight_max: int, on_close) -> None:
+    def __init__(self, dispatch: Dispatch, *, listener: Listener, registry: ConnectionRegistry, on_close) -> None:
         self._dispatch = dispatch
-        self._decoder = FrameDecoder(frame_bytes_min=8, frame_bytes_max=frame_bytes_max)
-        self._in_flight_max = in_flight_max
+        self._registry = registry
+        limits = registry.limits
+        self._limits = limits
+        self._decoder = FrameDecoder(frame_bytes_min=8, frame_bytes_max=limits.unauthenticated_frame_bytes_max)
+        self._in_flight_max = limits.unauthenticated_in_flight_max
         self._in_flight = 0
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
         self._on_close = on_close
         self._tasks: set[asyncio.Task] = set()
-        self.peer = "?"
+        self._admitted = False
+        self._authentication_deadline: asyncio.TimerHandle | None = None
+        self.session = Session(listener=listener, connection=self)
+
+    @property
+    def peer(self) -> str:
+        return self.session.peer
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        self.session.peer = str(transport.get_extra_info("peername"))
+        if not self._registry.admit(self.session.peer):
+            transport.abort()
+            return
+        self._admitted = True
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.peer = str(transport.get_extra_info("peername"))
+        self._authentication_deadline = asyncio.get_running_loop().call_later(
+            self._limits.authentication_timeout_ms / 1000, self._authentication_timed_out
+        )
+
+    def _authentication_timed_out(self) -> None:
+        if self.session.principal is None:
+            self._registry.refuse("authentication_timeout", "closing the connection from %s: no authentication within %d ms",
+                                  self.session.peer, self._limits.authentication_timeout_ms)
+            self.close()
+
+    def promote(self, principal: Principal) -> bool:
+        """Called once the connection authenticated: count it for its principal and lift the pre-authentication limits."""
+        if not self._registry.promote(principal.name, self.session.peer):
+            return False
+        if self._authentication_deadline is not None:
+            self._authentication_deadline.cancel()
+        self._decoder.frame_bytes_max = self._limits.frame_bytes_max
+        self._in_flight_max = self._limits.in_flight_per_connection_max
+        self._update_reading()
+        return True
 
     def data_received(self, data: bytes) -> None:
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            reason = "frame_size" if self.session.principal is None else "frame"
+            self._registry.refuse(reason, "closing the connection from %s: %s", self.session.peer, exc)
             self.close()
             return
         loop = asyncio.get_running_loop()
@@ -64,9 +135,11 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         try:
-            response = await self._dispatch(api_key, api_version, body)
+            response = await self._dispatch(self.session, api_key, api_version, body)
             if response is not None and self._transport is not None and not self._transport.is_closing():
                 self._transport.write(encode_response(correlation_id, response))
+            if self.session.close_after_answer:
+                self.close()  # after the answer: close() sends what is buffered first
         finally:
             self._in_flight -= 1
             self._update_reading()
@@ -98,5 +171,11 @@ class BrokerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self._authentication_deadline is not None:
+            self._authentication_deadline.cancel()
         self._transport = None
+        if self._admitted:
+            self._admitted = False
+            principal = self.session.principal
+            self._registry.release(None if principal is None else principal.name)
         self._on_close(self)

@@ -32,12 +32,18 @@ class ControllerChannel:
         broker_id: int,
         controllers: list[tuple[str, int]],
         advertised: tuple[str, int],
+        internal_advertised: tuple[str, int],
+        credentials,
+        ssl_context=None,
         rack: str | None = None,
         heartbeat_interval_ms: int = 500,
     ) -> None:
         self.broker_id = broker_id
         self.controllers = controllers
         self.advertised = advertised
+        self.internal_advertised = internal_advertised
+        self.credentials = credentials  # ClusterPeer: the controller and this broker prove the cluster secret to each other
+        self.ssl_context = ssl_context
         self.rack = rack
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.broker_epoch = -1
@@ -67,6 +73,10 @@ class ControllerChannel:
                 log.info("the controller does not know this broker's session: registering again")
                 self.registered.clear()
                 continue
+            except errors.SaslAuthenticationFailedError as exc:
+                log.error("the controller refused this broker's cluster credentials (is TIDEWAY_CLUSTER_SECRET the same "
+                          "everywhere?): %s", exc)
+                self.registered.clear()
             except (errors.TidewayError, OSError) as exc:
                 log.debug("controller unreachable: %s", exc)
                 self.registered.clear()
@@ -74,8 +84,11 @@ class ControllerChannel:
 
     async def _register(self) -> None:
         host, port = self.advertised
+        internal_host, internal_port = self.internal_advertised
         response: m.BrokerRegisterResponse = await self.request(
-            ApiKey.BROKER_REGISTER, m.BrokerRegisterRequest(broker_id=self.broker_id, host=host, port=port, rack=self.rack)
+            ApiKey.BROKER_REGISTER,
+            m.BrokerRegisterRequest(broker_id=self.broker_id, host=host, port=port, rack=self.rack,
+                                    internal_host=internal_host, internal_port=internal_port),
         )
         self.broker_epoch = response.broker_epoch
         self.registered.set()
@@ -104,5 +117,5 @@ class ControllerChannel:
     async def _connect(self) -> Connection:
         if self._connection is None or self._connection.closed:
             host, port = self.controllers[self._next_controller]
-            self._connection = await connect(host, port, timeout_s=2)
+            self._connection = await connect(host, port, timeout_s=2, credentials=self.credentials, ssl_context=self.ssl_context)
         return self._connection

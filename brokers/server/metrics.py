@@ -50,4 +50,15 @@ class BrokerMetrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.connections_refused = Counter(
+            "tideway_connections_refused", "Connections refused or closed by a limit", ["listener", "reason"],
+            registry=self.registry,
+        )
+        self.authentication_failures = Counter(
+            "tideway_authentication_failures", "Failed SASL authentications", ["mechanism"], registry=self.registry
+        )
+        self.requests_refused = Counter(
+            "tideway_requests_refused", "Requests refused by authentication or authorization", ["api", "error"],
+            registry=self.registry,
+        )
         self.registry.register(_LogSizeCollector(logs))

@@ -4,6 +4,9 @@ Django views and actions are synchronous; each call here runs the async
 client on an event loop of its own (in a worker thread when the caller is
 already inside one) and closes its connections afterwards. Management calls
 are rare, so a connection per call is simpler than a shared pool.
+
+Every client authenticates with the control plane's service key
+(``broker_credentials``), as the gateway and Celery tasks do.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from brokers.client import TidewayClient
+from brokers.client.credentials import ApiKey
 from clusters.choices import BrokerState
 from clusters.models import Cluster
 
@@ -34,9 +38,26 @@ def bootstrap_of(cluster: Cluster) -> str:
     return ",".join(addresses)
 
 
+def broker_credentials() -> ApiKey:
+    """The service key of the control plane: TIDEWAY_SERVICE_KEY, else derived from the deployment's cluster secret."""
+    from django.conf import settings
+
+    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, service_key
+
+    if settings.TIDEWAY_SERVICE_KEY:
+        return ApiKey(settings.TIDEWAY_SERVICE_KEY)
+    try:
+        secret = load_cluster_secret(settings.TIDEWAY_HOME / CLUSTER_SECRET_FILE)
+    except ClusterSecretError as exc:
+        from controlplane.errors import ActionError
+
+        raise ActionError("cluster_unavailable", f"the control plane has no credentials for the brokers: {exc}", 503) from None
+    return ApiKey(service_key(secret, "control-plane"))
+
+
 def _run(bootstrap: str, call: Callable[[TidewayClient], Awaitable[T]]) -> T:
     async def main() -> T:
-        client = TidewayClient(bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
+        client = TidewayClient(bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS, credentials=broker_credentials())
         try:
             await client.start()
             return await call(client)

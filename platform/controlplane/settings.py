@@ -2,7 +2,11 @@
 
 Configuration comes from the environment. Secrets go through ``secret()``;
 in production (TIDEWAY_ENV=production) a missing secret stops the process at
-start rather than running with a default.
+start rather than running with a default. No secret has a built-in value:
+outside production, the token-signing key is generated once per deployment
+in ``$TIDEWAY_HOME/signing-key`` (mode 0600) and shared by its processes.
+DEBUG is off unless TIDEWAY_DEBUG=true, and a weak signing key (shorter than
+32 characters, or a known development value) stops the process when it is.
 """
 
 from __future__ import annotations
@@ -27,8 +31,28 @@ def secret(name: str, development_default: str) -> str:
     return development_default
 
 
-SECRET_KEY = secret("TIDEWAY_SECRET_KEY", "development-only-not-secret")
-DEBUG = not PRODUCTION
+DEBUG = os.environ.get("TIDEWAY_DEBUG", "false").lower() == "true"
+_KNOWN_DEVELOPMENT_KEYS = {"development-only-not-secret", "changeme", "secret"}
+SIGNING_KEY_FILE = TIDEWAY_HOME / "signing-key"
+
+
+def _signing_key() -> str:
+    """TIDEWAY_SECRET_KEY, else (outside production) this deployment's generated key file."""
+    value = os.environ.get("TIDEWAY_SECRET_KEY", "")
+    if not value:
+        if PRODUCTION:
+            raise ImproperlyConfigured("TIDEWAY_SECRET_KEY must be set when TIDEWAY_ENV=production")
+        from brokers.security.keys import create_secret_file
+
+        create_secret_file(SIGNING_KEY_FILE, 32)
+        value = SIGNING_KEY_FILE.read_text().strip()
+    if not DEBUG and (len(value) < 32 or value in _KNOWN_DEVELOPMENT_KEYS):
+        raise ImproperlyConfigured("the token-signing key (TIDEWAY_SECRET_KEY) is a development value or shorter than "
+                                   "32 characters: refusing to start with DEBUG off")
+    return value
+
+
+SECRET_KEY = _signing_key()
 ALLOWED_HOSTS = os.environ.get("TIDEWAY_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
 
 INSTALLED_APPS = [
@@ -142,6 +166,13 @@ CELERY_RESULT_BACKEND = TIDEWAY_REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_TRACK_STARTED = True
 CELERY_RESULT_EXPIRES = 24 * 3600
+
+# The service key the control plane, gateway and Celery use on brokers (brokers/security/keys.py):
+# TIDEWAY_SERVICE_KEY, else derived from the deployment's cluster secret ($TIDEWAY_CLUSTER_SECRET or
+# $TIDEWAY_HOME/cluster-secret) when the process can read it (clusters.admin.broker_credentials).
+TIDEWAY_SERVICE_KEY = os.environ.get("TIDEWAY_SERVICE_KEY", "")
+if PRODUCTION and not TIDEWAY_SERVICE_KEY and not os.environ.get("TIDEWAY_CLUSTER_SECRET"):
+    raise ImproperlyConfigured("TIDEWAY_SERVICE_KEY (or TIDEWAY_CLUSTER_SECRET) must be set when TIDEWAY_ENV=production")
 
 # The gateway reads a publish body of at most this many bytes (1,000 messages and their JSON).
 GATEWAY_MAX_BODY_BYTES = int(os.environ.get("TIDEWAY_GATEWAY_MAX_BODY_BYTES", 16 << 20))

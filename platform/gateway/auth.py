@@ -10,7 +10,6 @@ the key's secret, so no long-lived secret travels in a WebSocket URL.
 
 from __future__ import annotations
 
-import fnmatch
 import time
 from dataclasses import dataclass
 
@@ -18,6 +17,7 @@ from asgiref.sync import sync_to_async
 from django.core import signing
 from django.utils import timezone
 
+from brokers.security.acl import names_match
 from controlplane.api.principal import Principal
 from gateway.errors import GatewayError
 from tenants.keys import secret_matches, split_key
@@ -47,7 +47,7 @@ class Caller:
     token_patterns: tuple[str, ...] = ()  # a token may narrow its key's queue patterns further
 
     def may_touch(self, queue_name: str) -> bool:
-        if self.token_patterns and not any(fnmatch.fnmatchcase(queue_name, p) for p in self.token_patterns):
+        if self.token_patterns and not names_match(self.token_patterns, queue_name):
             return False
         return self.principal.may_touch(queue_name)
 

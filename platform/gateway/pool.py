@@ -47,7 +47,9 @@ async def client(bootstrap: str) -> TidewayClient:
 
 
 async def _start(key: tuple[int, str], bootstrap: str) -> TidewayClient:
-    new = TidewayClient(bootstrap, request_timeout_ms=30_000)
+    from clusters.admin import broker_credentials
+
+    new = TidewayClient(bootstrap, request_timeout_ms=30_000, credentials=broker_credentials())
     await new.start()
     # No linger: a request's messages are appended in one go and leave together on the sender's next
     # turn, and under load batches still fill while earlier requests are in flight; a linger of 1 ms

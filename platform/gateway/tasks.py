@@ -17,14 +17,15 @@ log = logging.getLogger(__name__)
 def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None, selected: list | None = None) -> dict:
     """Move dead letters of queue ``queue_id`` back to it (all, or the selected [partition, offset] ones);
     safe to run again after a crash (see brokers.client.queue.redrive)."""
-    from clusters.admin import bootstrap_of
+    from clusters.admin import bootstrap_of, broker_credentials
     from topics.models import Queue
 
     queue = Queue.objects.select_related("cluster").get(pk=queue_id)
     bootstrap = bootstrap_of(queue.cluster)  # read the database here, not inside the event loop
+    credentials = broker_credentials()
 
     async def run() -> int:
-        async with TidewayClient(bootstrap) as client:
+        async with TidewayClient(bootstrap, credentials=credentials) as client:
             chosen = None if selected is None else {(p, o) for p, o in selected}
             return await redrive(client, queue.dead_letter_topic, rate_per_s=rate_per_s, limit=limit, selected=chosen)
 

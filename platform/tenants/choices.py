@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from brokers.security import acl
+
 
 class Role(models.TextChoices):
     OWNER = "owner", "owner"
@@ -11,12 +13,13 @@ class Role(models.TextChoices):
 
 
 class Scope(models.TextChoices):
-    PRODUCE = "produce", "produce"
-    CONSUME = "consume", "consume"
-    MANAGE = "manage", "manage"
+    PRODUCE = acl.PRODUCE, "produce"
+    CONSUME = acl.CONSUME, "consume"
+    MANAGE = acl.MANAGE, "manage"
 
 
 ALL_SCOPES = frozenset(Scope.values)
+assert ALL_SCOPES == acl.ALL_SCOPES, "scopes are defined once, in brokers.security.acl"
 
 # What a signed-in member may do, by role. Owners and admins also manage members.
 ROLE_SCOPES = {

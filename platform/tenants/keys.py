@@ -1,12 +1,12 @@
-"""API key strings: generation, parsing and the stored hash."""
+"""API key strings: generation here; parsing and the stored hash in brokers.security.keys (brokers check keys too)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 
-KEY_PREFIX = "tw_"
+from brokers.security.keys import KEY_PREFIX, hash_secret, secret_matches, split_key
+
+__all__ = ["KEY_PREFIX", "hash_secret", "new_key", "secret_matches", "split_key"]
 
 
 def new_key() -> tuple[str, str, str]:
@@ -14,21 +14,3 @@ def new_key() -> tuple[str, str, str]:
     prefix = secrets.token_hex(6)  # 12 hex characters: the public id of the key
     secret = secrets.token_urlsafe(32)  # 256 random bits
     return f"{KEY_PREFIX}{prefix}_{secret}", prefix, hash_secret(secret)
-
-
-def hash_secret(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def split_key(key: str) -> tuple[str, str] | None:
-    """(prefix, secret) of a well-formed key string, else None."""
-    if not key.startswith(KEY_PREFIX):
-        return None
-    prefix, sep, secret = key[len(KEY_PREFIX):].partition("_")
-    if not sep or len(prefix) != 12 or not secret:
-        return None
-    return prefix, secret
-
-
-def secret_matches(secret: str, stored_sha256: str) -> bool:
-    return hmac.compare_digest(hash_secret(secret), stored_sha256)

@@ -2,6 +2,7 @@
 
 from brokers.client import Consumer, Producer, TidewayClient
 from brokers.client.conn import connect
+from brokers.client.credentials import default_credentials
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record import BatchBuilder
@@ -16,7 +17,7 @@ def batch(producer_id: int, sequence: int, count: int) -> bytes:
 
 
 async def produce_raw(port: int, data: bytes, topic: str, acks: int = -1) -> m.ProducePartitionResult:
-    connection = await connect("127.0.0.1", port)
+    connection = await connect("127.0.0.1", port, credentials=default_credentials())
     try:
         response = await connection.request(
             ApiKey.PRODUCE, m.ProduceRequest(acks=acks, partitions=[m.ProducePartition(topic=topic, partition=0, records=data)])

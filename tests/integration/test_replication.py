@@ -1,7 +1,8 @@
 """Replication between real broker processes (issue 3, broker side).
 
 The controller arrives in the control plane; here the test plays its part and
-pushes CLUSTER_STATE to the brokers itself, exactly as the controller will.
+pushes CLUSTER_STATE to the brokers itself, exactly as the controller does:
+to their internal listeners, proving the cluster secret.
 """
 
 import asyncio
@@ -13,6 +14,8 @@ import pytest
 from brokers import errors
 from brokers.client import Consumer, Producer, TidewayClient
 from brokers.client.conn import connect
+from brokers.client.credentials import ClusterPeer
+from tests.conftest import CLUSTER_SECRET_HEX
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 
@@ -32,6 +35,7 @@ class FakeController:
             controller_id=0,
             controller_epoch=self.epoch,
             brokers=[m.BrokerInfo(node_id=i, host="127.0.0.1", port=b.port) for i, b in self.brokers.items()],
+            internal_listeners=[m.ListenerAddress(node_id=i, host="127.0.0.1", port=b.internal_port) for i, b in self.brokers.items()],
             topics=self.topics,
             partitions=[
                 m.PartitionState(
@@ -42,7 +46,8 @@ class FakeController:
             ],
         )
         for broker_id in to or self.brokers:
-            connection = await connect("127.0.0.1", self.brokers[broker_id].port)
+            connection = await connect("127.0.0.1", self.brokers[broker_id].internal_port,
+                                       credentials=ClusterPeer(bytes.fromhex(CLUSTER_SECRET_HEX), identity="test-controller"))
             try:
                 await connection.request(ApiKey.CLUSTER_STATE, state)
             finally:

@@ -95,7 +95,8 @@ def current_lease(cluster: Cluster) -> ControllerLease | None:
 # -- brokers -------------------------------------------------------------------------------------
 
 
-def do_register_broker(lease: Lease, *, broker_id: int, host: str, port: int, rack: str | None) -> int:
+def do_register_broker(lease: Lease, *, broker_id: int, host: str, port: int, rack: str | None,
+                       internal_host: str = "", internal_port: int = -1) -> int:
     """A broker (re)started: mark it alive with a new broker epoch; revive offline partitions."""
     with transaction.atomic():
         renew_lease(lease)
@@ -103,6 +104,7 @@ def do_register_broker(lease: Lease, *, broker_id: int, host: str, port: int, ra
             cluster_id=lease.cluster_id, broker_id=broker_id, defaults={"host": host, "port": port}
         )
         broker.host, broker.port, broker.rack = host, port, rack or ""
+        broker.internal_host, broker.internal_port = internal_host, internal_port
         broker.state = BrokerState.ALIVE
         broker.broker_epoch += 1
         broker.last_heartbeat = timezone.now()
@@ -284,6 +286,8 @@ def snapshot(lease: Lease, controller_id: int = 0) -> m.ClusterStateRequest:
         controller_id=controller_id,
         controller_epoch=lease.epoch,
         brokers=[m.BrokerInfo(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack or None) for b in brokers],
+        internal_listeners=[m.ListenerAddress(node_id=b.broker_id, host=b.internal_host, port=b.internal_port)
+                            for b in brokers if b.internal_port >= 0],
         topics=[m.TopicState(name=t.name, partitions=t.partition_count, replication_factor=t.replication_factor, configs=t.configs) for t in topics],
         partitions=[_state(p) for p in partitions],
     )
@@ -292,11 +296,25 @@ def snapshot(lease: Lease, controller_id: int = 0) -> m.ClusterStateRequest:
 def describe(lease: Lease) -> m.DescribeClusterResponse:
     state = snapshot(lease)
     brokers = [
-        m.BrokerStatus(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack or None, state=b.state)
+        m.BrokerStatus(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack or None, state=b.state,
+                       internal_host=b.internal_host, internal_port=b.internal_port)
         for b in Broker.objects.filter(cluster_id=lease.cluster_id)
     ]
     return m.DescribeClusterResponse(
         controller_id=lease.holder, controller_epoch=lease.epoch, brokers=brokers, topics=state.topics, partitions=state.partitions
+    )
+
+
+def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
+    """What a broker needs to check an API key: its secret's digest, tenant, scopes, patterns, revocation."""
+    from tenants.models import ApiKey
+
+    row = ApiKey.objects.filter(prefix=prefix).only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at").first()
+    if row is None:
+        return m.DescribeCredentialResponse(found=False)
+    return m.DescribeCredentialResponse(
+        found=True, tenant_id=row.tenant_id, secret_sha256=row.secret_sha256, scopes=list(row.scopes),
+        queue_patterns=list(row.queue_patterns), revoked=row.revoked_at is not None,
     )
 
 

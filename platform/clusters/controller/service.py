@@ -11,7 +11,14 @@ While active it:
   every few seconds anyway, so a broker that missed one catches up.
 
 While standby it answers NOT_CONTROLLER (naming the active one) and tries to
-take the lease when it expires. Every database change runs on one thread
+take the lease when it expires.
+
+Every connection authenticates first (``brokers.server.authentication``):
+brokers and other controllers with the cluster secret (TIDEWAY-CLUSTER, both
+sides prove it), operators and the control plane with a service key (PLAIN);
+tenant keys never. Broker RPCs (register, heartbeat, ALTER_ISR, key lookups)
+answer cluster peers only; topic admin and DESCRIBE_CLUSTER peers and
+services. Requests pass through the same ``Router`` as a broker's. Every database change runs on one thread
 (``_db``) through clusters.controller.actions, which re-checks the lease in
 the same transaction.
 
@@ -30,15 +37,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-import msgspec
+import ssl
 
 from brokers import errors
 from brokers.aio import cancel_and_wait
 from brokers.client.conn import Connection, connect
-from brokers.errors import BrokerError
+from brokers.client.credentials import ClusterPeer
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
-from brokers.server.connection import BrokerConnection
+from brokers.security.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
+from brokers.server.authentication import Authenticator
+from brokers.server.authorizer import Authorizer
+from brokers.server.connection import BrokerConnection, Listener
+from brokers.server.limits import ConnectionLimits, ConnectionRegistry
+from brokers.server.router import Route, Router
 from clusters.controller import actions
 from clusters.controller.actions import Lease, LostLease
 
@@ -49,6 +61,7 @@ HEARTBEAT_RECORD_INTERVAL_S = 5.0  # how often brokers' last-heartbeat times are
 
 @dataclass
 class ControllerConfig:
+    cluster_secret: bytes = b""  # required: the deployment's (brokers/security/keys.py)
     cluster: str = "local"
     host: str = "127.0.0.1"
     port: int = 9400
@@ -56,6 +69,11 @@ class ControllerConfig:
     broker_session_timeout_ms: int = 3_000
     state_push_interval_ms: int = 5_000
     preferred_leader_check_ms: int = 5_000
+    certfile: str | None = None  # TLS with this PEM certificate (chain) and key
+    keyfile: str | None = None
+    cafile: str | None = None  # CAs of the brokers' certificates, when their internal listeners use TLS
+    limits: ConnectionLimits = ConnectionLimits(connections_max=2_000, unauthenticated_connections_max=200,
+                                                frame_bytes_max=16 << 20)
 
 
 class Controller:
@@ -64,6 +82,8 @@ class Controller:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease: Lease | None = None
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-db")
+        # Key lookups read on threads of their own: a burst of them never delays lease renewals.
+        self._credential_db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="controller-credentials")
         self._cluster = None
         self._deadlines: dict[int, float] = {}  # broker id -> monotonic session deadline
         self._broker_epochs: dict[int, int] = {}
@@ -73,16 +93,33 @@ class Controller:
         self._tasks: list[asyncio.Task] = []
         self._server: asyncio.AbstractServer | None = None
         self.port = config.port
-        self._handlers = {
-            ApiKey.BROKER_REGISTER: self._register,
-            ApiKey.BROKER_HEARTBEAT: self._heartbeat,
-            ApiKey.ALTER_ISR: self._alter_isr,
-            ApiKey.CREATE_TOPICS: self._create_topics,
-            ApiKey.DELETE_TOPICS: self._delete_topics,
-            ApiKey.CREATE_PARTITIONS: self._create_partitions,
-            ApiKey.ALTER_CONFIGS: self._alter_configs,
-            ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,
+        if not config.cluster_secret:
+            raise ValueError("the controller needs the deployment's cluster secret")
+        self.peer_credentials = ClusterPeer(config.cluster_secret, identity="controller")
+        self.peer_tls = ssl.create_default_context(cafile=config.cafile) if config.certfile else None
+        authenticator = Authenticator(
+            cluster_secret=config.cluster_secret, credentials=None,
+            mechanisms={Listener.INTERNAL: (CLUSTER_MECHANISM, PLAIN_MECHANISM)},
+        )
+        routes = {
+            ApiKey.SASL_HANDSHAKE: Route(authenticator.handshake, takes_session=True),
+            ApiKey.SASL_AUTHENTICATE: Route(authenticator.authenticate, takes_session=True),
+            ApiKey.API_VERSIONS: Route(self._api_versions),
         }
+        for api, handler in (
+            (ApiKey.BROKER_REGISTER, self._register),
+            (ApiKey.BROKER_HEARTBEAT, self._heartbeat),
+            (ApiKey.ALTER_ISR, self._alter_isr),
+            (ApiKey.CREATE_TOPICS, self._create_topics),
+            (ApiKey.DELETE_TOPICS, self._delete_topics),
+            (ApiKey.CREATE_PARTITIONS, self._create_partitions),
+            (ApiKey.ALTER_CONFIGS, self._alter_configs),
+            (ApiKey.DESCRIBE_CLUSTER, self._describe_cluster),
+            (ApiKey.DESCRIBE_CREDENTIAL, self._describe_credential),
+        ):
+            routes[api] = Route(self._while_active(handler, api))
+        self.router = Router(routes, Authorizer(), name="the controller")
+        self._registry = ConnectionRegistry(config.limits)
 
     async def db(self, function, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._db, partial(function, *args, **kwargs))
@@ -92,11 +129,17 @@ class Controller:
     async def start(self) -> None:
         self._cluster = await self.db(actions.get_or_create_cluster, self.config.cluster)
         loop = asyncio.get_running_loop()
+        server_tls = None
+        if self.config.certfile:
+            server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_tls.load_cert_chain(self.config.certfile, self.config.keyfile)
         self._server = await loop.create_server(
-            lambda: BrokerConnection(self.dispatch, frame_bytes_max=16 << 20, in_flight_max=100, on_close=lambda c: None),
+            lambda: BrokerConnection(self.router.dispatch, listener=Listener.INTERNAL, registry=self._registry,
+                                     on_close=lambda c: None),
             self.config.host,
             self.config.port,
             reuse_address=True,
+            ssl=server_tls,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks = [loop.create_task(self._campaign()), loop.create_task(self._pusher())]
@@ -114,6 +157,7 @@ class Controller:
         for connection in self._connections.values():
             connection.close()
         self._db.shutdown(wait=True)
+        self._credential_db.shutdown(wait=True)
 
     @property
     def active(self) -> bool:
@@ -204,46 +248,51 @@ class Controller:
 
     async def _push_to(self, broker: m.BrokerInfo, state: m.ClusterStateRequest) -> None:
         try:
+            address = next(((a.host, a.port) for a in state.internal_listeners if a.node_id == broker.node_id), None)
+            if address is None:
+                return  # registered before it had an internal listener: it registers again
             connection = self._connections.get(broker.node_id)
-            if connection is None or connection.closed or (connection.host, connection.port) != (broker.host, broker.port):
-                connection = await connect(broker.host, broker.port, timeout_s=2)
+            if connection is None or connection.closed or (connection.host, connection.port) != address:
+                connection = await connect(*address, timeout_s=2, credentials=self.peer_credentials,
+                                           ssl_context=self.peer_tls)
                 self._connections[broker.node_id] = connection
             await connection.request(ApiKey.CLUSTER_STATE, state, timeout_s=5)
         except errors.StaleControllerEpochError:
             self._resign(f"broker {broker.node_id} has seen a newer controller")
+        except errors.SaslAuthenticationFailedError as exc:
+            log.error("broker %d refused the controller's cluster credentials: %s", broker.node_id, exc)
         except (errors.TidewayError, OSError) as exc:
             log.debug("push to broker %d failed: %s", broker.node_id, exc)
 
     # -- requests --------------------------------------------------------------------------------
 
-    async def dispatch(self, api_key: int, api_version: int, body: memoryview) -> bytes | None:
-        try:
-            api = ApiKey(api_key)
-            handler = self._handlers[api]
-            request = m.DECODERS[api].decode(body)
-        except (ValueError, KeyError):
-            return _error(errors.UnsupportedVersionError(f"the controller does not serve API {api_key}"))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return _error(errors.InvalidRequestError(f"cannot decode request: {exc}"))
-        if self.lease is None:
-            active = await self.db(actions.current_lease, self._cluster)
-            where = f" (active: {active.address}, epoch {active.epoch})" if active is not None and active.holder else ""
-            return _error(errors.NotControllerError(f"this controller is on standby{where}"))
-        try:
-            response = await handler(request)
-        except LostLease as exc:
-            self._resign(str(exc))
-            return _error(errors.NotControllerError("this controller just lost its lease"))
-        except BrokerError as exc:
-            return _error(exc)
-        except Exception as exc:
-            log.exception("controller failed handling %s", api.name)
-            return _error(errors.UnknownServerError(f"{type(exc).__name__}: {exc}"))
-        return m.ENCODER.encode(response)
+    def _while_active(self, handler, api: ApiKey):
+        """``handler`` when this controller holds the lease; NOT_CONTROLLER (naming the active one) otherwise."""
+
+        async def guarded(request):
+            if self.lease is None:
+                active = await self.db(actions.current_lease, self._cluster)
+                where = f" (active: {active.address}, epoch {active.epoch})" if active is not None and active.holder else ""
+                raise errors.NotControllerError(f"this controller is on standby{where}")
+            try:
+                return await handler(request)
+            except LostLease as exc:
+                self._resign(str(exc))
+                raise errors.NotControllerError("this controller just lost its lease") from None
+
+        guarded.__name__ = f"{api.name.lower()}_while_active"
+        return guarded
+
+    async def _api_versions(self, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
+        served = set(self.router.routes)
+        return m.ApiVersionsResponse(
+            apis=[m.ApiVersion(api_key=int(k), min_version=lo, max_version=hi) for k, (lo, hi) in m.API_VERSIONS.items() if k in served]
+        )
 
     async def _register(self, request: m.BrokerRegisterRequest) -> m.BrokerRegisterResponse:
         broker_epoch = await self.db(
-            actions.do_register_broker, self.lease, broker_id=request.broker_id, host=request.host, port=request.port, rack=request.rack
+            actions.do_register_broker, self.lease, broker_id=request.broker_id, host=request.host, port=request.port,
+            rack=request.rack, internal_host=request.internal_host, internal_port=request.internal_port,
         )
         self._broker_epochs[request.broker_id] = broker_epoch
         self._deadlines[request.broker_id] = time.monotonic() + self.config.broker_session_timeout_ms / 1000
@@ -314,6 +363,6 @@ class Controller:
     async def _describe_cluster(self, request: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
         return await self.db(actions.describe, self.lease)
 
-
-def _error(exc: BrokerError) -> bytes:
-    return m.ENCODER.encode(m.ErrorResponse(error_code=exc.errno, error_message=exc.message))
+    async def _describe_credential(self, request: m.DescribeCredentialRequest) -> m.DescribeCredentialResponse:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._credential_db, actions.describe_credential, request.prefix)

@@ -12,8 +12,10 @@ class Broker(models.Model):
 
     cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="brokers")
     broker_id = models.IntegerField()
-    host = models.CharField(max_length=255)
+    host = models.CharField(max_length=255)  # the client listener, as clients reach it
     port = models.IntegerField()
+    internal_host = models.CharField(max_length=255, blank=True, default="")  # the internal listener, as peers reach it
+    internal_port = models.IntegerField(default=-1)
     rack = models.CharField(max_length=100, blank=True, default="")
     state = models.CharField(max_length=10, choices=BrokerState.choices, default=BrokerState.FENCED)
     broker_epoch = models.BigIntegerField(default=0)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
+
+from brokers.security.acl import names_match
 
 
 @dataclass(frozen=True)
@@ -33,5 +34,5 @@ class Principal:
         return scope in self.scopes
 
     def may_touch(self, queue_name: str) -> bool:
-        """True when this caller's queue patterns cover ``queue_name``."""
-        return any(fnmatch.fnmatchcase(queue_name, pattern) for pattern in self.queue_patterns)
+        """True when this caller's queue patterns cover ``queue_name`` (the rule brokers apply too: brokers.security.acl)."""
+        return names_match(self.queue_patterns, queue_name)

@@ -1,0 +1,43 @@
+"""The authenticated caller of a connection."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from brokers.security.acl import Grant
+from brokers.security.names import TenantNames
+
+__all__ = ["Kind", "Principal"]
+
+
+class Kind(enum.Enum):
+    TENANT = "tenant"  # a tenant's API key: own topics and groups, within the key's scopes and patterns
+    SERVICE = "service"  # the gateway, Celery, the control plane, operators: every client API, every topic
+    PEER = "peer"  # a broker or controller holding the cluster secret: internal APIs too
+
+
+@dataclass(frozen=True, eq=False)
+class Principal:
+    kind: Kind
+    name: str  # "key:<prefix>", "service:gateway", "peer:broker-2": for logs and limits
+    tenant_id: int | None = None
+    grant: Grant | None = None
+    key_prefix: str = ""  # a tenant key's prefix, to notice its revocation
+    names: TenantNames | None = None
+
+    @classmethod
+    def tenant(cls, tenant_id: int, grant: Grant, key_prefix: str) -> Principal:
+        return cls(Kind.TENANT, f"key:{key_prefix}", tenant_id, grant, key_prefix, TenantNames(tenant_id))
+
+    @classmethod
+    def service(cls, name: str) -> Principal:
+        return cls(Kind.SERVICE, f"service:{name}")
+
+    @classmethod
+    def peer(cls, identity: str) -> Principal:
+        return cls(Kind.PEER, f"peer:{identity}")
+
+    @property
+    def is_tenant(self) -> bool:
+        return self.kind is Kind.TENANT

@@ -1,0 +1,328 @@
+"""Authorization of every request, in one place (the router calls ``Authorizer.authorize``).
+
+Every API has an access class (``ACCESS``); an API missing from the table is
+refused (a new API must be classified before anyone can call it):
+
+* ``ANYONE``: API_VERSIONS and the SASL requests, before authentication;
+* ``INTERNAL``: replication and controller RPCs, for cluster peers on an
+  internal listener only (a replica FETCH, ``replica_id >= 0``, counts as one);
+* ``OPERATOR``: topic admin and DESCRIBE_CLUSTER: peers and service principals;
+  tenants create and change queues through the control plane, which checks
+  their quotas;
+* ``TENANT``: data and group APIs: peers and services as they are; tenants
+  through a *view* that checks the key's scopes and queue patterns
+  (``brokers.security.acl``), gives their names the tenant's broker-side prefix
+  on the way in (``brokers.security.names``) and takes it off on the way out,
+  so a tenant can neither name nor see anything that is not its own.
+
+A request naming anything the key may not touch is refused whole, with
+TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED or AUTHORIZATION_FAILED,
+before any handler runs: nothing changes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from brokers import errors
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.security.acl import CONSUME, MANAGE, PRODUCE
+from brokers.security.names import GROUP_KINDS
+from brokers.security.principal import Kind, Principal
+from brokers.server.connection import Listener, Session
+from brokers.server.credentials import CredentialStore
+
+__all__ = ["ACCESS", "Access", "Authorizer"]
+
+
+class Access(enum.Enum):
+    ANYONE = "anyone"
+    INTERNAL = "internal"
+    OPERATOR = "operator"
+    TENANT = "tenant"
+
+
+ACCESS: dict[ApiKey, Access] = {
+    ApiKey.API_VERSIONS: Access.ANYONE,
+    ApiKey.SASL_HANDSHAKE: Access.ANYONE,
+    ApiKey.SASL_AUTHENTICATE: Access.ANYONE,
+    ApiKey.CLUSTER_STATE: Access.INTERNAL,
+    ApiKey.BROKER_REGISTER: Access.INTERNAL,
+    ApiKey.BROKER_HEARTBEAT: Access.INTERNAL,
+    ApiKey.ALTER_ISR: Access.INTERNAL,
+    ApiKey.DESCRIBE_CREDENTIAL: Access.INTERNAL,
+    ApiKey.DESCRIBE_CLUSTER: Access.OPERATOR,
+    ApiKey.CREATE_TOPICS: Access.OPERATOR,
+    ApiKey.DELETE_TOPICS: Access.OPERATOR,
+    ApiKey.CREATE_PARTITIONS: Access.OPERATOR,
+    ApiKey.ALTER_CONFIGS: Access.OPERATOR,
+    ApiKey.PRODUCE: Access.TENANT,
+    ApiKey.FETCH: Access.TENANT,
+    ApiKey.LIST_OFFSETS: Access.TENANT,
+    ApiKey.METADATA: Access.TENANT,
+    ApiKey.DESCRIBE_TOPICS: Access.TENANT,
+    ApiKey.FIND_COORDINATOR: Access.TENANT,
+    ApiKey.OFFSET_COMMIT: Access.TENANT,
+    ApiKey.OFFSET_FETCH: Access.TENANT,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Access.TENANT,
+    ApiKey.DESCRIBE_GROUP: Access.TENANT,
+    ApiKey.SHARE_ACQUIRE: Access.TENANT,
+    ApiKey.SHARE_ACKNOWLEDGE: Access.TENANT,
+}
+
+AfterResponse = Callable[[object], None]
+ANY_SCOPE = frozenset({PRODUCE, CONSUME, MANAGE})
+
+
+class Authorizer:
+    def __init__(self, credentials: CredentialStore | None = None, on_refused=lambda api, error: None) -> None:
+        self._credentials = credentials
+        self._on_refused = on_refused
+
+    async def authorize(self, session: Session, api: ApiKey, request) -> AfterResponse | None:
+        """Raise unless the session may send ``request``; for tenants, rewrite it and return what rewrites the answer."""
+        try:
+            return await self._authorize(session, api, request)
+        except errors.BrokerError as exc:
+            self._on_refused(api, exc)
+            raise
+
+    async def _authorize(self, session: Session, api: ApiKey, request) -> AfterResponse | None:
+        access = ACCESS.get(api)
+        if access is None:
+            raise errors.AuthorizationFailedError(f"{api.name} has no access rule: refused")
+        if access is Access.ANYONE:
+            return None
+        principal = session.principal
+        if principal is None:
+            session.close_after_answer = True
+            raise errors.SaslAuthenticationFailedError(
+                f"{api.name} before authentication: send SASL_HANDSHAKE and SASL_AUTHENTICATE first "
+                "(clients: pass an API key with api_key=, --api-key or TIDEWAY_API_KEY)")
+        if access is Access.INTERNAL or (api is ApiKey.FETCH and request.replica_id >= 0):
+            if session.listener is not Listener.INTERNAL or principal.kind is not Kind.PEER:
+                raise errors.AuthorizationFailedError(f"{api.name} is internal: cluster peers only, on the internal listener")
+            return None
+        if principal.kind is not Kind.TENANT:
+            return None
+        if access is Access.OPERATOR:
+            raise errors.AuthorizationFailedError(
+                f"{api.name} is not open to tenant keys: create and change queues through the REST API or the console")
+        await self._check_live(session, principal)
+        return _TENANT_VIEWS[api](principal, request)
+
+    async def _check_live(self, session: Session, principal: Principal) -> None:
+        credentials = self._credentials
+        if credentials is None or credentials.is_fresh(principal):
+            return
+        try:
+            await credentials.check(principal)
+        except errors.SaslAuthenticationFailedError:
+            session.close_after_answer = True
+            raise
+
+
+# -- tenant views: one per TENANT API -------------------------------------------------------------
+
+
+def _require(principal: Principal, scopes: frozenset[str], error: type[errors.BrokerError], what: str) -> None:
+    if not principal.grant.scopes & scopes:
+        needed = " or ".join(sorted(scopes))
+        raise error(f"this key may not {what}: it needs the {needed} scope")
+
+
+def _topic_in(principal: Principal, name: str) -> str:
+    """The broker-side name of the tenant's topic ``name``; refused when outside the key's patterns."""
+    if not name or not isinstance(name, str):
+        raise errors.InvalidTopicError("topic names are 1 or more characters")
+    if not principal.grant.may_touch(name):
+        raise errors.TopicAuthorizationFailedError(f"this key may not touch {name!r} (outside its queue patterns)")
+    return principal.names.topic(name)
+
+
+def _topic_out(principal: Principal, broker_name: str) -> str | None:
+    """The tenant's name for ``broker_name``, None when it is not one the key may see."""
+    name = principal.names.own_topic(broker_name)
+    if name is None or not principal.grant.may_touch(name):
+        return None
+    return name
+
+
+def _rename_items(principal: Principal, items: list, attribute: str = "topic") -> list:
+    """``items`` the key may see, with tenant names and scrubbed error messages."""
+    kept = []
+    for item in items:
+        name = _topic_out(principal, getattr(item, attribute))
+        if name is None:
+            continue
+        setattr(item, attribute, name)
+        if getattr(item, "error_message", ""):
+            item.error_message = principal.names.scrub(item.error_message)
+        kept.append(item)
+    return kept
+
+
+def _group_in(principal: Principal, group_id: str, kind: str) -> str:
+    if kind not in GROUP_KINDS:
+        raise errors.InvalidRequestError(f"group_type must be one of {', '.join(GROUP_KINDS)}, not {kind!r}")
+    if not group_id:
+        raise errors.InvalidGroupIdError("group ids are 1 or more characters")
+    return principal.names.group(group_id, kind)
+
+
+def _consume_group(principal: Principal, request, kind: str) -> str:
+    _require(principal, frozenset({CONSUME}), errors.GroupAuthorizationFailedError, "use consumer groups")
+    original = request.group_id
+    request.group_id = _group_in(principal, original, kind)
+    return original
+
+
+def _produce(principal: Principal, request: m.ProduceRequest) -> AfterResponse:
+    _require(principal, frozenset({PRODUCE}), errors.TopicAuthorizationFailedError, "produce")
+    for part in request.partitions:
+        part.topic = _topic_in(principal, part.topic)
+
+    def after(response: m.ProduceResponse | None) -> None:
+        if response is not None:
+            response.partitions = _rename_items(principal, response.partitions)
+
+    return after
+
+
+def _fetch(principal: Principal, request: m.FetchRequest) -> AfterResponse:
+    _require(principal, frozenset({CONSUME}), errors.TopicAuthorizationFailedError, "read")
+    for part in request.partitions:
+        part.topic = _topic_in(principal, part.topic)
+
+    def after(response: m.FetchResponse) -> None:
+        response.partitions = _rename_items(principal, response.partitions)
+
+    return after
+
+
+def _list_offsets(principal: Principal, request: m.ListOffsetsRequest) -> AfterResponse:
+    _require(principal, ANY_SCOPE, errors.TopicAuthorizationFailedError, "read offsets")
+    for part in request.partitions:
+        part.topic = _topic_in(principal, part.topic)
+
+    def after(response: m.ListOffsetsResponse) -> None:
+        response.partitions = _rename_items(principal, response.partitions)
+
+    return after
+
+
+def _metadata(principal: Principal, request: m.MetadataRequest) -> AfterResponse:
+    _require(principal, ANY_SCOPE, errors.TopicAuthorizationFailedError, "read metadata")
+    if request.topics is not None:
+        request.topics = [_topic_in(principal, name) for name in request.topics]
+
+    def after(response: m.MetadataResponse) -> None:
+        response.topics = _rename_items(principal, response.topics, "name")
+        response.controller_address = ""  # the controller is not a tenant's business
+
+    return after
+
+
+def _describe_topics(principal: Principal, request: m.DescribeTopicsRequest) -> AfterResponse:
+    _require(principal, ANY_SCOPE, errors.TopicAuthorizationFailedError, "describe topics")
+    if request.names is not None:
+        request.names = [_topic_in(principal, name) for name in request.names]
+
+    def after(response: m.DescribeTopicsResponse) -> None:
+        response.topics = _rename_items(principal, response.topics, "name")
+        for topic in response.topics:
+            topic.configs = {key: principal.names.scrub(value) for key, value in topic.configs.items()}
+
+    return after
+
+
+def _find_coordinator(principal: Principal, request: m.FindCoordinatorRequest) -> None:
+    _consume_group(principal, request, request.group_type or "stream")
+
+
+def _offset_commit(principal: Principal, request: m.OffsetCommitRequest) -> AfterResponse:
+    _consume_group(principal, request, "stream")
+    for item in request.offsets:
+        item.topic = _topic_in(principal, item.topic)
+
+    def after(response: m.OffsetCommitResponse) -> None:
+        response.offsets = _rename_items(principal, response.offsets)
+
+    return after
+
+
+def _offset_fetch(principal: Principal, request: m.OffsetFetchRequest) -> AfterResponse:
+    _consume_group(principal, request, "stream")
+    for ref in request.partitions or ():
+        ref.topic = _topic_in(principal, ref.topic)
+
+    def after(response: m.OffsetFetchResponse) -> None:
+        response.offsets = _rename_items(principal, response.offsets)
+
+    return after
+
+
+def _heartbeat(principal: Principal, request: m.ConsumerGroupHeartbeatRequest) -> AfterResponse:
+    _consume_group(principal, request, "stream")
+    if request.topics is not None:
+        request.topics = [_topic_in(principal, name) for name in request.topics]
+    for ref in request.owned or ():
+        ref.topic = _topic_in(principal, ref.topic)
+
+    def after(response: m.ConsumerGroupHeartbeatResponse) -> None:
+        response.assignment = _rename_items(principal, response.assignment)
+
+    return after
+
+
+def _describe_group(principal: Principal, request: m.DescribeGroupRequest) -> AfterResponse:
+    _require(principal, frozenset({CONSUME, MANAGE}), errors.GroupAuthorizationFailedError, "describe groups")
+    original = request.group_id
+    request.group_id = _group_in(principal, original, request.group_type or "stream")
+
+    def after(response: m.DescribeGroupResponse) -> None:
+        response.group_id = original
+        for member in response.members:
+            member.topics = [name for name in (_topic_out(principal, t) for t in member.topics) if name is not None]
+            member.assigned = _rename_items(principal, member.assigned)
+            member.revoking = _rename_items(principal, member.revoking)
+        response.offsets = _rename_items(principal, response.offsets)
+        response.share_partitions = _rename_items(principal, response.share_partitions)
+
+    return after
+
+
+def _share_acquire(principal: Principal, request: m.ShareAcquireRequest) -> None:
+    # Nothing in the answer names a topic or group (dead-letter headers carry the tenant's names).
+    _consume_group(principal, request, "queue")
+    request.topic = _topic_in(principal, request.topic)
+
+
+def _share_acknowledge(principal: Principal, request: m.ShareAcknowledgeRequest) -> AfterResponse:
+    _consume_group(principal, request, "queue")
+    request.topic = _topic_in(principal, request.topic)
+
+    def after(response: m.ShareAcknowledgeResponse) -> None:
+        for result in response.results:
+            result.error_message = principal.names.scrub(result.error_message)
+
+    return after
+
+
+_TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]] = {
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _fetch,
+    ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.METADATA: _metadata,
+    ApiKey.DESCRIBE_TOPICS: _describe_topics,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _heartbeat,
+    ApiKey.DESCRIBE_GROUP: _describe_group,
+    ApiKey.SHARE_ACQUIRE: _share_acquire,
+    ApiKey.SHARE_ACKNOWLEDGE: _share_acknowledge,
+}
+assert set(_TENANT_VIEWS) == {api for api, access in ACCESS.items() if access is Access.TENANT}
