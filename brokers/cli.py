@@ -61,7 +61,12 @@ def _credential_arguments(parser: argparse.ArgumentParser) -> None:
 def cli_credentials(args: argparse.Namespace):
     """--api-key, else $TIDEWAY_API_KEY, else this machine's operator key (from the deployment's cluster secret)."""
     from brokers.client.credentials import ApiKey
-    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, service_key
+    from brokers.security.keys import (
+        CLUSTER_SECRET_FILE,
+        ClusterSecretError,
+        load_cluster_secret,
+        service_key,
+    )
 
     if getattr(args, "api_key", None):
         return ApiKey(args.api_key)
@@ -167,7 +172,12 @@ def load_cluster_secret_or_exit(path: str | None, role: str) -> bytes:
     """The cluster secret for a server process: $TIDEWAY_CLUSTER_SECRET, ``path``, or $TIDEWAY_HOME/cluster-secret (made once)."""
     import logging
 
-    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, load_or_create_cluster_secret
+    from brokers.security.keys import (
+        CLUSTER_SECRET_FILE,
+        ClusterSecretError,
+        load_cluster_secret,
+        load_or_create_cluster_secret,
+    )
 
     try:
         if path:
@@ -287,7 +297,6 @@ def _add_topics(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _with_client(args: argparse.Namespace, action) -> int:
-    from brokers.client import TidewayClient
 
     try:
         async with _client(args) as client:
@@ -648,7 +657,6 @@ def _add_dlq(subparsers: argparse._SubParsersAction) -> None:
 async def _dlq(args: argparse.Namespace) -> int:
     import base64
 
-    from brokers.client import TidewayClient
     from brokers.client.queue import list_dead_letters, redrive
 
     dlq_topic = args.dlq_topic or f"{args.topic}.dlq"
@@ -683,7 +691,6 @@ def _add_groups(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _groups(args: argparse.Namespace) -> int:
-    from brokers.client import TidewayClient
     from brokers.client.group import describe_group, group_lag
 
     async with _client(args) as client:

@@ -13,7 +13,14 @@ import time
 from pathlib import Path
 
 from brokers import errors
-from brokers.cli import _credential_arguments, _host_port, cli_credentials, cli_tls, load_cluster_secret_or_exit, run_async
+from brokers.cli import (
+    _credential_arguments,
+    _host_port,
+    cli_credentials,
+    cli_tls,
+    load_cluster_secret_or_exit,
+    run_async,
+)
 
 DEPLOYMENT_FILE = "deployment.json"
 

@@ -29,11 +29,11 @@ from brokers import errors
 from brokers.client.client import TidewayClient
 from brokers.client.consumer import Consumer
 from brokers.client.group import CoordinatorLink, commit_offsets, fetch_committed
-from brokers.security.names import split_tenant_prefix
 from brokers.client.producer import Producer
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS, REDRIVEN_HEADER
+from brokers.security.names import split_tenant_prefix
 
 __all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "parse_receipt", "purge_dead_letters", "redrive"]
 

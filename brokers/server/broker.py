@@ -20,12 +20,11 @@ import json
 import logging
 import os
 import signal
+import ssl
 import struct
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-
-import ssl
 
 from prometheus_client import start_http_server
 

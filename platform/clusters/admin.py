@@ -42,7 +42,12 @@ def broker_credentials() -> ApiKey:
     """The service key of the control plane: TIDEWAY_SERVICE_KEY, else derived from the deployment's cluster secret."""
     from django.conf import settings
 
-    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, service_key
+    from brokers.security.keys import (
+        CLUSTER_SECRET_FILE,
+        ClusterSecretError,
+        load_cluster_secret,
+        service_key,
+    )
 
     if settings.TIDEWAY_SERVICE_KEY:
         return ApiKey(settings.TIDEWAY_SERVICE_KEY)

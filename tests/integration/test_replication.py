@@ -15,9 +15,9 @@ from brokers import errors
 from brokers.client import Consumer, Producer, TidewayClient
 from brokers.client.conn import connect
 from brokers.client.credentials import ClusterPeer
-from tests.conftest import CLUSTER_SECRET_HEX
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
+from tests.conftest import CLUSTER_SECRET_HEX
 
 TOPIC = "rep"
 

@@ -31,18 +31,18 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-import ssl
-
 from brokers import errors
 from brokers.aio import cancel_and_wait
 from brokers.client.conn import Connection, connect
 from brokers.client.credentials import ClusterPeer
+from brokers.errors import BrokerError
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.security.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
