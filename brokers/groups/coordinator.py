@@ -332,6 +332,10 @@ class GroupCoordinator:
             result = m.CommittedOffset(topic=item.topic, partition=item.partition, offset=item.offset)
             if item.offset < 0:
                 result.error_code, result.error_message = errors.InvalidRequestError.errno, "offsets are never negative"
+            elif not 0 <= item.partition < self.partition_counts([item.topic])[item.topic]:
+                # As Kafka does: an offset of a partition that does not exist is refused, never kept.
+                result.error_code = errors.UnknownTopicOrPartitionError.errno
+                result.error_message = f"{item.topic}-{item.partition} does not exist"
             elif request.member_id and not group.owns(request.member_id, tp):
                 exc: errors.BrokerError
                 if request.member_id not in group.members:

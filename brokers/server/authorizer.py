@@ -29,7 +29,7 @@ from brokers import errors
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.security.acl import CONSUME, MANAGE, PRODUCE
-from brokers.security.names import GROUP_KINDS
+from brokers.security.names import GROUP_KINDS, split_tenant_prefix
 from brokers.security.principal import Kind, Principal
 from brokers.server.connection import Listener, Session
 from brokers.server.credentials import CredentialStore
@@ -137,6 +137,8 @@ def _topic_in(principal: Principal, name: str) -> str:
     """The broker-side name of the tenant's topic ``name``; refused when outside the key's patterns."""
     if not name or not isinstance(name, str):
         raise errors.InvalidTopicError("topic names are 1 or more characters")
+    if split_tenant_prefix(name)[0]:
+        raise errors.TopicAuthorizationFailedError(f"{name!r} is a broker-side name: name your queues by their own names")
     if not principal.grant.may_touch(name):
         raise errors.TopicAuthorizationFailedError(f"this key may not touch {name!r} (outside its queue patterns)")
     return principal.names.topic(name)
@@ -169,6 +171,8 @@ def _group_in(principal: Principal, group_id: str, kind: str) -> str:
         raise errors.InvalidRequestError(f"group_type must be one of {', '.join(GROUP_KINDS)}, not {kind!r}")
     if not group_id:
         raise errors.InvalidGroupIdError("group ids are 1 or more characters")
+    if split_tenant_prefix(group_id)[0]:
+        raise errors.GroupAuthorizationFailedError(f"{group_id!r} is a broker-side name: name your groups by their own names")
     return principal.names.group(group_id, kind)
 
 

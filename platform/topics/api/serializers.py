@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from brokers.security.names import split_tenant_prefix
 from topics.choices import QueueMode, SchemaEncoding
 from topics.models import Queue
 
@@ -10,6 +11,8 @@ NAME = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$"
 def validate_name(value: str) -> str:
     if value.endswith(".dlq"):
         raise serializers.ValidationError("names ending in '.dlq' are reserved for dead-letter queues")
+    if split_tenant_prefix(value)[0]:
+        raise serializers.ValidationError("names of the form 't<digits>.<name>' are reserved (they are broker-side names)")
     return value
 
 

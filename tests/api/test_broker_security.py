@@ -1,0 +1,400 @@
+"""Brokers authenticate and authorise every caller on every port (issue 14).
+
+A whole deployment (controller, 3 brokers, `tideway serve`) with two tenants.
+Tenant A owns a queue and a stream with messages, committed offsets and queue
+state; then every API of the native protocol, taken from the protocol's own
+table (``REQUEST_TYPES``, so a new API is covered without touching this
+test), is sent over a broker's client listener with: no credentials, a wrong
+key, a revoked key, tenant B's key naming A's things, a produce-only key of A
+consuming, a key of A outside its queue patterns, and A's key calling the
+internal APIs. Each is refused with its typed error, and A's stored data
+(log end offsets, committed offsets, queue state, topic list) is the same
+before and after. Forged internal requests (CLUSTER_STATE, ALTER_ISR,
+replica fetches, controller RPCs) without the cluster secret are refused on
+both listeners and on the controller. Fifty unauthenticated connections
+declaring 100 MiB frames cost the broker almost no memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import types
+import typing
+
+import msgspec
+import pytest
+
+from brokers import errors
+from brokers.client import TidewayClient
+from brokers.client.conn import connect
+from brokers.client.credentials import ApiKey, ClusterPeer
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey as Api
+from brokers.record.batch import BatchBuilder
+from brokers.server.authorizer import ACCESS, Access
+from tests.conftest import OPERATOR_KEY
+
+SAMPLE_BATCH = BatchBuilder()
+SAMPLE_BATCH.append(1, None, b"forged")
+RECORDS = SAMPLE_BATCH.build()
+
+SASL_FAILED = errors.SaslAuthenticationFailedError.errno
+TOPIC_DENIED = errors.TopicAuthorizationFailedError.errno
+GROUP_DENIED = errors.GroupAuthorizationFailedError.errno
+DENIED = errors.AuthorizationFailedError.errno
+UNSUPPORTED = errors.UnsupportedVersionError.errno
+ANY_REFUSAL = {SASL_FAILED, TOPIC_DENIED, GROUP_DENIED, DENIED, UNSUPPORTED}
+
+
+# -- a sample of every request, filled from its type -------------------------------------------
+
+
+def sample(cls: type[msgspec.Struct], *, topic: str, group: str, replica: bool = False) -> msgspec.Struct:
+    """An instance of request type ``cls`` with every field set, naming ``topic`` and ``group``.
+
+    Lists get one element, names the given topic or group, epochs a large value (a forger
+    would claim the newest), waits zero.
+    """
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for field in msgspec.structs.fields(cls):
+        values[field.name] = _value(field.name, hints[field.name], topic=topic, group=group, replica=replica)
+    return cls(**values)
+
+
+def _value(name: str, hint, *, topic: str, group: str, replica: bool):
+    origin = typing.get_origin(hint)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if origin in (typing.Union, types.UnionType):
+        return _value(name, args[0], topic=topic, group=group, replica=replica)
+    if origin is list:
+        return [_value(name, args[0], topic=topic, group=group, replica=replica)]
+    if origin is tuple:
+        return tuple(_value(name, a, topic=topic, group=group, replica=replica) for a in args)
+    if origin is dict:
+        return {}
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        return sample(hint, topic=topic, group=group, replica=replica)
+    if hint is bool:
+        return False
+    if hint is bytes:
+        return RECORDS if name == "records" else b""
+    if hint is int:
+        if name == "replica_id":
+            return 2 if replica else -1
+        if "epoch" in name:
+            return 1_000_000
+        if name in ("max_wait_ms", "lock_ms", "delay_ms"):
+            return 0
+        if name in ("count", "max_records", "partitions", "replication_factor", "partition_max_bytes", "max_bytes",
+                    "min_bytes", "timeout_ms"):
+            return 5_000 if "ms" in name else 8
+        if name == "acks":
+            return 1
+        return 0
+    if hint is str:
+        if name in ("topic", "name", "names", "topics", "deleted_topics", "new_isr"):
+            return topic
+        if name == "group_id":
+            return group
+        if name == "group_type":
+            return ""
+        if name == "action":
+            return "accept"
+        if name == "mechanism":
+            return "PLAIN"
+        if name == "host":
+            return "127.0.0.1"
+        return "x"
+    raise AssertionError(f"no sample value for {name}: {hint}")
+
+
+# -- the deployment ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """Tenants A and B on a deployment of their own (SQLite: the broker side is what is under test)."""
+    from tests.api.conftest import running_control_plane
+
+    home = tmp_path_factory.mktemp("security")
+    with running_control_plane(home, f"sqlite://{home}/control.sqlite3") as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def tenants(deployment):
+    made = {}
+    for label in ("a", "b"):
+        slug, key = deployment.create_tenant(plan="team")
+        with deployment.client(key) as api:
+            assert api.post("/api/v1/queues/", json={"name": "orders", "mode": "queue", "replication_factor": 3}).status_code == 201
+            assert api.post("/api/v1/queues/", json={"name": "events", "mode": "stream", "replication_factor": 3}).status_code == 201
+            keys = {
+                "produce_only": api.post("/api/v1/keys/", json={"name": "p", "scopes": ["produce"]}).json()["key"],
+                "other_queues": api.post("/api/v1/keys/", json={"name": "o", "scopes": ["produce", "consume", "manage"],
+                                                                "queue_patterns": ["other-*"]}).json()["key"],
+                "revoked": api.post("/api/v1/keys/", json={"name": "r", "scopes": ["produce", "consume"]}).json(),
+            }
+        made[label] = {"slug": slug, "key": key, **keys}
+    # Tenant ids are never shown to tenants: read them from the broker-side names (A was created first).
+    ids = asyncio.run(_tenant_ids(deployment.deployment.bootstrap))
+    assert len(ids) == 2
+    made["a"]["id"], made["b"]["id"] = ids
+    return made
+
+
+async def _tenant_ids(bootstrap: str) -> list[int]:
+    async with TidewayClient(bootstrap, api_key=OPERATOR_KEY) as client:
+        return sorted({int(t[1:].split(".")[0]) for t in await client.list_topics() if t.endswith(".orders")})
+
+
+async def _fill_tenant_a(key: str, bootstrap: str) -> None:
+    """Messages in A's queue and stream, a committed offset, a queue message acquired and acked (natively, with A's key)."""
+    from brokers.client import GroupConsumer, Producer, QueueConsumer
+
+    async with TidewayClient(bootstrap, api_key=key) as client:
+        assert await client.list_topics() == ["events", "orders", "orders.dlq"]  # its own names, nothing else
+        producer = Producer(client, acks="all")
+        await producer.start()
+        for i in range(20):
+            await producer.send("events", b"event %d" % i)
+            await producer.send("orders", b"order %d" % i)
+        await producer.flush()
+        await producer.stop()
+        member = GroupConsumer(client, "g1", ["events"], auto_offset_reset="earliest", enable_auto_commit=False)
+        await member.start()
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 5 and time.monotonic() < deadline:
+            batch = await member.getmany(timeout_ms=500)
+            seen += sum(len(records) for records in batch.values())
+        await member.commit()
+        await member.stop()
+        async with QueueConsumer(client, "w1", "orders") as queue:
+            messages = await queue.receive(5, wait_ms=5000)
+            assert messages
+            await queue.ack(messages[:3])
+
+
+async def _state_of_a(bootstrap: str, tenant_id: int) -> dict:
+    """A's stored data, read with the operator's service key by broker-side names."""
+    from brokers.client.group import describe_group
+
+    prefix = f"t{tenant_id}."
+    async with TidewayClient(bootstrap, api_key=OPERATOR_KEY) as client:
+        topics = sorted(t for t in await client.list_topics() if t.startswith(prefix))
+        ends = {}
+        for topic in topics:
+            for info in await client.partitions_for(topic):
+                ends[(topic, info.partition)] = (await client.list_offset(topic, info.partition, m.LATEST_TIMESTAMP))[0]
+        stream = await describe_group(client, f"{prefix}stream.g1")
+        queue = await describe_group(client, f"{prefix}queue.w1")
+    return {
+        "topics": topics,
+        "ends": ends,
+        "offsets": [(o.topic, o.partition, o.offset) for o in stream.offsets],
+        "queue": [msgspec.structs.asdict(s) for s in queue.share_partitions],
+    }
+
+
+async def _send(port: int, api: Api, request, *, credentials=None) -> tuple[int, str, object]:
+    """(error code, message, response) of one request on a fresh connection (code 0: answered without error)."""
+    try:
+        connection = await connect("127.0.0.1", port, timeout_s=5, credentials=credentials)
+    except errors.BrokerError as exc:
+        return exc.errno, exc.message, None
+    try:
+        response = await connection.request(api, request, timeout_s=10)
+        return 0, "", response
+    except errors.BrokerError as exc:
+        return exc.errno, exc.message, None
+    finally:
+        connection.close()
+
+
+def _names_in(response) -> str:
+    return "" if response is None else msgspec.json.encode(response).decode(errors="replace")
+
+
+def test_every_api_has_an_access_rule():
+    """A new API must be classified before anyone can call it (the authorizer refuses unclassified ones)."""
+    assert set(m.REQUEST_TYPES) <= set(ACCESS)
+
+
+def test_every_api_refuses_every_caller_it_must_and_changes_nothing(deployment, tenants):
+    a, b = tenants["a"], tenants["b"]
+    broker = deployment.deployment.brokers[1]
+    bootstrap = deployment.deployment.bootstrap
+    asyncio.run(_fill_tenant_a(a["key"], bootstrap))
+    before = asyncio.run(_state_of_a(bootstrap, a["id"]))
+    assert before["offsets"] and before["queue"] and len(before["topics"]) == 3
+
+    with deployment.client(a["key"]) as api:
+        assert api.delete(f"/api/v1/keys/{a['revoked']['prefix']}").status_code == 200
+    a_topic = f"t{a['id']}.orders"
+    cases = {
+        "no credentials": (None, "orders", "g1"),
+        "wrong key": (ApiKey("tw_0123456789ab_not-the-secret"), "orders", "g1"),
+        "revoked key": (ApiKey(a["revoked"]["key"]), "orders", "g1"),
+        "tenant B naming A's topic and group": (ApiKey(b["key"]), a_topic, f"t{a['id']}.stream.g1"),
+        "produce-only key consuming": (ApiKey(a["produce_only"]), "orders", "g1"),
+        "key outside its patterns": (ApiKey(a["other_queues"]), "orders", "g1"),
+    }
+    # What each key may do (not sent: a produce would change A's log, as it should).
+    allowed = {"produce-only key consuming": {Api.PRODUCE, Api.METADATA, Api.LIST_OFFSETS, Api.DESCRIBE_TOPICS}}
+    time.sleep(5)  # the revocation reaches the brokers within 5 s
+    failures = []
+
+    async def walk() -> None:
+        for case, (credentials, topic, group) in cases.items():
+            for api, cls in m.REQUEST_TYPES.items():
+                if ACCESS[api] is Access.ANYONE or api in allowed.get(case, ()):
+                    continue
+                request = sample(cls, topic=topic, group=group)
+                code, message, response = await _send(broker.port, api, request, credentials=credentials)
+                if code in ANY_REFUSAL:
+                    continue
+                if case == "key outside its patterns" and api in (Api.FIND_COORDINATOR, Api.DESCRIBE_GROUP):
+                    # Names no queue: answered, but nothing outside the key's patterns is in the answer.
+                    if "orders" not in _names_in(response) and "events" not in _names_in(response):
+                        continue
+                failures.append(f"{case}: {api.name} got {code} {message!r}: {_names_in(response)[:200]}")
+
+    asyncio.run(walk())
+    assert not failures, "\n".join(failures)
+    assert asyncio.run(_state_of_a(bootstrap, a["id"])) == before
+
+
+def test_tenant_keys_are_refused_on_internal_apis(deployment, tenants):
+    """A's own key, on the client listener: every internal API answers AUTHORIZATION_FAILED (or is not served there)."""
+    a = tenants["a"]
+    broker = deployment.deployment.brokers[1]
+
+    async def walk() -> list[str]:
+        failures = []
+        internal = [api for api, access in ACCESS.items() if access in (Access.INTERNAL, Access.OPERATOR)]
+        for api in internal:
+            request = sample(m.REQUEST_TYPES[api], topic=f"t{a['id']}.orders", group="g1")
+            code, message, _ = await _send(broker.port, api, request, credentials=ApiKey(a["key"]))
+            if code not in (DENIED, UNSUPPORTED):
+                failures.append(f"{api.name}: {code} {message}")
+        replica_fetch = sample(m.FetchRequest, topic="orders", group="g1", replica=True)
+        code, message, _ = await _send(broker.port, Api.FETCH, replica_fetch, credentials=ApiKey(a["key"]))
+        if code != DENIED:
+            failures.append(f"replica FETCH: {code} {message}")
+        return failures
+
+    assert asyncio.run(walk()) == []
+
+
+def test_forged_internal_requests_are_refused_on_both_listeners_and_the_controller(deployment, tenants):
+    a = tenants["a"]
+    cluster = deployment.deployment
+    bootstrap = cluster.bootstrap
+    before = asyncio.run(_state_of_a(bootstrap, a["id"]))
+    topic = f"t{a['id']}.orders"
+    wrong_secret = ClusterPeer(os.urandom(32), identity="forger")
+    operator = ApiKey(OPERATOR_KEY)
+    forged = {
+        Api.CLUSTER_STATE: sample(m.ClusterStateRequest, topic=topic, group="g"),
+        Api.ALTER_ISR: sample(m.AlterIsrRequest, topic=topic, group="g"),
+        Api.FETCH: sample(m.FetchRequest, topic=topic, group="g", replica=True),
+        Api.BROKER_REGISTER: sample(m.BrokerRegisterRequest, topic=topic, group="g"),
+        Api.DESCRIBE_CREDENTIAL: sample(m.DescribeCredentialRequest, topic=topic, group="g"),
+    }
+    controller_rpcs = {
+        **forged,
+        Api.DESCRIBE_CLUSTER: m.DescribeClusterRequest(),
+        Api.DELETE_TOPICS: m.DeleteTopicsRequest(names=[topic]),
+    }
+
+    async def attempts() -> list[str]:
+        failures = []
+        for broker in cluster.brokers.values():
+            for port, where in ((broker.port, "client"), (broker.internal_port, "internal")):
+                for credentials, who in ((None, "anonymous"), (wrong_secret, "wrong secret"), (operator, "service key")):
+                    for api, request in forged.items():
+                        code, message, _ = await _send(port, api, request, credentials=credentials)
+                        if code not in ANY_REFUSAL:
+                            failures.append(f"broker {broker.broker_id} {where} {who} {api.name}: {code} {message}")
+        controller = cluster.controllers[0]
+        for credentials, who in ((None, "anonymous"), (wrong_secret, "wrong secret"), (ApiKey(a["key"]), "tenant key")):
+            for api, request in controller_rpcs.items():
+                code, message, _ = await _send(controller.port, api, request, credentials=credentials)
+                if code not in ANY_REFUSAL:
+                    failures.append(f"controller {who} {api.name}: {code} {message}")
+        # A service key may describe the cluster, never act as a broker.
+        for api in (Api.BROKER_REGISTER, Api.ALTER_ISR, Api.DESCRIBE_CREDENTIAL):
+            code, message, _ = await _send(controller.port, api, controller_rpcs[api], credentials=operator)
+            if code != DENIED:
+                failures.append(f"controller service key {api.name}: {code} {message}")
+        return failures
+
+    assert asyncio.run(attempts()) == []
+    assert asyncio.run(_state_of_a(bootstrap, a["id"])) == before
+
+
+def test_a_revoked_key_stops_working_on_an_open_connection_within_5_s(deployment, tenants):
+    a = tenants["a"]
+    broker = deployment.deployment.brokers[1]
+    with deployment.client(a["key"]) as api:
+        made = api.post("/api/v1/keys/", json={"name": "soon revoked", "scopes": ["consume"]}).json()
+
+    async def run() -> float:
+        connection = await connect("127.0.0.1", broker.port, credentials=ApiKey(made["key"]))
+        try:
+            request = m.MetadataRequest(topics=["orders"])
+            assert (await connection.request(Api.METADATA, request)).topics[0].name == "orders"
+            with deployment.client(a["key"]) as api:
+                assert api.delete(f"/api/v1/keys/{made['prefix']}").status_code == 200
+            revoked_at = time.monotonic()
+            while True:
+                try:
+                    await connection.request(Api.METADATA, request)
+                except errors.SaslAuthenticationFailedError:
+                    return time.monotonic() - revoked_at
+                await asyncio.sleep(0.2)
+                assert time.monotonic() - revoked_at < 10, "the revoked key still works after 10 s"
+        finally:
+            connection.close()
+
+    assert asyncio.run(run()) < 5.0
+    code, _, _ = asyncio.run(_send(broker.port, Api.METADATA, m.MetadataRequest(), credentials=ApiKey(made["key"])))
+    assert code == SASL_FAILED
+
+
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_fifty_unauthenticated_100_mib_frames_cost_almost_nothing(deployment, tenants):
+    broker = deployment.deployment.brokers[2]
+    before = _rss_bytes(broker.process.pid)
+    sockets = []
+    for _ in range(50):
+        sock = socket.create_connection(("127.0.0.1", broker.port))
+        sockets.append(sock)
+        # A request header declaring a 100 MiB frame, then 1 MiB of its body (the broker may hang up first).
+        try:
+            sock.sendall((100 << 20).to_bytes(4, "big") + b"\x00" * (1 << 20))
+        except OSError:
+            pass
+    time.sleep(1.0)
+    after = _rss_bytes(broker.process.pid)
+    for sock in sockets:
+        sock.close()
+    assert after - before < 20 << 20, f"RSS grew by {(after - before) >> 20} MiB"
+
+    async def still_serves() -> list[str]:
+        async with TidewayClient(broker.bootstrap, api_key=tenants["a"]["key"]) as client:
+            return await client.list_topics()
+
+    assert "orders" in asyncio.run(still_serves())
