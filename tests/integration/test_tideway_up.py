@@ -1,4 +1,12 @@
-"""`tideway up`, `tideway cluster status` and the CLI against a whole local deployment (issue 3)."""
+"""`tideway up`, `tideway cluster status` and the CLI against a whole local deployment (issues 3 and 14).
+
+`up` runs here as a newcomer runs it: no secret in the environment. It
+generates the deployment's cluster secret and token-signing key (mode 0600)
+under $TIDEWAY_HOME, the CLI on the same machine acts as the operator through
+that secret, the demo tenant's key works over the native protocol and sees
+its own names, and the API runs without DEBUG and refuses tokens signed with
+any other key.
+"""
 
 import json
 import os
@@ -7,16 +15,16 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import REPO_ROOT, free_port, run_cli, wait_for_port
+from tests.conftest import REPO_ROOT, free_port, wait_for_port
 
 
-def free_port_run(count: int, *, also_plus: int, avoid: set[int]) -> int:
-    """A port p with p..p+count-1 and the same plus ``also_plus`` all free now."""
+def free_port_run(count: int, *, also_plus: tuple[int, ...], avoid: set[int]) -> int:
+    """A port p with p..p+count-1 and the same plus each of ``also_plus`` all free now."""
     import socket
 
     for _ in range(200):
         base = free_port()
-        wanted = [base + i for i in range(count)] + [base + i + also_plus for i in range(count)]
+        wanted = [base + i + plus for plus in (0, *also_plus) for i in range(count)]
         if any(p in avoid or p > 65535 for p in wanted):
             continue
         try:
@@ -38,10 +46,16 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     controller_port = free_port()
     api_port = free_port()
     redis_port = free_port()
-    first = free_port_run(3, also_plus=1000, avoid={controller_port, api_port, redis_port})  # brokers and their metrics ports
+    # Brokers, their internal listeners (+100) and metrics ports (+1000).
+    first = free_port_run(3, also_plus=(100, 1000), avoid={controller_port, api_port, redis_port})
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO"}
-    env.pop("DATABASE_URL", None)
-    env.pop("TIDEWAY_REDIS_URL", None)  # `up` starts its own Redis
+    for name in ("DATABASE_URL", "TIDEWAY_REDIS_URL", "TIDEWAY_CLUSTER_SECRET", "TIDEWAY_API_KEY", "TIDEWAY_SECRET_KEY"):
+        env.pop(name, None)  # `up` starts its own Redis and makes its own secrets
+
+    def cli(*args: str, input_bytes: bytes | None = None, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tideway_cli.main", *args], cwd=REPO_ROOT, input=input_bytes,
+                              capture_output=True, timeout=120, env={**env, "TIDEWAY_LOG_LEVEL": "WARNING", **(extra_env or {})})
+
     up = subprocess.Popen(
         [sys.executable, "-m", "tideway_cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first),
          "--api-port", str(api_port), "--redis-port", str(redis_port)],
@@ -61,18 +75,27 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
             time.sleep(0.3)
         assert status.stdout.count(" alive") == 3, status.stdout + status.stderr
 
-        created = run_cli("topics", "create", "--bootstrap", bootstrap, "demo", "--partitions", "3", "--replication-factor", "3")
+        home = tmp_path / "home"
+        for secret in ("cluster-secret", "signing-key"):
+            assert (home / secret).stat().st_mode & 0o777 == 0o600
+        # The operator's CLI on this machine: its key derives from $TIDEWAY_HOME/cluster-secret.
+        created = cli("topics", "create", "--bootstrap", bootstrap, "demo", "--partitions", "3", "--replication-factor", "3")
         assert created.returncode == 0, created.stderr
         lines = b"".join(b"line %d\n" % i for i in range(3000))
-        produced = run_cli("produce", "--bootstrap", bootstrap, "--topic", "demo", "--acks", "all", input_bytes=lines)
+        produced = cli("produce", "--bootstrap", bootstrap, "--topic", "demo", "--acks", "all", input_bytes=lines)
         assert produced.returncode == 0 and b"produced 3000 of 3000" in produced.stderr, produced.stderr
-        consumed = run_cli("consume", "--bootstrap", bootstrap, "--topic", "demo", "--from", "earliest", "--max", "3000")
+        consumed = cli("consume", "--bootstrap", bootstrap, "--topic", "demo", "--from", "earliest", "--max", "3000")
         assert sorted(consumed.stdout.split(b"\n")[:-1]) == sorted(lines.split(b"\n")[:-1])
+        # Without any credentials the brokers refuse, and say how to give one.
+        refused = cli("topics", "list", "--bootstrap", bootstrap, extra_env={"TIDEWAY_HOME": str(tmp_path / "elsewhere")})
+        assert refused.returncode == 1 and b"SASL_AUTHENTICATION_FAILED" in refused.stderr and b"--api-key" in refused.stderr
 
         # Through a broker instead of $TIDEWAY_HOME: its metadata names the controller.
+        operator_key = _operator_key(home)
         status = subprocess.run(
             [sys.executable, "-m", "tideway_cli.main", "cluster", "status", "--bootstrap", bootstrap.split(",")[1]],
-            cwd=REPO_ROOT, env={**env, "TIDEWAY_HOME": str(tmp_path / "elsewhere")}, capture_output=True, text=True,
+            cwd=REPO_ROOT, env={**env, "TIDEWAY_HOME": str(tmp_path / "elsewhere"), "TIDEWAY_API_KEY": operator_key},
+            capture_output=True, text=True,
         )
         assert status.returncode == 0, status.stderr
         partition_lines = [line for line in status.stdout.splitlines() if line.strip().startswith("demo-")]
@@ -107,12 +130,57 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
             while (state := api.get(job["status_url"]).json())["state"] != "SUCCESS" and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert state == {"job_id": job["job_id"], "state": "SUCCESS", "moved": 0}
+            # No debug pages (DEBUG is off): an unknown URL answers the one JSON error shape.
+            missing = api.get("/no/such/page")
+            assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+            assert "URLconf" not in missing.text
+            # Tokens: the deployment's own work; one signed with any other key (the old built-in one) does not.
+            token = api.post("/api/v1/tokens", json={"ttl_seconds": 60}).json()["token"]
+            assert httpx.get(f"http://127.0.0.1:{api_port}/api/v1/queues/demo/messages",
+                             headers={"Authorization": f"Bearer {token}"}).status_code == 200
+            for signing_key in ("development-only-not-secret", os.urandom(16).hex()):
+                forged = _token_signed_with(signing_key, key.split("_")[1])
+                answer = httpx.get(f"http://127.0.0.1:{api_port}/api/v1/queues/demo/messages",
+                                   headers={"Authorization": f"Bearer {forged}"})
+                assert answer.status_code == 401, answer.text
+        # The demo tenant's key over the native protocol: its own names, never the broker-side ones.
+        listed = cli("topics", "list", "--bootstrap", bootstrap, "--api-key", key)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.decode().split() == ["demo", "demo.dlq", "jobs", "jobs.dlq"]
+        produced = cli("produce", "--bootstrap", bootstrap, "--topic", "jobs", "--acks", "all", "--api-key", key,
+                       input_bytes=b"native 1\nnative 2\n")
+        assert produced.returncode == 0, produced.stderr
+        # Its "demo" is its queue (the REST "hello"), not the operator's topic of that name.
+        own = cli("consume", "--bootstrap", bootstrap, "--topic", "demo", "--from", "earliest", "--idle-exit-ms", "2000",
+                  "--api-key", key)
+        assert own.returncode == 0 and own.stdout.split() == [b"hello"], own.stdout[:200] + own.stderr
     finally:
         up.send_signal(signal.SIGINT)
         output = up.communicate(timeout=60)[0].decode()
     assert up.returncode == 0, output
     assert "stopped" in output
     assert "demo tenant 'demo' with queue 'demo', API key tw_" in output
+    assert "development-only" not in output and (tmp_path / "home" / "cluster-secret").read_text().strip() not in output
     for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)
         assert (tmp_path / "home" / f"broker-{i}" / ".clean-shutdown").exists()
     assert not (tmp_path / "home" / "deployment.json").exists()
+
+
+def _operator_key(home) -> str:
+    from brokers.security.keys import load_cluster_secret, service_key
+
+    saved = os.environ.pop("TIDEWAY_CLUSTER_SECRET", None)  # read the deployment's file, not the test run's secret
+    try:
+        return service_key(load_cluster_secret(home / "cluster-secret"), "operator")
+    finally:
+        if saved is not None:
+            os.environ["TIDEWAY_CLUSTER_SECRET"] = saved
+
+
+def _token_signed_with(signing_key: str, key_prefix: str) -> str:
+    """A browser token for ``key_prefix`` as the gateway makes them, but signed with ``signing_key``."""
+    from django.core.signing import JSONSerializer, TimestampSigner
+
+    signer = TimestampSigner(key=signing_key, salt="tideway.gateway.token", fallback_keys=[])
+    payload = {"k": key_prefix, "e": int(time.time()) + 10 * 365 * 24 * 3600}
+    return "twt_" + signer.sign_object(payload, serializer=JSONSerializer, compress=True)
