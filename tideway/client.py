@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import random
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -76,8 +77,12 @@ def _outgoing(item) -> dict:
 
 
 class AsyncClient:
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 60.0, max_retries: int = 8,
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 60.0, max_retries: int = 8,
                  backoff_seconds: float = 0.2, backoff_max_seconds: float = 10.0) -> None:
+        api_key = api_key or os.environ.get("TIDEWAY_API_KEY", "").strip()
+        if not api_key:
+            raise ValueError("no API key: pass api_key= or set TIDEWAY_API_KEY (keys are made in the console or "
+                             "with POST /api/v1/keys/)")
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.max_retries = max_retries

@@ -10,7 +10,7 @@ from tideway.client import AsyncClient, AsyncQueue, Message
 
 
 class Client:
-    def __init__(self, base_url: str, api_key: str, **options) -> None:
+    def __init__(self, base_url: str, api_key: str | None = None, **options) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="tideway-client", daemon=True)
         self._thread.start()
@@ -37,7 +37,7 @@ class Client:
         return self._run(self._async.token(**options))
 
 
-async def _make(base_url: str, api_key: str, options: dict) -> AsyncClient:
+async def _make(base_url: str, api_key: str | None, options: dict) -> AsyncClient:
     return AsyncClient(base_url, api_key, **options)  # built on the client's loop
 
 

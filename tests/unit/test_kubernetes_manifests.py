@@ -14,6 +14,8 @@ def test_three_broker_cluster_manifests():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in documents)
     assert kinds == [
         ("ConfigMap", "eu-1-config"),
+        ("NetworkPolicy", "eu-1-broker"),
+        ("NetworkPolicy", "eu-1-controller"),
         ("PodDisruptionBudget", "eu-1-broker"),
         ("Service", "eu-1-brokers"),
         ("Service", "eu-1-controllers"),
@@ -33,6 +35,29 @@ def test_three_broker_cluster_manifests():
     assert len(controllers) == 2 and all(a.endswith(":9400") for a in controllers)
     assert all(d["metadata"]["namespace"] == "tideway" for d in documents)
     assert len(KubernetesProvisioner().bootstrap(spec).split(",")) == 3
+
+
+def test_manifests_separate_the_listeners_enable_tls_and_keep_internal_ports_inside():
+    """Issue 14: the client port is open, the internal and metrics ports and the controller only to the cluster's pods."""
+    spec = ClusterSpec(name="eu-1", region="eu", brokers=3, controllers=2)
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(KubernetesProvisioner().render(spec))}
+    broker = by_name[("StatefulSet", "eu-1-broker")]["spec"]["template"]["spec"]
+    script = broker["containers"][0]["command"][-1]
+    for flag in ("--listen 0.0.0.0:9092", "--internal-listen 0.0.0.0:9094", "--certfile", "--keyfile", "--cafile"):
+        assert flag in script
+    assert {"secretRef": {"name": "eu-1-cluster-secret"}} in broker["containers"][0]["envFrom"]
+    controller = by_name[("StatefulSet", "eu-1-controller")]["spec"]["template"]["spec"]["containers"][0]
+    assert "--certfile" in controller["command"][-1]
+    assert {"secretRef": {"name": "eu-1-cluster-secret"}} in controller["envFrom"]
+    ingress = by_name[("NetworkPolicy", "eu-1-broker")]["spec"]["ingress"]
+    open_rules = [rule for rule in ingress if "from" not in rule]
+    assert [port["port"] for rule in open_rules for port in rule["ports"]] == [9092]
+    restricted = {port["port"] for rule in ingress if "from" in rule for port in rule["ports"]}
+    assert restricted == {9093, 9094}
+    controller_ingress = by_name[("NetworkPolicy", "eu-1-controller")]["spec"]["ingress"]
+    assert all("from" in rule for rule in controller_ingress)
+    rendered = KubernetesProvisioner().render(spec)
+    assert "TIDEWAY_CLUSTER_SECRET:" not in rendered  # the secret is never in a manifest
 
 
 def test_local_provisioner_plans_a_controller_and_each_broker(tmp_path):

@@ -7,6 +7,18 @@ broker be voluntarily evicted at a time (with replication factor 3 and
 min.insync.replicas 2, acks=all writes go on). Controllers run as a second
 StatefulSet behind their own headless Service (one active, the rest standing
 by on the shared database); brokers are given every controller's address.
+
+Security (DESIGN.md §8): each broker has a client listener (``BROKER_PORT``,
+the port tenants' clients reach) and an internal listener
+(``INTERNAL_PORT``: replication, the controller, coordinators), both with TLS
+from the Secret ``<cluster>-tls`` (``tls.crt``, ``tls.key``, ``ca.crt``, e.g.
+issued by cert-manager); the cluster secret comes from the Secret
+``<cluster>-cluster-secret`` (key ``TIDEWAY_CLUSTER_SECRET``, 64 hex
+characters, made once per deployment: ``openssl rand -hex 32``). Both are
+created by the operator, never rendered here. A NetworkPolicy admits anyone
+to the client port only: the internal and metrics ports and the controller
+answer pods of this cluster (and pods labelled ``tideway.io/metrics: "true"``
+for metrics, ``tideway.io/control-plane: "true"`` for the controller).
 """
 
 from __future__ import annotations
@@ -17,7 +29,9 @@ from clusters.provisioning.base import ClusterSpec
 
 BROKER_PORT = 9092
 METRICS_PORT = 9093
+INTERNAL_PORT = 9094
 CONTROLLER_PORT = 9400
+TLS_DIRECTORY = "/etc/tideway/tls"
 
 
 class KubernetesProvisioner:
@@ -47,18 +61,24 @@ class KubernetesProvisioner:
                 "TIDEWAY_REPLICA_LAG_TIME_MAX_MS": str(spec.replica_lag_time_max_ms),
             },
         }
-        env_from = [{"configMapRef": {"name": f"{spec.name}-config"}}]
+        env_from = [{"configMapRef": {"name": f"{spec.name}-config"}}, {"secretRef": {"name": f"{spec.name}-cluster-secret"}}]
+        tls = f"--certfile {TLS_DIRECTORY}/tls.crt --keyfile {TLS_DIRECTORY}/tls.key --cafile {TLS_DIRECTORY}/ca.crt"
+        pod_address = f"$HOSTNAME.{spec.name}-brokers.{spec.namespace}.svc"
         broker_script = (
             'id=$(( ${HOSTNAME##*-} + 1 )); exec tideway broker --id "$id" --data /data '
-            f'--listen 0.0.0.0:{BROKER_PORT} --advertise "$HOSTNAME.{spec.name}-brokers.{spec.namespace}.svc:{BROKER_PORT}" '
-            f'--metrics-listen 0.0.0.0:{METRICS_PORT} --controller "$TIDEWAY_CONTROLLER" '
+            f'--listen 0.0.0.0:{BROKER_PORT} --advertise "{pod_address}:{BROKER_PORT}" '
+            f'--internal-listen 0.0.0.0:{INTERNAL_PORT} --internal-advertise "{pod_address}:{INTERNAL_PORT}" '
+            f'--metrics-listen 0.0.0.0:{METRICS_PORT} --controller "$TIDEWAY_CONTROLLER" {tls} '
             '--replica-lag-time-max-ms "$TIDEWAY_REPLICA_LAG_TIME_MAX_MS"'
         )
+        tls_volume = {"name": "tls", "secret": {"secretName": f"{spec.name}-tls", "defaultMode": 0o400}}
+        tls_mount = {"name": "tls", "mountPath": TLS_DIRECTORY, "readOnly": True}
         headless = {
             "apiVersion": "v1", "kind": "Service", "metadata": meta(f"{spec.name}-brokers", {"app.kubernetes.io/component": "broker"}),
             "spec": {
                 "clusterIP": "None", "publishNotReadyAddresses": True, "selector": broker_labels,
-                "ports": [{"name": "tideway", "port": BROKER_PORT}, {"name": "metrics", "port": METRICS_PORT}],
+                "ports": [{"name": "tideway", "port": BROKER_PORT}, {"name": "internal", "port": INTERNAL_PORT},
+                          {"name": "metrics", "port": METRICS_PORT}],
             },
         }
         statefulset = {
@@ -77,11 +97,14 @@ class KubernetesProvisioner:
                         "containers": [{
                             "name": "broker", "image": spec.image, "command": ["/bin/sh", "-c", broker_script],
                             "envFrom": env_from,
-                            "ports": [{"name": "tideway", "containerPort": BROKER_PORT}, {"name": "metrics", "containerPort": METRICS_PORT}],
+                            "ports": [{"name": "tideway", "containerPort": BROKER_PORT},
+                                      {"name": "internal", "containerPort": INTERNAL_PORT},
+                                      {"name": "metrics", "containerPort": METRICS_PORT}],
                             "readinessProbe": {"tcpSocket": {"port": BROKER_PORT}, "periodSeconds": 5},
                             "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": {"memory": spec.memory}},
-                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}, tls_mount],
                         }],
+                        "volumes": [tls_volume],
                     },
                 },
                 "volumeClaimTemplates": [{
@@ -100,12 +123,17 @@ class KubernetesProvisioner:
                 "serviceName": controller_service, "replicas": spec.controllers, "selector": {"matchLabels": controller_labels},
                 "template": {
                     "metadata": {"labels": controller_labels},
-                    "spec": {"containers": [{
-                        "name": "controller", "image": spec.image,
-                        "command": ["/bin/sh", "-c", f'exec tideway controller --listen 0.0.0.0:{CONTROLLER_PORT} --cluster {spec.name}'],
-                        "envFrom": [*env_from, {"secretRef": {"name": self.database_secret}}],
-                        "ports": [{"name": "controller", "containerPort": CONTROLLER_PORT}],
-                    }]},
+                    "spec": {
+                        "containers": [{
+                            "name": "controller", "image": spec.image,
+                            "command": ["/bin/sh", "-c",
+                                        f"exec tideway controller --listen 0.0.0.0:{CONTROLLER_PORT} --cluster {spec.name} {tls}"],
+                            "envFrom": [*env_from, {"secretRef": {"name": self.database_secret}}],
+                            "ports": [{"name": "controller", "containerPort": CONTROLLER_PORT}],
+                            "volumeMounts": [tls_mount],
+                        }],
+                        "volumes": [tls_volume],
+                    },
                 },
             },
         }
@@ -113,7 +141,30 @@ class KubernetesProvisioner:
             "apiVersion": "v1", "kind": "Service", "metadata": meta(controller_service, {"app.kubernetes.io/component": "controller"}),
             "spec": {"clusterIP": "None", "selector": controller_labels, "ports": [{"name": "controller", "port": CONTROLLER_PORT}]},
         }
-        return [config, headless, statefulset, budget, controller, controller_svc]
+        cluster_pods = {"podSelector": {"matchLabels": labels}}
+        broker_policy = {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta(f"{spec.name}-broker"),
+            "spec": {
+                "podSelector": {"matchLabels": broker_labels},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {"ports": [{"port": BROKER_PORT}]},  # the client listener: tenants authenticate with their keys
+                    {"from": [cluster_pods], "ports": [{"port": INTERNAL_PORT}]},
+                    {"from": [cluster_pods, {"podSelector": {"matchLabels": {"tideway.io/metrics": "true"}}}],
+                     "ports": [{"port": METRICS_PORT}]},
+                ],
+            },
+        }
+        controller_policy = {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta(f"{spec.name}-controller"),
+            "spec": {
+                "podSelector": {"matchLabels": controller_labels},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [cluster_pods, {"podSelector": {"matchLabels": {"tideway.io/control-plane": "true"}}}],
+                             "ports": [{"port": CONTROLLER_PORT}]}],
+            },
+        }
+        return [config, headless, statefulset, budget, controller, controller_svc, broker_policy, controller_policy]
 
     def render(self, spec: ClusterSpec) -> str:
         """All manifests as one multi-document YAML stream, ready for ``kubectl apply -f -``."""
