@@ -29,6 +29,7 @@ import logging
 import time
 import zlib
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -44,7 +45,9 @@ from brokers.replication import Role
 from brokers.storage import TopicConfig
 
 if TYPE_CHECKING:
-    from brokers.server.broker import Broker
+    from brokers.client.client import TidewayClient
+    from brokers.server.metadata_cache import MetadataCache
+    from brokers.server.replica_manager import ReplicaManager
 
 __all__ = ["INTERNAL_TOPIC", "GroupCoordinator", "partition_for_group"]
 
@@ -73,14 +76,27 @@ def _check_group_id(group_id: str) -> None:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker, *, internal_partitions: int = 8, heartbeat_interval_ms: int = 1_000) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        create_topics: Callable[[m.CreateTopicsRequest], Awaitable[m.CreateTopicsResponse]],
+        peer_client: Callable[[], TidewayClient],
+        internal_partitions: int = 8,
+        heartbeat_interval_ms: int = 1_000,
+    ) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas  # the internal topic's partitions this broker holds, and appends to them
+        self.metadata = metadata  # topics and who leads the internal topic's partitions
+        self._create_topics = create_topics  # the broker's CREATE_TOPICS (through the controller in a cluster)
         self.internal_partitions = internal_partitions
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.loaded: dict[int, int] = {}  # internal partition -> the leader epoch its groups were loaded in
         self.group_types: dict[str, str] = {}
         self.stream_groups: dict[str, StreamGroup] = {}
-        self.queues = QueueService(self)
+        self.queues = QueueService(self, peer_client)
         self._creating: asyncio.Task | None = None
         self._sweeper: asyncio.Task | None = None
 
@@ -95,16 +111,11 @@ class GroupCoordinator:
     # -- which groups are ours ------------------------------------------------------------
 
     def _internal_partition_count(self) -> int | None:
-        broker = self.broker
-        if broker.cluster_mode:
-            topic = broker.metadata_topics.get(INTERNAL_TOPIC)
-            return None if topic is None else topic.partitions
-        config = broker.logs.topics.get(INTERNAL_TOPIC)
-        return None if config is None else config.partitions
+        return self.metadata.partition_count(INTERNAL_TOPIC)
 
     def on_roles_changed(self) -> None:
         """Load the groups of internal partitions we now lead; drop the ones we no longer lead."""
-        for (topic, index), partition in list(self.broker.partitions.items()):
+        for (topic, index), partition in list(self.replicas.partitions.items()):
             if topic != INTERNAL_TOPIC:
                 continue
             leading = partition.role is Role.LEADER
@@ -115,7 +126,7 @@ class GroupCoordinator:
             elif not leading and index in self.loaded:
                 self._unload(index)
         for index in list(self.loaded):
-            if (INTERNAL_TOPIC, index) not in self.broker.partitions:
+            if (INTERNAL_TOPIC, index) not in self.replicas.partitions:
                 self._unload(index)
 
     def check_coordinator(self, group_id: str) -> int:
@@ -126,9 +137,9 @@ class GroupCoordinator:
             self._ensure_internal_topic()
             raise errors.CoordinatorNotAvailableError(f"the group topic {INTERNAL_TOPIC} is being created")
         index = partition_for_group(group_id, count)
-        partition = self.broker.partitions.get((INTERNAL_TOPIC, index))
+        partition = self.replicas.partitions.get((INTERNAL_TOPIC, index))
         if partition is None or partition.role is not Role.LEADER:
-            raise errors.NotCoordinatorError(f"broker {self.broker.config.broker_id} does not coordinate group {group_id!r}")
+            raise errors.NotCoordinatorError(f"broker {self.broker_id} does not coordinate group {group_id!r}")
         if self.loaded.get(index) != partition.leader_epoch:
             raise errors.CoordinatorLoadInProgressError(f"group {group_id!r} is being loaded")
         return index
@@ -138,13 +149,13 @@ class GroupCoordinator:
             self._creating = asyncio.get_running_loop().create_task(self._create_internal_topic())
 
     async def _create_internal_topic(self) -> None:
-        broker = self.broker
-        replication = min(3, max(1, len(broker.cluster_brokers))) if broker.cluster_mode else 1
+        metadata = self.metadata
+        replication = min(3, max(1, len(metadata.brokers))) if metadata.cluster_mode else 1
         request = m.CreateTopicsRequest(
             topics=[m.NewTopic(name=INTERNAL_TOPIC, partitions=self.internal_partitions, replication_factor=replication, configs=INTERNAL_TOPIC_SETTINGS)]
         )
         try:
-            response = await broker.handle_create_topics(request)
+            response = await self._create_topics(request)
         except errors.TidewayError as exc:
             log.warning("could not create %s: %s", INTERNAL_TOPIC, exc)
             return
@@ -153,33 +164,27 @@ class GroupCoordinator:
                 log.warning("could not create %s: %s", INTERNAL_TOPIC, result.error_message)
             elif not result.error_code:
                 log.info("created %s: %d partitions, replication factor %d", INTERNAL_TOPIC, self.internal_partitions, replication)
-        if not broker.cluster_mode:
+        if not metadata.cluster_mode:
             self.on_roles_changed()
 
     async def find_coordinator(self, request: m.FindCoordinatorRequest, session) -> m.FindCoordinatorResponse:
         _check_group_id(request.group_id)
-        broker = self.broker
         count = self._internal_partition_count()
         if count is None:
             self._ensure_internal_topic()
             raise errors.CoordinatorNotAvailableError(f"the group topic {INTERNAL_TOPIC} is being created")
         index = partition_for_group(request.group_id, count)
-        if not broker.cluster_mode:
-            me = broker.config.broker_id
-            host, port = broker.address_for(session, me, *broker.advertised())
-            return m.FindCoordinatorResponse(node_id=me, host=host, port=port)
-        state = broker.metadata_partitions.get((INTERNAL_TOPIC, index))
-        info = None if state is None else broker.cluster_brokers.get(state.leader)
-        if info is None:
+        leader = self.metadata.leader_of(INTERNAL_TOPIC, index)
+        address = None if leader is None or leader < 0 else self.metadata.address_of(leader, session.listener)
+        if address is None:
             raise errors.CoordinatorNotAvailableError(f"{INTERNAL_TOPIC}-{index} has no leader right now")
-        host, port = broker.address_for(session, info.node_id, info.host, info.port)
-        return m.FindCoordinatorResponse(node_id=info.node_id, host=host, port=port)
+        return m.FindCoordinatorResponse(node_id=leader, host=address[0], port=address[1])
 
     # -- the state log ------------------------------------------------------------------------
 
     def _load(self, index: int) -> None:
         started = time.monotonic()
-        partition = self.broker.partitions[(INTERNAL_TOPIC, index)]
+        partition = self.replicas.partitions[(INTERNAL_TOPIC, index)]
         log_ = partition.log
         latest: dict[tuple, dict | None] = {}
         offset = log_.log_start_offset
@@ -239,9 +244,9 @@ class GroupCoordinator:
 
     async def write(self, index: int, records: list[tuple[list, object]]) -> None:
         """Append state records and return once every in-sync replica has them."""
-        partition = self.broker.partitions.get((INTERNAL_TOPIC, index))
+        partition = self.replicas.partitions.get((INTERNAL_TOPIC, index))
         if partition is None or partition.role is not Role.LEADER:
-            raise errors.NotCoordinatorError(f"broker {self.broker.config.broker_id} no longer coordinates these groups")
+            raise errors.NotCoordinatorError(f"broker {self.broker_id} no longer coordinates these groups")
         builder = BatchBuilder()
         now = int(time.time() * 1000)
         for key, value in records:
@@ -250,7 +255,7 @@ class GroupCoordinator:
             _appended, committed = partition.append_as_leader(bytearray(builder.build()), acks=m.ACKS_ALL)
         except errors.NotLeaderError as exc:
             raise errors.NotCoordinatorError(exc.message) from None
-        self.broker.wake_fetchers(INTERNAL_TOPIC, index)
+        self.replicas.wake(INTERNAL_TOPIC, index)
         try:
             await asyncio.wait_for(asyncio.shield(committed), WRITE_TIMEOUT_S)
         except TimeoutError:
@@ -272,16 +277,11 @@ class GroupCoordinator:
     # -- topics -----------------------------------------------------------------------------
 
     def topic_config(self, topic: str) -> TopicConfig:
-        broker = self.broker
-        if broker.cluster_mode:
-            state = broker.metadata_topics.get(topic)
-            if state is None:
-                raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-            return TopicConfig.from_settings(state.partitions, state.replication_factor, state.configs)
-        config = broker.logs.topics.get(topic)
-        if config is None:
-            raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        return config
+        return self.metadata.topic_config(topic)
+
+    def local_partition(self, topic: str, partition: int):
+        """This broker's replica of ``topic``-``partition``, if it holds one (the queue service reads leaders' logs directly)."""
+        return self.replicas.partitions.get((topic, partition))
 
     def partition_counts(self, topics) -> dict[str, int]:
         out = {}
@@ -370,7 +370,7 @@ class GroupCoordinator:
     async def describe(self, request: m.DescribeGroupRequest) -> m.DescribeGroupResponse:
         self.check_coordinator(request.group_id)
         group_id = request.group_id
-        response = m.DescribeGroupResponse(group_id=group_id, group_type=self.group_types.get(group_id, ""), coordinator=self.broker.config.broker_id)
+        response = m.DescribeGroupResponse(group_id=group_id, group_type=self.group_types.get(group_id, ""), coordinator=self.broker_id)
         group = self.stream_groups.get(group_id)
         if group is not None:
             response.group_epoch = group.epoch

@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from brokers import errors
 from brokers.aio import cancel_and_wait
@@ -38,7 +39,8 @@ from brokers.security.names import split_tenant_prefix
 from brokers.storage import TopicConfig
 
 if TYPE_CHECKING:
-    from brokers.groups.coordinator import GroupCoordinator
+    from brokers.client.client import TidewayClient
+    from brokers.replication import Partition
 
 __all__ = ["DEADLINE_HEADER", "QueueService"]
 
@@ -84,9 +86,29 @@ class _Share:
     watching: asyncio.Task | None = None  # a long-polling fetch from a remote leader (see _watch)
 
 
+class Coordinator(Protocol):
+    """What the queue service needs of the group coordinator it runs on (``brokers.groups.coordinator``)."""
+
+    def check_coordinator(self, group_id: str) -> int:
+        """The internal partition of ``group_id``; raises unless this broker coordinates it (and has loaded it)."""
+
+    async def set_type(self, index: int, group_id: str, group_type: str) -> None:
+        """Record that ``group_id`` is a queue group (refused if it is a stream group)."""
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        """The settings of ``topic`` (UnknownTopicOrPartitionError if there is none)."""
+
+    async def write(self, index: int, records: list[tuple[list, object]]) -> None:
+        """Append state records to internal partition ``index``; return once every in-sync replica has them."""
+
+    def local_partition(self, topic: str, partition: int) -> Partition | None:
+        """This broker's replica of ``topic``-``partition``, if it holds one."""
+
+
 class QueueService:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: Coordinator, peer_client: Callable[[], TidewayClient]) -> None:
         self.coordinator = coordinator
+        self._peer_client = peer_client  # a client of the cluster acting as this broker (remote leaders, dead letters)
         self.shares: dict[tuple[str, str, int], _Share] = {}
         self._restored: dict[tuple[str, str, int], dict] = {}  # replayed state logs, with "seq" (see restore)
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
@@ -148,7 +170,7 @@ class QueueService:
     # -- reading the partition ------------------------------------------------------------------
 
     def _local_leader(self, topic: str, partition: int):
-        local = self.coordinator.broker.partitions.get((topic, partition))
+        local = self.coordinator.local_partition(topic, partition)
         return local if local is not None and local.role is Role.LEADER else None
 
     async def _log_start(self, topic: str, partition: int) -> int:
@@ -234,13 +256,8 @@ class QueueService:
 
     async def _cluster_client(self):
         if self._client is None:
-            from brokers.client.client import TidewayClient
-
             # As a cluster peer, through this broker's internal listener: its metadata names peers' internal listeners.
-            broker = self.coordinator.broker
-            host, port = broker.internal_advertised()
-            client = TidewayClient(f"{host}:{port}", request_timeout_ms=10_000, credentials=broker.peer_credentials,
-                                   ssl_context=broker.peer_tls)
+            client = self._peer_client()
             await client.start()
             if self._client is None:
                 self._client = client

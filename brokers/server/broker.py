@@ -7,6 +7,12 @@ coordinators reading other brokers; cluster peers proving they hold the
 cluster secret). Every request goes through one ``Router``: version check,
 ``Authorizer``, handler.
 
+The broker wires its parts and owns the process lifecycle, topic admin and
+the controller's instructions (roles, fetchers, ISR changes); the
+``MetadataCache`` holds what it knows of the cluster, the ``ReplicaManager``
+its replicas and the requests that read and write them, and the group
+coordinator gets those two (and a way to reach peers) instead of the broker.
+
 Ownership: everything here runs on the event-loop thread, except the fsync
 calls handed to worker threads (``Log.flush``), which only touch file
 descriptors and publish a durable offset.
@@ -16,14 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
-import os
 import signal
 import ssl
 import struct
-import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 from prometheus_client import start_http_server
@@ -35,7 +37,6 @@ from brokers.errors import BrokerError, InvalidRequestError
 from brokers.groups.coordinator import GroupCoordinator
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
-from brokers.record.batch import iter_batches
 from brokers.replication import Partition, ReplicaFetcher, Role
 from brokers.security.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
 from brokers.server.authentication import Authenticator
@@ -44,11 +45,12 @@ from brokers.server.connection import BrokerConnection, Listener, Session
 from brokers.server.controller_channel import ControllerChannel
 from brokers.server.credentials import CredentialStore
 from brokers.server.limits import ConnectionLimits, ConnectionRegistry
+from brokers.server.metadata_cache import MetadataCache, unknown_topic
 from brokers.server.metrics import BrokerMetrics
+from brokers.server.replica_manager import ReplicaManager
 from brokers.server.router import Route, Router
-from brokers.storage import Log, LogManager, TopicConfig, cleaner
+from brokers.storage import LogManager, TopicConfig, cleaner
 from brokers.storage.config import altered_settings
-from brokers.storage.files import write_atomically
 
 __all__ = ["Broker", "BrokerConfig"]
 
@@ -91,7 +93,6 @@ class BrokerConfig:
     group_heartbeat_interval_ms: int = 1_000
 
 
-CLUSTER_FILE = "cluster.json"
 
 
 class Broker:
@@ -110,22 +111,14 @@ class Broker:
         self._servers: list[asyncio.AbstractServer] = []
         self._connections: set[BrokerConnection] = set()
         self._background: list[asyncio.Task] = []
-        # Long-polling fetches waiting for data, per partition.
-        self._data_waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
-        # The fsync in progress per log, shared by every produce waiting on it (group commit).
-        self._flushes: dict[Log, asyncio.Future] = {}
         self._checkpoint_write: asyncio.Future | None = None  # the periodic checkpoint written in a worker thread
         self._stopped = asyncio.Event()
         self.port = config.port
         self.internal_port = config.internal_port
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        self.cluster_mode = False
-        self.controller_id = -1
-        self.controller_epoch = -1
-        self.cluster_brokers: dict[int, m.BrokerInfo] = {}
-        self.metadata_topics: dict[str, m.TopicState] = {}
-        self.metadata_partitions: dict[tuple[str, int], m.PartitionState] = {}
-        self.internal_listeners: dict[int, tuple[str, int]] = {}  # broker id -> its internal listener
+        self.metadata = MetadataCache(config.broker_id, self.logs, advertised=self.advertised,
+                                      internal_advertised=self.internal_advertised)
+        self.replicas = ReplicaManager(config.broker_id, self.logs, self.metadata, self.metrics,
+                                       on_data=lambda topic: self.coordinator.queues.on_data(topic))
         self.peer_credentials = ClusterPeer(config.cluster_secret, identity=f"broker-{config.broker_id}")
         self.peer_tls = ssl.create_default_context(cafile=config.cafile) if config.certfile else None
         self._fetchers: dict[int, ReplicaFetcher] = {}
@@ -133,7 +126,13 @@ class Broker:
         self._isr_requests_in_flight: set[tuple[str, int]] = set()
         self._compacted_through: dict[tuple[str, int], int] = {}  # active segment base at the last compaction
         self.coordinator = GroupCoordinator(
-            self, internal_partitions=config.offsets_topic_partitions, heartbeat_interval_ms=config.group_heartbeat_interval_ms
+            broker_id=config.broker_id,
+            replicas=self.replicas,
+            metadata=self.metadata,
+            create_topics=self._create_topics,
+            peer_client=self._peer_client,
+            internal_partitions=config.offsets_topic_partitions,
+            heartbeat_interval_ms=config.group_heartbeat_interval_ms,
         )
         self.credentials = CredentialStore(self._describe_credential if config.controllers else None)
         self.authenticator = Authenticator(
@@ -147,9 +146,9 @@ class Broker:
             ApiKey.API_VERSIONS: Route(self._api_versions),
             ApiKey.SASL_HANDSHAKE: Route(self.authenticator.handshake, takes_session=True),
             ApiKey.SASL_AUTHENTICATE: Route(self.authenticator.authenticate, takes_session=True),
-            ApiKey.PRODUCE: Route(self._produce),
-            ApiKey.FETCH: Route(self._fetch),
-            ApiKey.LIST_OFFSETS: Route(self._list_offsets),
+            ApiKey.PRODUCE: Route(self.replicas.produce),
+            ApiKey.FETCH: Route(self.replicas.fetch),
+            ApiKey.LIST_OFFSETS: Route(self.replicas.list_offsets),
             ApiKey.METADATA: Route(self._metadata, takes_session=True),
             ApiKey.CREATE_TOPICS: Route(self._create_topics),
             ApiKey.DELETE_TOPICS: Route(self._delete_topics),
@@ -181,12 +180,12 @@ class Broker:
 
     async def start(self) -> None:
         self.logs.open()
-        self._load_cluster_file()
+        self.metadata.load()
         if self.config.controllers:
-            self.cluster_mode = True
+            self.metadata.cluster_mode = True
         for log_ in self.logs.logs.values():
-            partition = self._add_partition(log_)
-            if not self.cluster_mode:
+            partition = self.replicas.add_partition(log_)
+            if not self.metadata.cluster_mode:
                 partition.make_standalone_leader()
         loop = asyncio.get_running_loop()
         server_tls = None
@@ -225,13 +224,13 @@ class Broker:
             self.controller_channel.start()
         self._background = [
             loop.create_task(self._every(self.config.isr_check_interval_ms, self._maintain_isr)),
-            loop.create_task(self._every(self.config.flush_check_interval_ms, self._flush_due)),
+            loop.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.flush_due)),
             loop.create_task(self._every(self.config.checkpoint_interval_ms, self._checkpoint)),
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
             loop.create_task(self._every(self.config.log_cleaner_interval_ms, self._compact_logs)),
         ]
         self.coordinator.start()
-        if not self.cluster_mode:
+        if not self.metadata.cluster_mode:
             self.coordinator.on_roles_changed()
         # Objects alive after start-up (modules, indexes, config) live as long
         # as the process: move them out of the collector's sight so full
@@ -260,8 +259,7 @@ class Broker:
             await fetcher.stop()
         if self.controller_channel is not None:
             await self.controller_channel.stop()
-        for flush in list(self._flushes.values()):
-            await asyncio.gather(flush, return_exceptions=True)
+        await self.replicas.stop()
         if self._checkpoint_write is not None:
             await asyncio.gather(self._checkpoint_write, return_exceptions=True)
         self.logs.close()
@@ -281,39 +279,6 @@ class Broker:
         log.info("shutting down on signal")
         await self.stop()
 
-    def _add_partition(self, log_: Log) -> Partition:
-        partition = Partition(self.config.broker_id, log_, on_high_watermark=self._on_high_watermark)
-        self.partitions[(log_.topic, log_.partition)] = partition
-        return partition
-
-    def _on_high_watermark(self, partition: Partition) -> None:
-        self._wake_fetchers(partition.topic, partition.partition)
-
-    def _partition(self, topic: str, partition: int) -> Partition:
-        found = self.partitions.get((topic, partition))
-        if found is not None:
-            return found
-        if (topic, partition) in self.metadata_partitions:
-            leader = self.metadata_partitions[(topic, partition)].leader
-            raise errors.NotLeaderError(f"broker {self.config.broker_id} holds no replica of {topic}-{partition} (leader: {leader})")
-        self.logs.get_log(topic, partition)  # raises the precise unknown-topic error
-        raise errors.UnknownTopicOrPartitionError(f"{topic}-{partition} is not on this broker")
-
-    def _load_cluster_file(self) -> None:
-        path = os.path.join(self.logs.data_dir, CLUSTER_FILE)
-        try:
-            with open(path) as f:
-                state = json.load(f)
-        except FileNotFoundError:
-            return
-        self.cluster_mode = True
-        self.controller_epoch = int(state["controller_epoch"])
-        log.info("cluster mode: waiting for the controller (last controller epoch %d)", self.controller_epoch)
-
-    def _write_cluster_file(self) -> None:
-        data = json.dumps({"controller_epoch": self.controller_epoch, "controller_id": self.controller_id}).encode()
-        write_atomically(os.path.join(self.logs.data_dir, CLUSTER_FILE), data)
-
     def _new_connection(self, listener: Listener) -> BrokerConnection:
         connection = BrokerConnection(
             self.router.dispatch, listener=listener, registry=self._registries[listener], on_close=self._connections.discard
@@ -329,20 +294,12 @@ class Broker:
             except Exception:
                 log.exception("background task %s failed", action.__name__)
 
-    async def _flush_due(self) -> None:
-        now = time.monotonic()
-        for log_ in list(self.logs.logs.values()):
-            interval_ms = log_.config.flush_interval_ms
-            if interval_ms > 0 and log_.log_end_offset > log_.flushed_offset:
-                if (now - log_.last_flush_monotonic) * 1000 >= interval_ms:
-                    await self._flush(log_)
-
     async def _maintain_isr(self) -> None:
         """Leaders ask the controller to drop lagging followers and re-admit caught-up ones."""
         if self.controller_channel is None:
             return
         lag_s = self.config.replica_lag_time_max_ms / 1000
-        for key, partition in list(self.partitions.items()):
+        for key, partition in list(self.replicas.partitions.items()):
             if partition.role is not Role.LEADER or len(partition.replicas) < 2 or key in self._isr_requests_in_flight:
                 continue
             lagging = set(partition.lagging_replicas(lag_s))
@@ -414,212 +371,7 @@ class Broker:
 
     # -- produce -----------------------------------------------------------------------------
 
-    async def _produce(self, request: m.ProduceRequest) -> m.ProduceResponse | None:
-        if request.acks not in (0, 1, m.ACKS_ALL):
-            raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {request.acks}")
-        results: list[m.ProducePartitionResult] = []
-        durable_waits: list[tuple[Log, int]] = []
-        # Append every partition before the first await (see connection.py on ordering).
-        commit_waits: list[tuple[m.ProducePartitionResult, asyncio.Future]] = []
-        for part in request.partitions:
-            result = m.ProducePartitionResult(topic=part.topic, partition=part.partition)
-            try:
-                partition = self._partition(part.topic, part.partition)
-                appended, committed = partition.append_as_leader(bytearray(part.records), acks=request.acks)
-            except BrokerError as exc:
-                result.error_code, result.error_message = exc.errno, exc.message
-            except OSError as exc:
-                log.error("disk write failed for %s-%d: %s", part.topic, part.partition, exc)
-                result.error_code = errors.StorageError.errno
-                result.error_message = f"disk write failed: {exc}"
-            else:
-                log_ = partition.log
-                result.base_offset = appended.base_offset
-                result.log_start_offset = log_.log_start_offset
-                self.metrics.messages_in.labels(part.topic).inc(appended.record_count)
-                self.metrics.bytes_in.labels(part.topic).inc(appended.size_bytes)
-                self._wake_fetchers(part.topic, part.partition)  # consumers and followers
-                if log_.config.flush_interval_ms == 0:
-                    durable_waits.append((log_, appended.last_offset))
-                if committed is not None:
-                    commit_waits.append((result, committed))
-            results.append(result)
-        for log_, last_offset in durable_waits:
-            await self._until_durable(log_, last_offset)
-        if commit_waits:
-            await self._until_committed(commit_waits, request.timeout_ms)
-        if request.acks == 0:
-            return None
-        return m.ProduceResponse(partitions=results)
-
-    async def _until_committed(self, waits: list[tuple[m.ProducePartitionResult, asyncio.Future]], timeout_ms: int) -> None:
-        """acks=all: wait until every ISR member has the records, or say why not."""
-        futures = [future for _, future in waits]
-        await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
-        for result, future in waits:
-            if not future.done():
-                future.cancel()
-                result.error_code = errors.RequestTimedOutError.errno
-                result.error_message = f"not replicated to every in-sync replica within {timeout_ms} ms"
-            elif future.exception() is not None:
-                exc = future.exception()
-                result.error_code = getattr(exc, "errno", errors.UnknownServerError.errno)
-                result.error_message = str(getattr(exc, "message", exc))
-
-    async def _until_durable(self, log_: Log, offset: int) -> None:
-        """Wait until ``offset`` is fsynced, sharing fsyncs between producers."""
-        while log_.flushed_offset <= offset:
-            await asyncio.shield(self._flush(log_))
-
-    def _flush(self, log_: Log) -> asyncio.Future:
-        flush = self._flushes.get(log_)
-        if flush is None:
-            flush = asyncio.ensure_future(asyncio.to_thread(log_.flush))
-            self._flushes[log_] = flush
-            flush.add_done_callback(lambda _f, key=log_: self._flushes.pop(key, None))
-        return flush
-
-    def wake_fetchers(self, topic: str, partition: int) -> None:
-        """New records in ``topic``-``partition``: wake long-polling fetches (and queue receivers)."""
-        self._wake_fetchers(topic, partition)
-
-    def _wake_fetchers(self, topic: str, partition: int) -> None:
-        self.coordinator.queues.on_data(topic)
-        waiters = self._data_waiters.pop((topic, partition), None)
-        if waiters:
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    # -- fetch ---------------------------------------------------------------------------------
-
-    async def _fetch(self, request: m.FetchRequest) -> m.FetchResponse:
-        if request.max_bytes <= 0 or any(p.partition_max_bytes <= 0 for p in request.partitions):
-            raise errors.InvalidFetchSizeError("max_bytes and partition_max_bytes must be positive")
-        wait_ms = min(max(request.max_wait_ms, 0), FETCH_WAIT_MS_MAX)
-        deadline = time.monotonic() + wait_ms / 1000
-        loop = asyncio.get_running_loop()
-        if request.replica_id >= 0:
-            early = self._check_replica_fetch(request)
-            if early is not None:
-                return m.FetchResponse(partitions=early)
-        while True:
-            results, total_bytes, any_error = self._read_partitions(request)
-            remaining = deadline - time.monotonic()
-            if total_bytes >= request.min_bytes or any_error or remaining <= 0:
-                break
-            waiter = loop.create_future()
-            keys = [(p.topic, p.partition) for p in request.partitions]
-            for key in keys:
-                self._data_waiters[key].add(waiter)
-            try:
-                await asyncio.wait_for(waiter, remaining)
-            except TimeoutError:
-                pass
-            finally:
-                for key in keys:
-                    waiters = self._data_waiters.get(key)
-                    if waiters is not None:
-                        waiters.discard(waiter)
-                        if not waiters:
-                            del self._data_waiters[key]
-        if request.replica_id >= 0:
-            return m.FetchResponse(partitions=results)  # replication is not consumption
-        for result in results:
-            if result.records:
-                count = 0
-                for position, _base, _size in iter_batches(result.records):
-                    count += _RECORD_COUNT.unpack_from(result.records, position + 57)[0]
-                self.metrics.messages_out.labels(result.topic).inc(count)
-                self.metrics.bytes_out.labels(result.topic).inc(len(result.records))
-        return m.FetchResponse(partitions=results)
-
-    def _read_partitions(self, request: m.FetchRequest) -> tuple[list[m.FetchPartitionResult], int, bool]:
-        results = []
-        budget = request.max_bytes
-        total = 0
-        any_error = False
-        for part in request.partitions:
-            result = m.FetchPartitionResult(topic=part.topic, partition=part.partition)
-            try:
-                partition = self._partition(part.topic, part.partition)
-                if partition.role is not Role.LEADER:
-                    raise errors.NotLeaderError(f"broker {self.config.broker_id} does not lead {part.topic}-{part.partition}")
-                log_ = partition.log
-                # Followers copy everything the leader has; consumers see committed records only.
-                limit = log_.log_end_offset if request.replica_id >= 0 else log_.high_watermark
-                if budget > 0:
-                    read = log_.read(part.fetch_offset, min(part.partition_max_bytes, budget), max_offset=limit)
-                    result.records = read.records
-                else:
-                    # Out of budget: report offsets only.
-                    read = log_.read(part.fetch_offset, 1, max_offset=part.fetch_offset)
-            except BrokerError as exc:
-                result.error_code, result.error_message = exc.errno, exc.message
-                any_error = True
-            else:
-                result.high_watermark = read.high_watermark
-                result.log_start_offset = read.log_start_offset
-                result.log_end_offset = read.log_end_offset
-                budget -= len(result.records)
-                total += len(result.records)
-            results.append(result)
-        return results, total, any_error
-
-    def _check_replica_fetch(self, request: m.FetchRequest) -> list[m.FetchPartitionResult] | None:
-        """Record what each follower holds; answer at once on errors or divergence."""
-        early = []
-        for part in request.partitions:
-            result = m.FetchPartitionResult(topic=part.topic, partition=part.partition)
-            try:
-                partition = self._partition(part.topic, part.partition)
-                partition.check_follower_fetch(request.replica_id, part.current_leader_epoch)
-                diverging = partition.diverging_epoch(part.last_fetched_epoch, part.fetch_offset)
-                if diverging is None:
-                    partition.record_follower_fetch(request.replica_id, part.fetch_offset)
-                    continue
-                result.diverging_epoch, result.diverging_end_offset = diverging
-                result.high_watermark = partition.log.high_watermark
-            except BrokerError as exc:
-                result.error_code, result.error_message = exc.errno, exc.message
-            early.append(result)
-        if not early:
-            return None
-        # Answer for every partition now; the ones that were fine get no records
-        # this round and are asked for again at once.
-        answered = {(r.topic, r.partition) for r in early}
-        for part in request.partitions:
-            if (part.topic, part.partition) not in answered:
-                partition = self.partitions[(part.topic, part.partition)]
-                early.append(m.FetchPartitionResult(topic=part.topic, partition=part.partition, high_watermark=partition.log.high_watermark))
-        return early
-
     # -- offsets and metadata ----------------------------------------------------------------------
-
-    async def _list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
-        results = []
-        for part in request.partitions:
-            result = m.ListOffsetsPartitionResult(topic=part.topic, partition=part.partition)
-            try:
-                partition = self._partition(part.topic, part.partition)
-                if partition.role is not Role.LEADER:
-                    raise errors.NotLeaderError(f"broker {self.config.broker_id} does not lead {part.topic}-{part.partition}")
-                log_ = partition.log
-                if part.timestamp == m.LATEST_TIMESTAMP:
-                    result.offset = log_.high_watermark
-                elif part.timestamp == m.EARLIEST_TIMESTAMP:
-                    result.offset = log_.log_start_offset
-                elif part.timestamp < 0:
-                    raise InvalidRequestError(f"timestamp {part.timestamp} is neither -1, -2 nor a time")
-                else:
-                    result.offset, result.timestamp = log_.offset_for_timestamp(part.timestamp)
-            except BrokerError as exc:
-                result.error_code, result.error_message = exc.errno, exc.message
-            results.append(result)
-        return m.ListOffsetsResponse(partitions=results)
-
-    async def handle_create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
-        return await self._create_topics(request)
 
     def advertised(self) -> tuple[str, int]:
         return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.port)
@@ -628,67 +380,13 @@ class Broker:
         return (self.config.internal_advertised_host or self.config.internal_host,
                 self.config.internal_advertised_port or self.internal_port)
 
-    def address_for(self, session: Session, broker_id: int, host: str, port: int) -> tuple[str, int]:
-        """Where the caller should reach broker ``broker_id``: its internal listener when asked on ours."""
-        if session.listener is Listener.INTERNAL:
-            if broker_id == self.config.broker_id:
-                return self.internal_advertised()
-            return self.internal_listeners.get(broker_id, (host, port))
-        return host, port
-
     async def _metadata(self, request: m.MetadataRequest, session: Session) -> m.MetadataResponse:
-        if self.cluster_mode:
-            response = self._cluster_metadata(request)
-            if session.listener is Listener.INTERNAL:
-                response.brokers = [
-                    m.BrokerInfo(node_id=b.node_id, host=a[0], port=a[1], rack=b.rack)
-                    for b in response.brokers
-                    for a in [self.address_for(session, b.node_id, b.host, b.port)]
-                ]
-            return response
-        host, port = self.address_for(session, self.config.broker_id, *self.advertised())
-        me = self.config.broker_id
-        names = list(self.logs.topics) if request.topics is None else request.topics
-        topics = []
-        for name in names:
-            config = self.logs.topics.get(name)
-            if config is None:
-                topics.append(m.TopicInfo(name=name, **_unknown_topic(name)))
-                continue
-            partitions = [
-                m.PartitionInfo(partition=p, leader=me, replicas=[me], isr=[me]) for p in range(config.partitions)
-            ]
-            topics.append(m.TopicInfo(name=name, partitions=partitions))
-        return m.MetadataResponse(
-            brokers=[m.BrokerInfo(node_id=me, host=host, port=port)], controller_id=-1, topics=topics
-        )
-
-    def _cluster_metadata(self, request: m.MetadataRequest) -> m.MetadataResponse:
-        names = sorted(self.metadata_topics) if request.topics is None else request.topics
-        topics = []
-        for name in names:
-            topic = self.metadata_topics.get(name)
-            if topic is None:
-                topics.append(m.TopicInfo(name=name, **_unknown_topic(name)))
-                continue
-            partitions = []
-            for p in range(topic.partitions):
-                state = self.metadata_partitions.get((name, p))
-                if state is None:
-                    partitions.append(m.PartitionInfo(partition=p, leader=-1, error_code=errors.LeaderNotAvailableError.errno))
-                else:
-                    partitions.append(
-                        m.PartitionInfo(partition=p, leader=state.leader, leader_epoch=state.leader_epoch, replicas=state.replicas, isr=state.isr)
-                    )
-            topics.append(m.TopicInfo(name=name, partitions=partitions))
-        channel = self.controller_channel
         controller_address = ""
+        channel = self.controller_channel
         if channel is not None:
             host, port = channel.controllers[channel.current]
             controller_address = f"{host}:{port}"
-        return m.MetadataResponse(
-            brokers=list(self.cluster_brokers.values()), controller_id=self.controller_id, topics=topics, controller_address=controller_address
-        )
+        return self.metadata.metadata(request, session.listener, controller_address)
 
     async def _api_versions(self, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
         return m.ApiVersionsResponse(
@@ -704,7 +402,7 @@ class Broker:
         for topic in request.topics:
             result = m.TopicResult(name=topic.name)
             try:
-                if self.cluster_mode:
+                if self.metadata.cluster_mode:
                     raise InvalidRequestError("this broker is in a cluster: create topics through the controller")
                 if topic.replication_factor != 1:
                     raise errors.InvalidReplicationFactorError(
@@ -714,7 +412,7 @@ class Broker:
                 if not request.validate_only:
                     self.logs.create_topic(topic.name, config)
                     for p in range(config.partitions):
-                        self._add_partition(self.logs.logs[(topic.name, p)]).make_standalone_leader()
+                        self.replicas.add_partition(self.logs.logs[(topic.name, p)]).make_standalone_leader()
             except BrokerError as exc:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
@@ -727,7 +425,7 @@ class Broker:
         for name in request.names:
             result = m.TopicResult(name=name)
             try:
-                if self.cluster_mode:
+                if self.metadata.cluster_mode:
                     raise InvalidRequestError("this broker is in a cluster: delete topics through the controller")
                 self._delete_local_topic(name)
             except BrokerError as exc:
@@ -741,11 +439,11 @@ class Broker:
         for name in names:
             config = self.logs.topics.get(name)
             if config is None:
-                out.append(m.TopicDescription(name=name, **_unknown_topic(name)))
+                out.append(m.TopicDescription(name=name, **unknown_topic(name)))
                 continue
             partitions = []
             for p in range(config.partitions):
-                partition = self.partitions.get((name, p))
+                partition = self.replicas.partitions.get((name, p))
                 if partition is None:
                     continue  # not a replica here
                 log_ = partition.log
@@ -766,7 +464,7 @@ class Broker:
     async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
         if self.controller_channel is not None:
             return await self.controller_channel.request(ApiKey.CREATE_PARTITIONS, request)
-        if self.cluster_mode:
+        if self.metadata.cluster_mode:
             raise InvalidRequestError("this broker is in a cluster: add partitions through the controller")
         config = self.logs.topics.get(request.topic)
         if config is None:
@@ -777,13 +475,13 @@ class Broker:
         old = config.partitions
         self.logs.set_partition_count(request.topic, request.count)
         for p in range(old, request.count):
-            self._add_partition(self.logs.add_replica(request.topic, p)).make_standalone_leader()
+            self.replicas.add_partition(self.logs.add_replica(request.topic, p)).make_standalone_leader()
         return m.CreatePartitionsResponse()
 
     async def _alter_configs(self, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
         if self.controller_channel is not None:
             return await self.controller_channel.request(ApiKey.ALTER_CONFIGS, request)
-        if self.cluster_mode:
+        if self.metadata.cluster_mode:
             raise InvalidRequestError("this broker is in a cluster: alter topic settings through the controller")
         config = self.logs.topics.get(request.topic)
         if config is None:
@@ -794,44 +492,23 @@ class Broker:
         return m.AlterConfigsResponse(configs=new_config.to_settings())
 
     def _delete_local_topic(self, name: str) -> None:
-        for key in [key for key in self.partitions if key[0] == name]:
-            partition = self.partitions.pop(key)
-            partition.become_follower(leader_id=-1, leader_epoch=partition.leader_epoch, partition_epoch=partition.partition_epoch, replicas=[], isr=[])
+        self.replicas.remove_topic(name)
         self.logs.delete_topic(name)
 
     # -- controller requests -------------------------------------------------------------------------
 
     async def _cluster_state(self, request: m.ClusterStateRequest) -> m.ClusterStateResponse:
         """Apply the controller's view: metadata for all, roles for our replicas."""
-        if request.controller_epoch < self.controller_epoch:
-            raise errors.StaleControllerEpochError(
-                f"controller epoch {request.controller_epoch} is older than {self.controller_epoch}"
-            )
-        if not self.cluster_mode or request.controller_epoch != self.controller_epoch or request.controller_id != self.controller_id:
-            self.cluster_mode = True
-            self.controller_epoch = request.controller_epoch
-            self.controller_id = request.controller_id
-            self._write_cluster_file()
-        self.cluster_brokers = {b.node_id: b for b in request.brokers}
-        self.internal_listeners = {a.node_id: (a.host, a.port) for a in request.internal_listeners}
-        me = self.config.broker_id
+        newer = self.metadata.apply(request)
         for name in request.deleted_topics:
-            self.metadata_topics.pop(name, None)
-            for key in [k for k in self.metadata_partitions if k[0] == name]:
-                del self.metadata_partitions[key]
             if name in self.logs.topics:
                 self._delete_local_topic(name)
         for topic in request.topics:
-            self.metadata_topics[topic.name] = topic
             if topic.name in self.logs.topics:
                 # Settings and partition count may have changed (ALTER_CONFIGS, CREATE_PARTITIONS).
                 self.logs.set_config(topic.name, TopicConfig.from_settings(topic.partitions, topic.replication_factor, topic.configs))
-        for state in request.partitions:
-            key = (state.topic, state.partition)
-            known = self.metadata_partitions.get(key)
-            if known is not None and (state.leader_epoch, state.partition_epoch) < (known.leader_epoch, known.partition_epoch):
-                continue  # an older state than one already applied
-            self.metadata_partitions[key] = state
+        me = self.config.broker_id
+        for state in newer:
             if me in state.replicas:
                 self._apply_partition_state(state)
         self._sync_fetchers()
@@ -840,15 +517,15 @@ class Broker:
 
     def _apply_partition_state(self, state: m.PartitionState) -> None:
         key = (state.topic, state.partition)
-        partition = self.partitions.get(key)
+        partition = self.replicas.partitions.get(key)
         if partition is None:
-            topic = self.metadata_topics.get(state.topic)
+            topic = self.metadata.topics.get(state.topic)
             if topic is None:
                 raise InvalidRequestError(f"partition state for {state.topic} without its topic")
             if state.topic not in self.logs.topics:
                 config = TopicConfig.from_settings(topic.partitions, topic.replication_factor, topic.configs)
                 self.logs.create_topic(state.topic, config, local_partitions=[])
-            partition = self._add_partition(self.logs.add_replica(state.topic, state.partition))
+            partition = self.replicas.add_partition(self.logs.add_replica(state.topic, state.partition))
         if state.leader_epoch == partition.leader_epoch and partition.role is not Role.NONE:
             if state.partition_epoch > partition.partition_epoch:
                 partition.update_isr(state.isr, state.partition_epoch)
@@ -862,7 +539,7 @@ class Broker:
 
     def _sync_fetchers(self) -> None:
         """One replica fetcher per broker we follow; stop the ones no longer needed."""
-        leaders = {p.leader_id for p in self.partitions.values() if p.role is Role.FOLLOWER and p.leader_id >= 0}
+        leaders = {p.leader_id for p in self.replicas.partitions.values() if p.role is Role.FOLLOWER and p.leader_id >= 0}
         for leader_id in list(self._fetchers):
             if leader_id not in leaders:
                 fetcher = self._fetchers.pop(leader_id)
@@ -877,9 +554,9 @@ class Broker:
                     credentials=self.peer_credentials,
                     ssl_context=self.peer_tls,
                     partitions=lambda leader_id=leader_id: [
-                        p for p in self.partitions.values() if p.role is Role.FOLLOWER and p.leader_id == leader_id
+                        p for p in self.replicas.partitions.values() if p.role is Role.FOLLOWER and p.leader_id == leader_id
                     ],
-                    on_append=lambda p: self._wake_fetchers(p.topic, p.partition),
+                    on_append=lambda p: self.replicas.wake(p.topic, p.partition),
                     fetch_wait_ms=self.config.replica_fetch_wait_ms,
                 )
                 fetcher.start()
@@ -887,10 +564,13 @@ class Broker:
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Broker ``broker_id``'s internal listener (replica fetches go there)."""
-        return self.internal_listeners.get(broker_id)
+        return self.metadata.internal_listeners.get(broker_id)
 
+    def _peer_client(self):
+        """A cluster client acting as this broker, through its own internal listener (not started)."""
+        from brokers.client.client import TidewayClient
 
-def _unknown_topic(name: str) -> dict:
-    """Error fields of a per-topic result for a topic this broker does not have."""
-    return {"error_code": errors.UnknownTopicOrPartitionError.errno, "error_message": f"topic {name!r} does not exist"}
+        host, port = self.internal_advertised()
+        return TidewayClient(f"{host}:{port}", request_timeout_ms=10_000, credentials=self.peer_credentials,
+                             ssl_context=self.peer_tls)
 

@@ -1,0 +1,290 @@
+"""The replicas this broker holds, and the requests that read and write them.
+
+Produce, fetch (with long polling), list offsets; waking what waits for new
+records (long-polling fetches, followers, and queue receivers through
+``on_data``); fsyncs shared between producers (group commit). Roles come from
+``brokers.replication.Partition``; the broker decides them.
+
+Ownership: the broker's event-loop thread, except the fsyncs handed to worker
+threads (``Log.flush``), which only touch file descriptors and publish a
+durable offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+from brokers import errors
+from brokers.errors import BrokerError, InvalidRequestError
+from brokers.protocol import messages as m
+from brokers.record.batch import iter_batches
+from brokers.replication import Partition, Role
+from brokers.server.metadata_cache import MetadataCache
+from brokers.server.metrics import BrokerMetrics
+from brokers.storage import Log, LogManager
+
+__all__ = ["ReplicaManager"]
+
+log = logging.getLogger(__name__)
+
+_RECORD_COUNT = struct.Struct(">i")
+FETCH_WAIT_MS_MAX = 30_000
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache, metrics: BrokerMetrics, *,
+                 on_data: Callable[[str], None]) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self._metadata = metadata
+        self.metrics = metrics
+        self._on_data = on_data  # new records in a topic: the queue service wakes its receivers
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        # Long-polling fetches waiting for data, per partition.
+        self._data_waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
+        # The fsync in progress per log, shared by every produce waiting on it (group commit).
+        self._flushes: dict[Log, asyncio.Future] = {}
+
+    async def stop(self) -> None:
+        """Wait for fsyncs in flight."""
+        for flush in list(self._flushes.values()):
+            await asyncio.gather(flush, return_exceptions=True)
+
+    def remove_topic(self, name: str) -> None:
+        """Drop the replicas of a deleted topic (their logs are deleted by the LogManager)."""
+        for key in [key for key in self.partitions if key[0] == name]:
+            partition = self.partitions.pop(key)
+            partition.become_follower(leader_id=-1, leader_epoch=partition.leader_epoch,
+                                      partition_epoch=partition.partition_epoch, replicas=[], isr=[])
+
+    def add_partition(self, log_: Log) -> Partition:
+        partition = Partition(self.broker_id, log_, on_high_watermark=self._on_high_watermark)
+        self.partitions[(log_.topic, log_.partition)] = partition
+        return partition
+
+    def _on_high_watermark(self, partition: Partition) -> None:
+        self.wake(partition.topic, partition.partition)
+
+    def partition(self, topic: str, partition: int) -> Partition:
+        """The local replica of ``topic``-``partition``; NotLeaderError or UnknownTopicOrPartitionError if none."""
+        found = self.partitions.get((topic, partition))
+        if found is not None:
+            return found
+        if (topic, partition) in self._metadata.partitions:
+            leader = self._metadata.partitions[(topic, partition)].leader
+            raise errors.NotLeaderError(f"broker {self.broker_id} holds no replica of {topic}-{partition} (leader: {leader})")
+        self.logs.get_log(topic, partition)  # raises the precise unknown-topic error
+        raise errors.UnknownTopicOrPartitionError(f"{topic}-{partition} is not on this broker")
+
+    async def flush_due(self) -> None:
+        """fsync the logs whose flush interval passed (topics with ``flush: MS``)."""
+        now = time.monotonic()
+        for log_ in list(self.logs.logs.values()):
+            interval_ms = log_.config.flush_interval_ms
+            if interval_ms > 0 and log_.log_end_offset > log_.flushed_offset:
+                if (now - log_.last_flush_monotonic) * 1000 >= interval_ms:
+                    await self._flush(log_)
+
+    async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse | None:
+        if request.acks not in (0, 1, m.ACKS_ALL):
+            raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {request.acks}")
+        results: list[m.ProducePartitionResult] = []
+        durable_waits: list[tuple[Log, int]] = []
+        # Append every partition before the first await (see connection.py on ordering).
+        commit_waits: list[tuple[m.ProducePartitionResult, asyncio.Future]] = []
+        for part in request.partitions:
+            result = m.ProducePartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                partition = self.partition(part.topic, part.partition)
+                appended, committed = partition.append_as_leader(bytearray(part.records), acks=request.acks)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            except OSError as exc:
+                log.error("disk write failed for %s-%d: %s", part.topic, part.partition, exc)
+                result.error_code = errors.StorageError.errno
+                result.error_message = f"disk write failed: {exc}"
+            else:
+                log_ = partition.log
+                result.base_offset = appended.base_offset
+                result.log_start_offset = log_.log_start_offset
+                self.metrics.messages_in.labels(part.topic).inc(appended.record_count)
+                self.metrics.bytes_in.labels(part.topic).inc(appended.size_bytes)
+                self.wake(part.topic, part.partition)  # consumers and followers
+                if log_.config.flush_interval_ms == 0:
+                    durable_waits.append((log_, appended.last_offset))
+                if committed is not None:
+                    commit_waits.append((result, committed))
+            results.append(result)
+        for log_, last_offset in durable_waits:
+            await self._until_durable(log_, last_offset)
+        if commit_waits:
+            await self._until_committed(commit_waits, request.timeout_ms)
+        if request.acks == 0:
+            return None
+        return m.ProduceResponse(partitions=results)
+
+    async def _until_committed(self, waits: list[tuple[m.ProducePartitionResult, asyncio.Future]], timeout_ms: int) -> None:
+        """acks=all: wait until every ISR member has the records, or say why not."""
+        futures = [future for _, future in waits]
+        await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+        for result, future in waits:
+            if not future.done():
+                future.cancel()
+                result.error_code = errors.RequestTimedOutError.errno
+                result.error_message = f"not replicated to every in-sync replica within {timeout_ms} ms"
+            elif future.exception() is not None:
+                exc = future.exception()
+                result.error_code = getattr(exc, "errno", errors.UnknownServerError.errno)
+                result.error_message = str(getattr(exc, "message", exc))
+
+    async def _until_durable(self, log_: Log, offset: int) -> None:
+        """Wait until ``offset`` is fsynced, sharing fsyncs between producers."""
+        while log_.flushed_offset <= offset:
+            await asyncio.shield(self._flush(log_))
+
+    def _flush(self, log_: Log) -> asyncio.Future:
+        flush = self._flushes.get(log_)
+        if flush is None:
+            flush = asyncio.ensure_future(asyncio.to_thread(log_.flush))
+            self._flushes[log_] = flush
+            flush.add_done_callback(lambda _f, key=log_: self._flushes.pop(key, None))
+        return flush
+
+    def wake(self, topic: str, partition: int) -> None:
+        """New records in ``topic``-``partition``: wake long-polling fetches (and, through ``on_data``, queue receivers)."""
+        self._on_data(topic)
+        waiters = self._data_waiters.pop((topic, partition), None)
+        if waiters:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    # -- fetch ---------------------------------------------------------------------------------
+
+    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+        if request.max_bytes <= 0 or any(p.partition_max_bytes <= 0 for p in request.partitions):
+            raise errors.InvalidFetchSizeError("max_bytes and partition_max_bytes must be positive")
+        wait_ms = min(max(request.max_wait_ms, 0), FETCH_WAIT_MS_MAX)
+        deadline = time.monotonic() + wait_ms / 1000
+        loop = asyncio.get_running_loop()
+        if request.replica_id >= 0:
+            early = self._check_replica_fetch(request)
+            if early is not None:
+                return m.FetchResponse(partitions=early)
+        while True:
+            results, total_bytes, any_error = self._read_partitions(request)
+            remaining = deadline - time.monotonic()
+            if total_bytes >= request.min_bytes or any_error or remaining <= 0:
+                break
+            waiter = loop.create_future()
+            keys = [(p.topic, p.partition) for p in request.partitions]
+            for key in keys:
+                self._data_waiters[key].add(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                for key in keys:
+                    waiters = self._data_waiters.get(key)
+                    if waiters is not None:
+                        waiters.discard(waiter)
+                        if not waiters:
+                            del self._data_waiters[key]
+        if request.replica_id >= 0:
+            return m.FetchResponse(partitions=results)  # replication is not consumption
+        for result in results:
+            if result.records:
+                count = 0
+                for position, _base, _size in iter_batches(result.records):
+                    count += _RECORD_COUNT.unpack_from(result.records, position + 57)[0]
+                self.metrics.messages_out.labels(result.topic).inc(count)
+                self.metrics.bytes_out.labels(result.topic).inc(len(result.records))
+        return m.FetchResponse(partitions=results)
+
+    def _read_partitions(self, request: m.FetchRequest) -> tuple[list[m.FetchPartitionResult], int, bool]:
+        results = []
+        budget = request.max_bytes
+        total = 0
+        any_error = False
+        for part in request.partitions:
+            result = m.FetchPartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                partition = self.partition(part.topic, part.partition)
+                if partition.role is not Role.LEADER:
+                    raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {part.topic}-{part.partition}")
+                log_ = partition.log
+                # Followers copy everything the leader has; consumers see committed records only.
+                limit = log_.log_end_offset if request.replica_id >= 0 else log_.high_watermark
+                if budget > 0:
+                    read = log_.read(part.fetch_offset, min(part.partition_max_bytes, budget), max_offset=limit)
+                    result.records = read.records
+                else:
+                    # Out of budget: report offsets only.
+                    read = log_.read(part.fetch_offset, 1, max_offset=part.fetch_offset)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+                any_error = True
+            else:
+                result.high_watermark = read.high_watermark
+                result.log_start_offset = read.log_start_offset
+                result.log_end_offset = read.log_end_offset
+                budget -= len(result.records)
+                total += len(result.records)
+            results.append(result)
+        return results, total, any_error
+
+    def _check_replica_fetch(self, request: m.FetchRequest) -> list[m.FetchPartitionResult] | None:
+        """Record what each follower holds; answer at once on errors or divergence."""
+        early = []
+        for part in request.partitions:
+            result = m.FetchPartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                partition = self.partition(part.topic, part.partition)
+                partition.check_follower_fetch(request.replica_id, part.current_leader_epoch)
+                diverging = partition.diverging_epoch(part.last_fetched_epoch, part.fetch_offset)
+                if diverging is None:
+                    partition.record_follower_fetch(request.replica_id, part.fetch_offset)
+                    continue
+                result.diverging_epoch, result.diverging_end_offset = diverging
+                result.high_watermark = partition.log.high_watermark
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            early.append(result)
+        if not early:
+            return None
+        # Answer for every partition now; the ones that were fine get no records
+        # this round and are asked for again at once.
+        answered = {(r.topic, r.partition) for r in early}
+        for part in request.partitions:
+            if (part.topic, part.partition) not in answered:
+                partition = self.partitions[(part.topic, part.partition)]
+                early.append(m.FetchPartitionResult(topic=part.topic, partition=part.partition, high_watermark=partition.log.high_watermark))
+        return early
+
+    async def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        results = []
+        for part in request.partitions:
+            result = m.ListOffsetsPartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                partition = self.partition(part.topic, part.partition)
+                if partition.role is not Role.LEADER:
+                    raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {part.topic}-{part.partition}")
+                log_ = partition.log
+                if part.timestamp == m.LATEST_TIMESTAMP:
+                    result.offset = log_.high_watermark
+                elif part.timestamp == m.EARLIEST_TIMESTAMP:
+                    result.offset = log_.log_start_offset
+                elif part.timestamp < 0:
+                    raise InvalidRequestError(f"timestamp {part.timestamp} is neither -1, -2 nor a time")
+                else:
+                    result.offset, result.timestamp = log_.offset_for_timestamp(part.timestamp)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            results.append(result)
+        return m.ListOffsetsResponse(partitions=results)
