@@ -58,6 +58,18 @@ def _credential_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls", action="store_true", help="connect with TLS, trusting the system's CAs")
 
 
+def server_security_arguments(parser: argparse.ArgumentParser, *, peers: str) -> None:
+    """The cluster secret and TLS flags of a server process (a broker or a controller)."""
+    parser.add_argument(
+        "--cluster-secret-file",
+        help="file holding the deployment's cluster secret (hex); $TIDEWAY_CLUSTER_SECRET wins over it "
+        "(default $TIDEWAY_HOME/cluster-secret, generated with mode 0600 when missing)",
+    )
+    parser.add_argument("--certfile", help="serve with TLS, with this PEM certificate (chain)")
+    parser.add_argument("--keyfile", help="the certificate's PEM private key (with --certfile)")
+    parser.add_argument("--cafile", help=f"PEM CAs that sign {peers} certificates (with --certfile)")
+
+
 def cli_credentials(args: argparse.Namespace):
     """--api-key, else $TIDEWAY_API_KEY, else this machine's operator key (from the deployment's cluster secret)."""
     from brokers.client.credentials import ApiKey
@@ -131,14 +143,7 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         help="HOST:PORT of the Prometheus /metrics endpoint, which names every topic: keep it internal "
         "('auto' = the internal listener's host, --listen's port + 1000; 'off' disables)",
     )
-    parser.add_argument(
-        "--cluster-secret-file",
-        help="file holding the deployment's cluster secret (hex); $TIDEWAY_CLUSTER_SECRET wins over it "
-        "(default $TIDEWAY_HOME/cluster-secret, generated with mode 0600 when missing)",
-    )
-    parser.add_argument("--certfile", help="serve both listeners with TLS, with this PEM certificate (chain)")
-    parser.add_argument("--keyfile", help="the certificate's PEM private key (with --certfile)")
-    parser.add_argument("--cafile", help="PEM CAs that sign the other brokers' and the controller's certificates (with --certfile)")
+    server_security_arguments(parser, peers="the other brokers' and the controller's")
     parser.add_argument("--max-connections", type=int, default=10_000, help="client connections open at once (default %(default)s)")
     parser.add_argument("--max-connections-per-principal", type=int, default=1_000,
                         help="client connections of one API key or service (default %(default)s)")

@@ -20,6 +20,7 @@ from brokers.cli import (
     cli_tls,
     load_cluster_secret_or_exit,
     run_async,
+    server_security_arguments,
 )
 
 DEPLOYMENT_FILE = "deployment.json"
@@ -42,14 +43,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     controller.add_argument("--lease-ms", type=int, default=3000, help="lease length; a standby takes over this long after the active one dies (default %(default)s)")
     controller.add_argument("--broker-session-timeout-ms", type=int, default=3000, help="a broker silent this long is fenced (default %(default)s)")
     controller.add_argument("--no-migrate", action="store_true", help="do not migrate the database at start")
-    controller.add_argument(
-        "--cluster-secret-file",
-        help="file holding the deployment's cluster secret (hex); $TIDEWAY_CLUSTER_SECRET wins over it "
-        "(default $TIDEWAY_HOME/cluster-secret, generated with mode 0600 when missing)",
-    )
-    controller.add_argument("--certfile", help="serve with TLS, with this PEM certificate (chain)")
-    controller.add_argument("--keyfile", help="the certificate's PEM private key (with --certfile)")
-    controller.add_argument("--cafile", help="PEM CAs that sign the brokers' certificates (with --certfile)")
+    server_security_arguments(controller, peers="the brokers'")
     controller.set_defaults(handler=_run_controller)
 
     up = subparsers.add_parser(

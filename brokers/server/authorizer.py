@@ -183,38 +183,29 @@ def _consume_group(principal: Principal, request, kind: str) -> str:
     return original
 
 
-def _produce(principal: Principal, request: m.ProduceRequest) -> AfterResponse:
-    _require(principal, frozenset({PRODUCE}), errors.TopicAuthorizationFailedError, "produce")
+def _partitions_view(principal: Principal, request, scopes: frozenset[str], what: str) -> AfterResponse:
+    """Requests with a list of per-partition parts, answered per partition (produce, fetch, list offsets)."""
+    _require(principal, scopes, errors.TopicAuthorizationFailedError, what)
     for part in request.partitions:
         part.topic = _topic_in(principal, part.topic)
 
-    def after(response: m.ProduceResponse | None) -> None:
-        if response is not None:
+    def after(response) -> None:
+        if response is not None:  # acks=0 produces have no answer
             response.partitions = _rename_items(principal, response.partitions)
 
     return after
 
 
+def _produce(principal: Principal, request: m.ProduceRequest) -> AfterResponse:
+    return _partitions_view(principal, request, frozenset({PRODUCE}), "produce")
+
+
 def _fetch(principal: Principal, request: m.FetchRequest) -> AfterResponse:
-    _require(principal, frozenset({CONSUME}), errors.TopicAuthorizationFailedError, "read")
-    for part in request.partitions:
-        part.topic = _topic_in(principal, part.topic)
-
-    def after(response: m.FetchResponse) -> None:
-        response.partitions = _rename_items(principal, response.partitions)
-
-    return after
+    return _partitions_view(principal, request, frozenset({CONSUME}), "read")
 
 
 def _list_offsets(principal: Principal, request: m.ListOffsetsRequest) -> AfterResponse:
-    _require(principal, ANY_SCOPE, errors.TopicAuthorizationFailedError, "read offsets")
-    for part in request.partitions:
-        part.topic = _topic_in(principal, part.topic)
-
-    def after(response: m.ListOffsetsResponse) -> None:
-        response.partitions = _rename_items(principal, response.partitions)
-
-    return after
+    return _partitions_view(principal, request, ANY_SCOPE, "read offsets")
 
 
 def _metadata(principal: Principal, request: m.MetadataRequest) -> AfterResponse:
