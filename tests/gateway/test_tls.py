@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 import subprocess
@@ -11,34 +9,15 @@ import sys
 
 import httpx
 import websockets
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-from tests.conftest import REPO_ROOT, free_port, wait_for_port
+from tests.conftest import REPO_ROOT, free_port, self_signed_certificate, wait_for_port
 from tests.gateway.conftest import make_queue
-
-
-def _self_signed(directory) -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return str(cert_path), str(key_path)
 
 
 async def test_https_and_wss_with_a_configured_certificate(gateway, tenant, tmp_path):
     _, key = tenant
     name = make_queue(gateway, key, partitions=1)
-    cert, private_key = _self_signed(tmp_path)
+    cert, private_key = self_signed_certificate(tmp_path)
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate",
                                "--certfile", cert, "--keyfile", private_key],
