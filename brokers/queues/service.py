@@ -35,7 +35,7 @@ from brokers.queues.share_partition import QueueSettings, SharePartition, State
 from brokers.queues.state_log import StateLog
 from brokers.record.batch import Record, decode_records, iter_batches, read_header
 from brokers.replication import Role
-from brokers.security.names import split_tenant_prefix
+from brokers.security.names import own_group_name, split_tenant_prefix
 from brokers.storage import TopicConfig
 
 if TYPE_CHECKING:
@@ -598,7 +598,7 @@ class QueueService:
                     ("tideway-dlq-origin-topic", split_tenant_prefix(state.topic)[1].encode()),  # the tenant's own name
                     ("tideway-dlq-origin-partition", str(state.partition).encode()),
                     ("tideway-dlq-origin-offset", str(offset).encode()),
-                    ("tideway-dlq-group", state.group_id.encode()),
+                    ("tideway-dlq-group", own_group_name(state.group_id).encode()),
                     ("tideway-dlq-delivery-count", str(entry.count).encode()),
                     ("tideway-dlq-last-error", entry.error.encode()),
                     ("tideway-dlq-first-delivery-ms", str(entry.first_ms).encode()),

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["GROUP_KINDS", "TenantNames", "split_tenant_prefix"]
+__all__ = ["GROUP_KINDS", "TenantNames", "own_group_name", "split_tenant_prefix"]
 
 GROUP_KINDS = ("stream", "queue")
 _TENANT_PREFIX = re.compile(r"^(t[0-9]+\.)(.+)$")
+_TENANT_GROUP = re.compile(r"^t[0-9]+\.(?:stream|queue)\.(.+)$")
 
 
 def split_tenant_prefix(broker_name: str) -> tuple[str, str]:
@@ -31,6 +32,12 @@ def split_tenant_prefix(broker_name: str) -> tuple[str, str]:
     """
     match = _TENANT_PREFIX.match(broker_name)
     return (match.group(1), match.group(2)) if match else ("", broker_name)
+
+
+def own_group_name(broker_group: str) -> str:
+    """The tenant's name of a broker-side group (``t2.queue.workers`` -> ``workers``); other names unchanged."""
+    match = _TENANT_GROUP.match(broker_group)
+    return match.group(1) if match else broker_group
 
 
 class TenantNames:

@@ -398,3 +398,52 @@ def test_fifty_unauthenticated_100_mib_frames_cost_almost_nothing(deployment, te
             return await client.list_topics()
 
     assert "orders" in asyncio.run(still_serves())
+
+
+def test_tenants_never_see_broker_side_names_in_errors_or_dead_letter_headers(deployment, tenants):
+    """A's key natively: errors about its topics and its dead letters' origin headers name `orders`, never `t<id>.orders`."""
+    from brokers.client import Consumer, Producer, QueueConsumer
+
+    a = tenants["a"]
+    prefix = f"t{a['id']}."
+
+    async def run() -> tuple[list[str], dict]:
+        texts = []
+        async with TidewayClient(deployment.deployment.bootstrap, api_key=a["key"]) as client:
+            await client.partitions_for("orders")
+            leader = await client.connection(client.leader_for("orders", 0))
+            for request, api in ((m.FetchRequest(partitions=[m.FetchPartition(topic="orders", partition=99, fetch_offset=0)]), Api.FETCH),
+                                 (m.ListOffsetsRequest(partitions=[m.ListOffsetsPartition(topic="orders", partition=0, timestamp=-7)]), Api.LIST_OFFSETS)):
+                try:
+                    response = await leader.request(api, request)
+                    texts += [p.error_message for p in response.partitions]
+                except errors.BrokerError as exc:
+                    texts.append(exc.message)
+            async with Producer(client, acks="all") as producer:
+                await producer.send_and_wait("orders", b"poison")
+            async with QueueConsumer(client, "dead-letter-check", "orders") as queue:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    messages = [msg for msg in await queue.receive(100, wait_ms=2000) if msg.value == b"poison"]
+                    if messages:
+                        await queue.reject(messages, error="cannot parse")
+                        break
+            consumer = Consumer(client)
+            await consumer.start()
+            partitions = await client.partitions_for("orders.dlq")
+            await consumer.assign([("orders.dlq", p.partition) for p in partitions], start="earliest")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=1000)).values():
+                    for record in records:
+                        if record.value == b"poison":
+                            await consumer.stop()
+                            return texts, dict(record.headers)
+            await consumer.stop()
+        raise AssertionError("the rejected message never reached orders.dlq")
+
+    texts, headers = asyncio.run(run())
+    assert texts and all(text and prefix not in text for text in texts), texts
+    assert any("orders" in text for text in texts), texts
+    assert headers["tideway-dlq-origin-topic"] == b"orders"
+    assert headers["tideway-dlq-group"] == b"dead-letter-check"
