@@ -11,6 +11,7 @@ Prints one JSON object on stdout; progress goes to stderr.
 
     .venv/bin/python bench/broker.py            # full run (about a minute)
     .venv/bin/python bench/broker.py --quick    # under 30 s
+    .venv/bin/python bench/broker.py --flush always   # topics that fsync before every acknowledgement
 """
 
 from __future__ import annotations
@@ -121,9 +122,10 @@ async def latency_phase(bootstrap: str, topic: str, rate: int, seconds: float) -
 
 
 async def run(args: argparse.Namespace, bootstrap: str) -> dict:
+    configs = {"flush": args.flush} if args.flush else {}
     async with TidewayClient(bootstrap) as client:
         for name in ("small", "large", "latency"):
-            await client.create_topic(name)
+            await client.create_topic(name, configs=configs)
     small_count = 200_000 if args.quick else 1_000_000
     large_count = 50_000 if args.quick else 200_000
     results: dict = {}
@@ -141,12 +143,33 @@ async def run(args: argparse.Namespace, bootstrap: str) -> dict:
     return results
 
 
+def disk_fsyncs_per_s(directory: str, seconds: float = 1.0) -> int:
+    """How many 4 KiB append + fsync rounds the disk under ``directory`` does per second (one writer)."""
+    path = os.path.join(directory, "fsync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    block = b"x" * 4096
+    count = 0
+    started = time.perf_counter()
+    try:
+        while time.perf_counter() - started < seconds:
+            os.write(fd, block)
+            os.fsync(fd)
+            count += 1
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return round(count / (time.perf_counter() - started))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller counts, finishes in under 30 s")
+    parser.add_argument("--flush", help="the topics' fsync policy: always (before every acknowledgement), none, or MS "
+                        "(every MS milliseconds); default: the broker's (none); the disk's own fsync rate is reported too")
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tideway-bench-") as data_dir:
+        fsyncs_per_s = disk_fsyncs_per_s(data_dir) if args.flush else None
         broker = start_broker(data_dir, port)
         try:
             try:
@@ -164,6 +187,8 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "client": "brokers.client async Producer/Consumer (acks=1, linger 5 ms, 512 KiB batches), same host",
         "latency_client": "producer (linger 0) and long-polling consumer in this process; gc.freeze() before the phase",
+        "flush": args.flush or "none (the broker's default)",
+        **({"disk_fsyncs_per_s": fsyncs_per_s} if fsyncs_per_s is not None else {}),
         **results,
     }
     print(json.dumps(output, indent=2))

@@ -401,6 +401,31 @@ def _add_produce(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=lambda a: run_async(_produce(a)))
 
 
+async def stdin_lines(stream):
+    """The lines of ``stream`` (stdin), whatever it is: a pipe, a regular file or a terminal.
+
+    Pipes and sockets are read by the event loop. A regular file cannot be
+    (uvloop aborts the process on one: issue 15), and a terminal delivers a
+    line at a time, so both are read in a worker thread: a file in batches of
+    about 1 MiB of lines, a terminal line by line.
+    """
+    import stat
+
+    mode = os.fstat(stream.fileno()).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        reader = asyncio.StreamReader(limit=64 << 20)
+        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+        while line := await reader.readline():
+            yield line
+    elif stream.isatty():
+        while line := await asyncio.to_thread(stream.readline):
+            yield line
+    else:
+        while lines := await asyncio.to_thread(stream.readlines, 1 << 20):
+            for line in lines:
+                yield line
+
+
 async def _produce(args: argparse.Namespace) -> int:
     from brokers.client import Producer
 
@@ -418,11 +443,8 @@ async def _produce(args: argparse.Namespace) -> int:
         await client.close()
         return 1
     futures = []
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=64 << 20)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     try:
-        while line := await reader.readline():
+        async for line in stdin_lines(sys.stdin.buffer):
             value = line[:-1] if line.endswith(b"\n") else line
             futures.append(await producer.send(args.topic, value, key=key, partition=args.partition))
             sent += 1

@@ -143,17 +143,32 @@ class ReplicaManager:
                 result.error_message = str(getattr(exc, "message", exc))
 
     async def _until_durable(self, log_: Log, offset: int) -> None:
-        """Wait until ``offset`` is fsynced, sharing fsyncs between producers."""
+        """Wait until ``offset`` is fsynced, sharing fsyncs between producers (group commit).
+
+        A producer whose records were appended while an fsync ran waits for it,
+        then for the next one, which covers every batch appended meanwhile.
+        """
         while log_.flushed_offset <= offset:
             await asyncio.shield(self._flush(log_))
 
     def _flush(self, log_: Log) -> asyncio.Future:
+        """The fsync of ``log_`` in flight, or a new one.
+
+        A finished fsync is never handed out again: its done-callbacks (which
+        forget it) run only on a later turn of the loop, and awaiting a done
+        future does not yield, so a waiter that got it back would spin forever
+        without letting them run (issue 15: a `flush: always` broker locked up).
+        """
         flush = self._flushes.get(log_)
-        if flush is None:
+        if flush is None or flush.done():
             flush = asyncio.ensure_future(asyncio.to_thread(log_.flush))
             self._flushes[log_] = flush
-            flush.add_done_callback(lambda _f, key=log_: self._flushes.pop(key, None))
+            flush.add_done_callback(lambda done, key=log_: self._forget_flush(key, done))
         return flush
+
+    def _forget_flush(self, log_: Log, done: asyncio.Future) -> None:
+        if self._flushes.get(log_) is done:  # a newer fsync may have taken its place already
+            del self._flushes[log_]
 
     def wake(self, topic: str, partition: int) -> None:
         """New records in ``topic``-``partition``: wake long-polling fetches (and, through ``on_data``, queue receivers)."""
