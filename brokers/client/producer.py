@@ -1,8 +1,9 @@
 """The producer: batches records per partition and sends them to partition leaders.
 
 Flow: ``send`` appends a record to the open batch of its partition (keyed
-records by murmur2, unkeyed ones to a "sticky" partition that changes when its
-batch closes, as Kafka's producer does). A batch closes when it reaches
+records by murmur2, unkeyed ones to a "sticky" partition, first chosen at
+random, that moves to the next when its batch closes, as Kafka's producer
+does). A batch closes when it reaches
 ``batch_size_bytes`` or has waited ``linger_ms``. The sender task writes
 closed batches to their leaders, one request per broker holding every ready
 batch for it, with at most ``in_flight_per_broker_max`` requests outstanding
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import secrets
 import time
 from collections import deque
@@ -248,7 +250,10 @@ class Producer:
             if key is not None:
                 partition = partition_for_key(key, count)
             else:
-                partition = self._sticky.get(topic, 0) % count
+                # The sticky partition, kept wrapped: the batch that closes on it moves it on (_close_batch).
+                sticky = self._sticky.get(topic)
+                partition = (random.randrange(count) if sticky is None else sticky) % count
+                self._sticky[topic] = partition
         elif not 0 <= partition < count:
             raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
         if timestamp_ms is None:

@@ -72,3 +72,14 @@ def test_rest_members_share_the_partitions_of_a_group(gateway, tenant):
         assert sorted(one["assignment"] + two["assignment"]) == [0, 1, 2, 3]
         assert not set(one["assignment"]) & set(two["assignment"])
         assert api.delete(f"/api/v1/queues/{name}/groups/team/members/{two['member_id']}").status_code == 200
+
+
+def test_unkeyed_single_message_publishes_spread_over_every_partition(gateway, tenant):
+    """Issue 15: every unkeyed REST publish of one message went to partition 0 (the sticky partition never moved)."""
+    _, key = tenant
+    name = make_queue(gateway, key, partitions=3, mode="stream")
+    with gateway.client(key) as api:
+        placed = [api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": f"m{i}"}]}).json()["messages"][0]
+                  for i in range(30)]
+    counts = [sum(1 for p in placed if p["partition"] == partition) for partition in range(3)]
+    assert all(count >= 5 for count in counts), counts

@@ -172,3 +172,13 @@ def test_partitions_grow_on_a_standalone_broker(broker):
     broker.restart()  # the new partitions survive a restart
     consumed = run_cli("consume", "--bootstrap", broker.bootstrap, "--topic", "grow", "--partition", "3", "--from", "earliest", "--max", "1")
     assert consumed.stdout == b"on the new partition\n"
+
+
+async def test_unkeyed_records_rotate_over_partitions_batch_by_batch(broker):
+    """Issue 15: the sticky partition of unkeyed records moves on when its batch closes, and keeps moving after a wrap."""
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("spread", partitions=3)
+        async with Producer(client, acks=1, linger_ms=0) as producer:
+            placed = [(await producer.send_and_wait("spread", b"%d" % i)).partition for i in range(30)]
+    assert [placed.count(p) for p in range(3)] == [10, 10, 10]
+    assert all(b == (a + 1) % 3 for a, b in zip(placed, placed[1:], strict=False))
