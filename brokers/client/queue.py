@@ -190,7 +190,8 @@ async def list_dead_letters(client: TidewayClient, dlq_topic: str, *, limit: int
             if len(out) >= limit:
                 break
             headers = {k: (v or b"").decode(errors="replace") for k, v in record.headers}
-            out.append({"partition": partition, "offset": record.offset, "key": record.key, "value": record.value, "headers": headers})
+            out.append({"partition": partition, "offset": record.offset, "timestamp_ms": record.timestamp_ms, "key": record.key,
+                        "value": record.value, "headers": headers})
     return out
 
 

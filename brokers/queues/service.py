@@ -50,7 +50,8 @@ WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, 
 READ_BYTES = 256 << 10
 MAX_WAIT_MS = 30_000
 WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
-STOP_WRITE_WAIT_S = 2.0  # how long a stopping broker waits for acquisitions' writes in flight
+STOP_WRITE_WAIT_S = 2.0
+DEAD_LETTER_WAIT_S = 5.0  # how long a reject (or a release at the delivery limit) waits for its dead letter's write  # how long a stopping broker waits for acquisitions' writes in flight
 ACTIONS = ("accept", "release", "reject", "extend")
 
 
@@ -114,6 +115,7 @@ class QueueService:
         self._changed: dict[tuple[str, str], asyncio.Event] = {}
         self._round_robin: dict[tuple[str, str], int] = {}
         self._dead_letters = asyncio.Event()
+        self._dead_letters_written = asyncio.Condition()  # notified after every pass that wrote dead letters
         self._tasks: list[asyncio.Task] = []
         self._acquisition_writes: set[asyncio.Task] = set()  # see _write_soon
         self._client = None
@@ -511,7 +513,21 @@ class QueueService:
                 self._dead_letters.set()
         if released or held_back:
             self._wake(request.group_id, request.topic)
+        if dead:
+            # A rejected message is in the dead-letter topic when the reject is answered (a redrive or a
+            # listing started at once sees it). Past the wait it is still written: its state says so.
+            try:
+                await asyncio.wait_for(self._until_dead_lettered(list(touched.values())), DEAD_LETTER_WAIT_S)
+            except TimeoutError:
+                log.info("group %s: dead letters of %s not written within %.0f s; they will be", request.group_id,
+                         request.topic, DEAD_LETTER_WAIT_S)
         return m.ShareAcknowledgeResponse(results=results)
+
+    async def _until_dead_lettered(self, states: list[_Share]) -> None:
+        async with self._dead_letters_written:
+            while any(state.share.dead_lettering() for state in states if self.shares.get(
+                    (state.group_id, state.topic, state.partition)) is state):
+                await self._dead_letters_written.wait()
 
     def describe(self, group_id: str) -> list[m.SharePartitionDescription]:
         now = _now_ms()
@@ -550,6 +566,8 @@ class QueueService:
             self._dead_letters.clear()
             try:
                 await self._write_dead_letters()
+                async with self._dead_letters_written:
+                    self._dead_letters_written.notify_all()
             except asyncio.CancelledError:
                 raise
             except errors.TidewayError as exc:

@@ -143,3 +143,18 @@ def test_redrive_of_selected_dead_letters_then_of_the_rest(gateway, tenant):
         assert api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"] == []
         assert sorted(m["value"] for m in _receive(api, name, wait_seconds=3)) == ["a", "c"]
         assert api.delete(f"/api/v1/queues/{name}/dead-letters").json() == {"purged": 0}
+
+
+def test_a_rejected_message_is_a_dead_letter_with_its_real_time_when_the_reject_is_answered(gateway, tenant):
+    """Issue 15: dead letters showed "timestamp": 0 and appeared 5-25 ms after the reject was answered."""
+    _, key = tenant
+    name = make_queue(gateway, key, partitions=1)
+    with gateway.client(key) as api:
+        before_ms = int(time.time() * 1000)
+        assert api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": "poison"}]}).status_code == 200
+        received = _receive(api, name, wait_seconds=5)
+        answer = api.post(f"/api/v1/queues/{name}/groups/workers/reject", json={"receipts": [received[0]["receipt"]], "error": "bad"})
+        assert answer.status_code == 200, answer.text
+        letters = api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"]  # at once, no waiting
+        assert [letter["value"] for letter in letters] == ["poison"]
+        assert before_ms - 1000 <= letters[0]["timestamp"] <= int(time.time() * 1000)

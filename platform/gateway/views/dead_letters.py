@@ -27,7 +27,7 @@ class DeadLettersView(GatewayView):
         letters = await list_dead_letters(await pool.client(call.queue.bootstrap), call.queue.dead_letter_topic, limit=limit)
         base64_always = request.GET.get("encoding") == "base64"
         return json_response({"messages": [
-            message_json(partition=d["partition"], offset=d["offset"], timestamp_ms=0, key=d["key"], value=d["value"],
+            message_json(partition=d["partition"], offset=d["offset"], timestamp_ms=d["timestamp_ms"], key=d["key"], value=d["value"],
                          headers=[(k, v.encode()) for k, v in d["headers"].items()], base64_always=base64_always)
             for d in letters]})
 
