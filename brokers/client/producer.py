@@ -491,6 +491,14 @@ class Producer:
             await self.client.refresh_metadata()
         except errors.TidewayError as exc:
             log.debug("metadata refresh before retry failed: %s", exc)
+        else:
+            for batch in batches:
+                if batch.topic not in self.client.topics and not batch.future.done():
+                    # The cluster no longer has the topic (deleted): retrying until the delivery timeout would
+                    # only delay the answer.
+                    self._fail(batch, errors.UnknownTopicOrPartitionError(f"topic {batch.topic!r} does not exist"))
+                    if self.idempotent:
+                        self._abandon_sequence_after(batch, errors.UnknownTopicOrPartitionError("topic deleted"))
         resend = []
         for batch in batches:
             if batch.future.done():

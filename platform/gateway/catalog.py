@@ -58,6 +58,11 @@ def _load(tenant_id: int, name: str) -> QueueInfo | None:
     )
 
 
+def forget(tenant_id: int, name: str) -> None:
+    """Drop a cached entry (the brokers said its topic is gone): the next lookup reads the database."""
+    _queues.pop((tenant_id, name), None)
+
+
 async def queue_named(tenant_id: int, name: str) -> QueueInfo | None:
     key = (tenant_id, name)
     now = time.monotonic()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from brokers import errors as broker_errors
 from brokers.client.producer import wait_records
-from gateway import limits, pool, schemas
+from gateway import catalog, limits, pool, schemas
 from gateway.auth import Caller
 from gateway.catalog import QueueInfo
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, queue_not_found
 from gateway.wire import OutgoingMessage, prepare
 
 
@@ -40,18 +40,22 @@ async def start_publish(caller: Caller, queue: QueueInfo, messages: list[Outgoin
         futures = [await producer.send(queue.broker_topic, p.value, key=p.key, headers=p.headers, partition=p.partition,
                                        batch_bytes_max=batch_limit)
                    for p in prepared]
-    except BaseException:
+    except BaseException as exc:
         await limits.settle_dedup_ids(queue.id, [(d, None) for _i, d in dedup])
+        if isinstance(exc, broker_errors.UnknownTopicOrPartitionError):  # deleted since this process looked it up
+            catalog.forget(queue.tenant_id, queue.name)
+            raise queue_not_found(queue.name) from None
         raise
     return _acknowledged(queue, futures, dedup)
 
 
 async def _acknowledged(queue: QueueInfo, futures: list, dedup: list[tuple[int, str]]) -> list[dict]:
-    results, failed = [], 0
+    results, failed, deleted = [], 0, False
     for outcome in await wait_records(futures):
         if isinstance(outcome, BaseException):
             if not isinstance(outcome, broker_errors.TidewayError):
                 raise outcome
+            deleted |= isinstance(outcome, broker_errors.UnknownTopicOrPartitionError)
             failed += 1
             results.append({"error": {"code": "unavailable", "message": str(outcome)}})
         else:
@@ -59,6 +63,9 @@ async def _acknowledged(queue: QueueInfo, futures: list, dedup: list[tuple[int, 
     if dedup:
         await limits.settle_dedup_ids(queue.id, [(d, (results[i]["partition"], results[i]["offset"]) if "offset" in results[i] else None)
                                                  for i, d in dedup])
+    if deleted:  # the queue was deleted since this process looked it up: not worth a retry
+        catalog.forget(queue.tenant_id, queue.name)
+        raise queue_not_found(queue.name)
     if failed:
         raise GatewayError("publish_failed", f"{failed} of {len(results)} messages were not acknowledged by the brokers; "
                            "the others were (see details.results); retry the failed ones", 503,

@@ -83,3 +83,16 @@ def test_unkeyed_single_message_publishes_spread_over_every_partition(gateway, t
                   for i in range(30)]
     counts = [sum(1 for p in placed if p["partition"] == partition) for partition in range(3)]
     assert all(count >= 5 for count in counts), counts
+
+
+def test_publishing_to_a_queue_deleted_a_moment_ago_is_404_at_once(gateway, tenant):
+    """Issue 15: it hung 15 s, then answered 503 LEADER_NOT_AVAILABLE with Retry-After, for a queue that is gone."""
+    _, key = tenant
+    name = make_queue(gateway, key, partitions=2, mode="stream")
+    with gateway.client(key) as api:
+        assert api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": "before"}]}).status_code == 200
+        assert api.delete(f"/api/v1/queues/{name}").status_code in (200, 204)
+        for attempt in range(3):  # the first may still find the queue in the gateway's 3 s cache
+            answer = api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": f"after {attempt}"}]})
+            assert answer.status_code == 404, answer.text  # not a 503 after the delivery timeout
+            assert answer.json()["code"] == "not_found" and "Retry-After" not in answer.headers
