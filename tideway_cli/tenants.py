@@ -42,7 +42,17 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _create_tenant(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
     from tideway_cli.django_setup import setup_django
+
+    home = Path(os.environ.get("TIDEWAY_HOME", "var")).resolve()
+    if not os.environ.get("DATABASE_URL") and not (home / "tideway.sqlite3").exists():
+        # A new database here would hold a tenant no running deployment knows: its key would get 401.
+        print(f"error: no deployment at {home} (no database {home / 'tideway.sqlite3'}): start one with 'tideway up', "
+              "or point TIDEWAY_HOME (or DATABASE_URL) at the deployment's", file=sys.stderr)
+        return 1
 
     setup_django(migrate=True)
     from controlplane.errors import ActionError

@@ -184,3 +184,14 @@ def _token_signed_with(signing_key: str, key_prefix: str) -> str:
     signer = TimestampSigner(key=signing_key, salt="tideway.gateway.token", fallback_keys=[])
     payload = {"k": key_prefix, "e": int(time.time()) + 10 * 365 * 24 * 3600}
     return "twt_" + signer.sign_object(payload, serializer=JSONSerializer, compress=True)
+
+
+def test_tenant_create_without_a_deployment_refuses_instead_of_making_a_new_database(tmp_path):
+    """Issue 15: it made a new database under the wrong TIDEWAY_HOME and printed a key that then got 401."""
+    env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "nothing-here")}
+    env.pop("DATABASE_URL", None)
+    out = subprocess.run([sys.executable, "-m", "tideway_cli.main", "tenant", "create", "acme"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "no deployment at" in out.stderr and "tideway up" in out.stderr
+    assert "tw_" not in out.stdout
+    assert not (tmp_path / "nothing-here" / "tideway.sqlite3").exists()
