@@ -33,9 +33,25 @@ OPERATOR_KEY = os.environ.setdefault("TIDEWAY_API_KEY", _operator_key())
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, below Linux's ephemeral range (32768-60999).
+
+    A port the kernel handed out for binding to 0 comes from the ephemeral
+    range, where any process's outgoing connection may take it before the
+    server that was meant to listen on it starts (a broker then exits with
+    "address already in use"); ports below the range are only ever taken by
+    listeners.
+    """
+    import random
+
+    for _ in range(1_000):
+        port = random.randrange(20_000, 32_000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def wait_for_port(port: int, timeout_s: float = 20.0, process: subprocess.Popen | None = None) -> None:
