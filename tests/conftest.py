@@ -20,13 +20,13 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-_CLUSTER_SECRET = CLUSTER_SECRET_HEX = os.environ.setdefault("TIDEWAY_CLUSTER_SECRET", os.urandom(32).hex())
+CLUSTER_SECRET_HEX = os.environ.setdefault("TIDEWAY_CLUSTER_SECRET", os.urandom(32).hex())
 
 
 def _operator_key() -> str:
     from brokers.security.keys import service_key
 
-    return service_key(bytes.fromhex(_CLUSTER_SECRET), "operator")
+    return service_key(bytes.fromhex(CLUSTER_SECRET_HEX), "operator")
 
 
 OPERATOR_KEY = os.environ.setdefault("TIDEWAY_API_KEY", _operator_key())

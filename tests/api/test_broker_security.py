@@ -339,30 +339,26 @@ def test_forged_internal_requests_are_refused_on_both_listeners_and_the_controll
 
 
 def test_a_revoked_key_stops_working_on_an_open_connection_within_5_s(deployment, tenants):
+    """The key works on an open connection; five seconds after it is revoked, that connection is refused (and closed)."""
     a = tenants["a"]
     broker = deployment.deployment.brokers[1]
     with deployment.client(a["key"]) as api:
         made = api.post("/api/v1/keys/", json={"name": "soon revoked", "scopes": ["consume"]}).json()
 
-    async def run() -> float:
+    async def run() -> None:
         connection = await connect("127.0.0.1", broker.port, credentials=ApiKey(made["key"]))
         try:
             request = m.MetadataRequest(topics=["orders"])
             assert (await connection.request(Api.METADATA, request)).topics[0].name == "orders"
             with deployment.client(a["key"]) as api:
                 assert api.delete(f"/api/v1/keys/{made['prefix']}").status_code == 200
-            revoked_at = time.monotonic()
-            while True:
-                try:
-                    await connection.request(Api.METADATA, request)
-                except errors.SaslAuthenticationFailedError:
-                    return time.monotonic() - revoked_at
-                await asyncio.sleep(0.2)
-                assert time.monotonic() - revoked_at < 10, "the revoked key still works after 10 s"
+            await asyncio.sleep(5.0)  # what the API promises
+            with pytest.raises(errors.SaslAuthenticationFailedError):
+                await connection.request(Api.METADATA, request)
         finally:
             connection.close()
 
-    assert asyncio.run(run()) < 5.0
+    asyncio.run(run())
     code, _, _ = asyncio.run(_send(broker.port, Api.METADATA, m.MetadataRequest(), credentials=ApiKey(made["key"])))
     assert code == SASL_FAILED
 

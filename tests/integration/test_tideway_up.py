@@ -167,14 +167,10 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
 
 
 def _operator_key(home) -> str:
-    from brokers.security.keys import load_cluster_secret, service_key
+    """The operator's service key of the deployment under ``home`` (derived from its cluster secret file)."""
+    from brokers.security.keys import service_key
 
-    saved = os.environ.pop("TIDEWAY_CLUSTER_SECRET", None)  # read the deployment's file, not the test run's secret
-    try:
-        return service_key(load_cluster_secret(home / "cluster-secret"), "operator")
-    finally:
-        if saved is not None:
-            os.environ["TIDEWAY_CLUSTER_SECRET"] = saved
+    return service_key(bytes.fromhex((home / "cluster-secret").read_text().strip()), "operator")
 
 
 def _token_signed_with(signing_key: str, key_prefix: str) -> str:
