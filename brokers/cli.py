@@ -170,6 +170,13 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         default=10_000,
         help="a follower not caught up for this long leaves the ISR (default %(default)s)",
     )
+    parser.add_argument(
+        "--scrub-rate",
+        type=float,
+        default=8,
+        help="MiB/s at which the scrubber re-reads the logs and checks every batch's CRC, so damage on disk is "
+        "found and repaired from another replica before anyone reads it; 0 turns it off (default %(default)s)",
+    )
     parser.set_defaults(handler=_run_broker)
 
 
@@ -246,6 +253,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         rack=args.rack,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         log_cleaner_interval_ms=args.log_cleaner_interval_ms,
+        scrub_bytes_per_s=int(args.scrub_rate * (1 << 20)),
     )
     try:
         return run_async(_serve(Broker(config))) or 0

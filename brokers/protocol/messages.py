@@ -51,6 +51,7 @@ class ApiKey(enum.IntEnum):
     SASL_HANDSHAKE = 17  # first request on a connection: mechanisms this listener takes, and a nonce
     SASL_AUTHENTICATE = 36  # PLAIN (API key or service key) or TIDEWAY-CLUSTER (internal peers)
     DESCRIBE_CREDENTIAL = 1005  # broker -> controller: an API key's digest, tenant, scopes and patterns
+    REPLICA_DAMAGED = 1006  # broker -> controller: a replica here holds a batch that fails its CRC
 
 
 ACKS_ALL = -1
@@ -584,6 +585,19 @@ class DescribeCredentialResponse(_Response):
     revoked: bool = False
 
 
+class ReplicaDamagedRequest(Struct, kw_only=True):
+    broker_id: int
+    broker_epoch: int
+    topic: str
+    partition: int
+    offset: int  # the first offset this replica cannot serve intact
+    reason: str = ""
+
+
+class ReplicaDamagedResponse(_Response):
+    state: PartitionState | None = None  # the partition after the controller's decision
+
+
 class ErrorResponse(_Response):
     """What a broker answers when it cannot even decode a request."""
 
@@ -614,6 +628,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
     ApiKey.DESCRIBE_CREDENTIAL: DescribeCredentialRequest,
+    ApiKey.REPLICA_DAMAGED: ReplicaDamagedRequest,
 }
 
 RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
@@ -642,6 +657,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
     ApiKey.DESCRIBE_CREDENTIAL: DescribeCredentialResponse,
+    ApiKey.REPLICA_DAMAGED: ReplicaDamagedResponse,
 }
 
 # (min, max) version the broker speaks per API; every API is at version 0.

@@ -60,6 +60,7 @@ __all__ = [
     "BatchHeader",
     "Record",
     "decode_records",
+    "first_corrupt_batch",
     "iter_batches",
     "read_header",
     "rebuild_batch",
@@ -161,6 +162,25 @@ def iter_batches(buffer: bytes | memoryview, position: int = 0) -> Iterator[tupl
             return
         yield position, base_offset, size
         position += size
+
+
+def first_corrupt_batch(buffer: bytes | memoryview) -> tuple[int, int, str] | None:
+    """(position, offset after the previous batch or -1, problem) of the first bad batch in ``buffer``; None if all are intact.
+
+    ``buffer`` holds whole batches read from our own log (a read trimmed by
+    ``iter_batches``). This is the check on bytes leaving a replica: one
+    CRC-32C per batch, computed in C (several GB/s); no record is parsed.
+    """
+    view = memoryview(buffer)
+    unpack_crc = _CRC.unpack_from
+    previous_end = -1
+    for position, base_offset, size in iter_batches(view):
+        if view[position + 16] != MAGIC:
+            return position, previous_end, f"magic byte {view[position + 16]} in the batch at offset {base_offset}"
+        if crc32c(view[position + CRC_START : position + size]) != unpack_crc(view, position + 17)[0]:
+            return position, previous_end, f"CRC mismatch in the batch at offset {base_offset}"
+        previous_end = base_offset + _INT32.unpack_from(view, position + 23)[0] + 1
+    return None
 
 
 def validate_batches(

@@ -42,6 +42,7 @@ class ReplicaFetcher:
         address: Callable[[int], tuple[str, int] | None],
         partitions: Callable[[], list[Partition]],
         on_append: Callable[[Partition], None],
+        on_fetched: Callable[[Partition, int], None] = lambda partition, leader_high_watermark: None,
         credentials=None,
         ssl_context=None,
         fetch_wait_ms: int = 500,
@@ -54,6 +55,7 @@ class ReplicaFetcher:
         self._address = address
         self._partitions = partitions
         self._on_append = on_append
+        self._on_fetched = on_fetched  # after each good answer: (partition, the leader's HW)
         self.fetch_wait_ms = fetch_wait_ms
         self.partition_fetch_bytes_max = partition_fetch_bytes_max
         self._connection: Connection | None = None
@@ -168,6 +170,7 @@ class ReplicaFetcher:
                 return False
             self._on_append(partition)
         log_.high_watermark = max(min(result.high_watermark, log_.log_end_offset), min(log_.high_watermark, log_.log_end_offset))
+        self._on_fetched(partition, result.high_watermark)
         return bool(result.records)
 
     def _truncate_divergent(self, partition: Partition, leader_epoch: int, leader_end_offset: int) -> None:

@@ -47,10 +47,12 @@ from brokers.server.credentials import CredentialStore
 from brokers.server.limits import ConnectionLimits, ConnectionRegistry
 from brokers.server.metadata_cache import MetadataCache, unknown_topic
 from brokers.server.metrics import BrokerMetrics
+from brokers.server.repair import ReplicaRepair
 from brokers.server.replica_manager import ReplicaManager
 from brokers.server.router import Route, Router
 from brokers.storage import LogManager, TopicConfig, cleaner
 from brokers.storage.config import altered_settings
+from brokers.storage.scrubber import Scrubber
 
 __all__ = ["Broker", "BrokerConfig"]
 
@@ -91,6 +93,8 @@ class BrokerConfig:
     log_cleaner_interval_ms: int = 15_000
     offsets_topic_partitions: int = 8  # partitions of __consumer_offsets when a broker creates it
     group_heartbeat_interval_ms: int = 1_000
+    scrub_bytes_per_s: int = 8 << 20  # the scrubber re-reads and CRC-checks logs at this rate; 0: never
+    scrub_interval_ms: int = 100
 
 
 
@@ -122,6 +126,11 @@ class Broker:
         self.peer_credentials = ClusterPeer(config.cluster_secret, identity=f"broker-{config.broker_id}")
         self.peer_tls = ssl.create_default_context(cafile=config.cafile) if config.certfile else None
         self._fetchers: dict[int, ReplicaFetcher] = {}
+        self.repair = ReplicaRepair(config.broker_id, self.replicas.partitions, self.metrics,
+                                    self._report_damage if config.controllers else None)
+        self.logs.on_corruption = self.repair.on_corruption
+        self.scrubber = Scrubber(lambda: self.logs.logs,
+                                 bytes_per_step=config.scrub_bytes_per_s * config.scrub_interval_ms // 1000)
         self.controller_channel: ControllerChannel | None = None
         self._isr_requests_in_flight: set[tuple[str, int]] = set()
         self._compacted_through: dict[tuple[str, int], int] = {}  # active segment base at the last compaction
@@ -187,6 +196,9 @@ class Broker:
             partition = self.replicas.add_partition(log_)
             if not self.metadata.cluster_mode:
                 partition.make_standalone_leader()
+        for log_ in self.logs.logs.values():
+            if log_.corruption_found is not None:
+                self.repair.on_corruption(log_, *log_.corruption_found)
         loop = asyncio.get_running_loop()
         server_tls = None
         if self.config.certfile:
@@ -229,6 +241,8 @@ class Broker:
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
             loop.create_task(self._every(self.config.log_cleaner_interval_ms, self._compact_logs)),
         ]
+        if self.config.scrub_bytes_per_s > 0:
+            self._background.append(loop.create_task(self._every(self.config.scrub_interval_ms, self._scrub)))
         self.coordinator.start()
         if not self.metadata.cluster_mode:
             self.coordinator.on_roles_changed()
@@ -340,6 +354,18 @@ class Broker:
             None, self.logs.write_checkpoint, self.logs.checkpoint_contents()
         )
         await asyncio.shield(self._checkpoint_write)
+
+    async def _scrub(self) -> None:
+        self.metrics.scrubbed_bytes.inc(self.scrubber.step())
+
+    async def _report_damage(self, request: m.ReplicaDamagedRequest) -> m.ReplicaDamagedResponse:
+        """Tell the controller a replica here is damaged (ReplicaRepair retries on errors)."""
+        channel = self.controller_channel
+        if channel is None:
+            raise errors.NotControllerError("the controller channel is not started yet")
+        await asyncio.wait_for(channel.registered.wait(), 10)
+        request.broker_epoch = channel.broker_epoch
+        return await channel.request(ApiKey.REPLICA_DAMAGED, request)
 
     async def _enforce_retention(self) -> None:
         self.logs.enforce_retention()
@@ -492,6 +518,7 @@ class Broker:
         return m.AlterConfigsResponse(configs=new_config.to_settings())
 
     def _delete_local_topic(self, name: str) -> None:
+        self.repair.forget(name)
         self.replicas.remove_topic(name)
         self.logs.delete_topic(name)
 
@@ -536,6 +563,7 @@ class Broker:
             partition.become_follower(
                 leader_id=state.leader, leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch, replicas=state.replicas, isr=state.isr
             )
+        self.repair.on_role_change(partition)
 
     def _sync_fetchers(self) -> None:
         """One replica fetcher per broker we follow; stop the ones no longer needed."""
@@ -557,6 +585,7 @@ class Broker:
                         p for p in self.replicas.partitions.values() if p.role is Role.FOLLOWER and p.leader_id == leader_id
                     ],
                     on_append=lambda p: self.replicas.wake(p.topic, p.partition),
+                    on_fetched=self.repair.on_fetched,
                     fetch_wait_ms=self.config.replica_fetch_wait_ms,
                 )
                 fetcher.start()

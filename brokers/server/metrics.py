@@ -61,4 +61,14 @@ class BrokerMetrics:
             "tideway_requests_refused", "Requests refused by authentication or authorization", ["api", "error"],
             registry=self.registry,
         )
+        self.corrupt_batches = Counter(
+            "tideway_corrupt_batches", "Batches found failing their CRC (by reads, loads or the scrubber)", ["topic"],
+            registry=self.registry,
+        )
+        self.replica_repairs = Counter(
+            "tideway_replica_repairs", "Damaged replicas repaired by copying from the leader again", ["topic"],
+            registry=self.registry,
+        )
+        self.scrubbed_bytes = Counter("tideway_scrubbed_bytes", "Log bytes re-read and CRC-checked by the scrubber",
+                                      registry=self.registry)
         self.registry.register(_LogSizeCollector(logs))

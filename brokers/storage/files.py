@@ -7,17 +7,20 @@ import os
 __all__ = ["fsync_directory", "write_atomically"]
 
 
-def write_atomically(path: str, data: bytes, *, sync_directory: bool = True) -> None:
+def write_atomically(path: str, data: bytes, *, sync_directory: bool = True, sync_file: bool = True) -> None:
     """Replace ``path`` with ``data`` so a crash leaves either the old or the new file.
 
     Written to ``path.tmp``, fsynced, renamed over ``path``; with
     ``sync_directory`` the directory is fsynced too, so the rename itself survives.
+    Without ``sync_file`` a power cut may leave an empty file (for hints that
+    are cheap to rebuild).
     """
     temporary = path + ".tmp"
     with open(temporary, "wb") as f:
         f.write(data)
         f.flush()
-        os.fsync(f.fileno())
+        if sync_file:
+            os.fsync(f.fileno())
     os.replace(temporary, path)
     if sync_directory:
         fsync_directory(os.path.dirname(path))

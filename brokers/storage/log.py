@@ -6,6 +6,14 @@ end offset (LEO) is the next offset to be assigned. ``high_watermark`` is kept
 by the replica layer above (for a single replica it follows the LEO); reads
 for consumers stop at it.
 
+Integrity: every read checks the CRC of the batches it returns, so a batch
+damaged on disk is never served (``on_corruption`` is told, and the read
+stops before it). Segments whose bytes were read back and found intact are
+listed in ``verified-segments`` with their size and modification time; on
+open every other segment is CRC-checked (a clean-shutdown marker says the
+broker stopped properly, not that the bytes are intact). The scrubber
+(``scrubber.py``) re-reads everything in the background at a bounded rate.
+
 Ownership: a Log is used by the broker's event-loop thread. ``flush`` may run
 in a flusher thread; it only fsyncs file descriptors and then publishes the
 offset it made durable.
@@ -13,19 +21,22 @@ offset it made durable.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import shutil
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import NamedTuple
 
 from brokers import errors
-from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
-from brokers.record.batch import BatchHeader, decode_records, stamp_batch, validate_batches
+from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError, StorageError
+from brokers.record.batch import BatchHeader, decode_records, first_corrupt_batch, stamp_batch, validate_batches
 from brokers.storage.config import TopicConfig
 from brokers.storage.epochs import LeaderEpochCache
+from brokers.storage.files import write_atomically
 from brokers.storage.producers import ProducerStateTable
 from brokers.storage.segment import Segment
 
@@ -34,6 +45,15 @@ __all__ = ["AppendResult", "Log", "ReadResult"]
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+_VERIFIED_FILE = "verified-segments"
+
+# Told (log, first offset that cannot be served intact, what is wrong) when a
+# read, a load or the scrubber finds a batch that fails its CRC.
+CorruptionHandler = Callable[["Log", int, str], None]
+
+
+def _log_corruption(log_: Log, offset: int, reason: str) -> None:
+    log.error("%s-%d: corrupt data from offset %d: %s", log_.topic, log_.partition, offset, reason)
 
 
 class AppendResult(NamedTuple):
@@ -66,6 +86,10 @@ class Log:
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateTable(directory)
         self.last_flush_monotonic = time.monotonic()
+        # base offset -> (size, mtime ns) of segments read back and found intact
+        self.verified: dict[int, tuple[int, int]] = {}
+        self.corruption_found: tuple[int, str] | None = None  # (offset, reason) found while loading
+        self.on_corruption: CorruptionHandler = _log_corruption
 
     @classmethod
     def open(
@@ -93,6 +117,7 @@ class Log:
         if recovery_point is not None and base_offsets:
             slot = max(bisect_right(base_offsets, recovery_point) - 1, 0)
             recover_from = base_offsets[slot]
+        verified = self._read_verified()
         truncated_at: int | None = None
         for base_offset in base_offsets:
             segment = Segment(self.directory, base_offset, self.config.index_interval_bytes)
@@ -107,6 +132,19 @@ class Log:
             self.segments.append(segment)
             if truncated:
                 truncated_at = segment.next_offset
+                if not recover and self.corruption_found is None:
+                    # Headers that do not add up in a segment that should be whole.
+                    self.corruption_found = (segment.next_offset, f"{truncated} bytes cut from {segment.log_path}")
+                continue
+            stamp = segment.modification_stamp()
+            if not recover and verified.get(base_offset) != stamp:
+                # Not proven intact since it was last written: check every batch's CRC.
+                _position, offset, problem = segment.scan(0, segment.base_offset, segment.size_bytes)
+                if problem:
+                    if self.corruption_found is None:
+                        self.corruption_found = (offset, f"{problem} in {segment.log_path}")
+                    continue
+            self.verified[base_offset] = stamp
         if not self.segments:
             self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes))
         self._base_offsets = [segment.base_offset for segment in self.segments]
@@ -119,6 +157,48 @@ class Log:
         self.flushed_offset = self.log_end_offset if recovery_point is None else min(
             recovery_point, self.log_end_offset
         )
+        if self.verified != verified:
+            self.write_verified()
+
+    # -- integrity -----------------------------------------------------------------
+
+    def _read_verified(self) -> dict[int, tuple[int, int]]:
+        try:
+            with open(os.path.join(self.directory, _VERIFIED_FILE)) as f:
+                return {int(base): (size, mtime) for base, (size, mtime) in json.load(f).items()}
+        except (OSError, ValueError, TypeError):
+            return {}
+
+    def write_verified(self) -> None:
+        """Write the list of intact segments (no fsync: losing it only means checking them again)."""
+        alive = {segment.base_offset for segment in self.segments}
+        self.verified = {base: stamp for base, stamp in self.verified.items() if base in alive}
+        contents = json.dumps({str(base): list(stamp) for base, stamp in self.verified.items()})
+        write_atomically(os.path.join(self.directory, _VERIFIED_FILE), contents.encode(), sync_directory=False,
+                         sync_file=False)
+
+    def mark_verified(self, segment: Segment, stamp: tuple[int, int]) -> None:
+        """The scrubber read ``segment`` back whole and found it intact, as of ``stamp``."""
+        if self.verified.get(segment.base_offset) == stamp:
+            return
+        if segment in self.segments and segment.modification_stamp() == stamp:
+            self.verified[segment.base_offset] = stamp
+            self.write_verified()
+
+    def _check_served(self, data: bytes, offset: int) -> bytes:
+        """``data`` up to its first batch failing its CRC; StorageError if that is the first one."""
+        bad = first_corrupt_batch(data)
+        if bad is None:
+            return data
+        position, offset_before, problem = bad
+        first_bad = offset if position == 0 else offset_before
+        self.on_corruption(self, first_bad, problem)
+        if position == 0:
+            raise StorageError(
+                f"{self.topic}-{self.partition}: the data at offset {offset} on this broker fails its CRC "
+                f"({problem}); it is not served, and another replica takes over when one is in sync"
+            )
+        return data[:position]
 
     # -- properties -----------------------------------------------------------
 
@@ -288,6 +368,7 @@ class Log:
                     break
                 data = segment.read(offset, max_bytes, limit)
                 if data:
+                    data = self._check_served(data, offset)
                     break
         return ReadResult(data, self.high_watermark, start, end)
 
@@ -350,6 +431,7 @@ class Log:
         self.producers.write_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()
+        self.write_verified()
 
     def delete(self) -> None:
         for segment in self.segments:

@@ -46,6 +46,7 @@ class LogManager:
         self.topics: dict[str, TopicConfig] = {}
         self.logs: dict[tuple[str, int], Log] = {}
         self._lock_fd = -1
+        self.on_corruption = None  # given to every log opened (Log.on_corruption); None keeps the log's default
 
     def open(self) -> None:
         """Lock the directory, load topics and recover logs after a crash."""
@@ -66,9 +67,9 @@ class LogManager:
                 if not os.path.isdir(self._log_dir(name, partition)):
                     continue  # a replica this broker does not hold
                 recovery_point = None if clean else checkpoint.get((name, partition), 0)
-                log_ = Log.open(
+                log_ = self._adopt(Log.open(
                     self._log_dir(name, partition), name, partition, config, recovery_point=recovery_point
-                )
+                ))
                 # A replicated partition must not show records that were never
                 # committed: start from the last high watermark known. (The
                 # replica layer moves it on; a lone replica commits at once.)
@@ -139,8 +140,13 @@ class LogManager:
             config = self.topics[name]
             if partition >= config.partitions:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition}")
-            log_ = Log.open(self._log_dir(name, partition), name, partition, config, recovery_point=None)
+            log_ = self._adopt(Log.open(self._log_dir(name, partition), name, partition, config, recovery_point=None))
             self.logs[(name, partition)] = log_
+        return log_
+
+    def _adopt(self, log_: Log) -> Log:
+        if self.on_corruption is not None:
+            log_.on_corruption = self.on_corruption
         return log_
 
     def delete_topic(self, name: str) -> None:

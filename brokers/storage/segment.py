@@ -149,32 +149,7 @@ class Segment:
 
     def _recover(self) -> int:
         self._reset_state()
-        position = 0
-        reason = ""
-        while position < self.size_bytes and not reason:
-            chunk = self._pread(min(_RECOVERY_CHUNK_BYTES, self.size_bytes - position), position)
-            consumed = 0
-            while consumed < len(chunk):
-                reason, size, header = _check_batch(chunk, consumed, position + consumed, self.next_offset)
-                if reason or header is None:
-                    break
-                self._track(header, position + consumed)
-                consumed += size
-            if not reason and consumed < len(chunk):
-                # A batch larger than what is left of the chunk: read it whole.
-                raw_header = self._pread(BATCH_HEADER_BYTES, position + consumed)
-                if len(raw_header) < BATCH_HEADER_BYTES:
-                    reason = "file ends inside a batch header"
-                else:
-                    size = read_header(raw_header).size
-                    big = self._pread(size, position + consumed)
-                    reason, size, header = _check_batch(big, 0, position + consumed, self.next_offset)
-                    if not reason and header is None:
-                        reason = f"file ends inside the batch at byte {position + consumed} (torn write)"
-                    if not reason and header is not None:
-                        self._track(header, position + consumed)
-                        consumed += size
-            position += consumed
+        position, _next_offset, reason = self.scan(0, self.base_offset, self.size_bytes, track=self._track)
         truncated = self.size_bytes - position
         if truncated:
             log.warning(
@@ -191,6 +166,52 @@ class Segment:
             self.size_bytes = position
         self._indexes_dirty = True
         return truncated
+
+    def scan(self, position: int, expected_offset: int, max_bytes: int, *, track=None) -> tuple[int, int, str]:
+        """CRC-check the whole batches from byte ``position``, about ``max_bytes`` of them.
+
+        Returns (the position after the last good batch, the offset after it,
+        the problem found there or ""). A position equal to ``size_bytes`` with
+        no problem means the file is intact to its end. Only ``pread``: loads,
+        recoveries and the scrubber use it alike. ``track(header, position)``
+        is called for each good batch.
+        """
+        stop = min(self.size_bytes, position + max_bytes)
+        while position < stop:
+            chunk = self._pread(min(_RECOVERY_CHUNK_BYTES, stop - position), position)
+            consumed = 0
+            while True:
+                reason, size, header = _check_batch(chunk, consumed, position + consumed, expected_offset)
+                if reason:
+                    return position + consumed, expected_offset, reason
+                if header is None:
+                    break
+                if track is not None:
+                    track(header, position + consumed)
+                expected_offset = header.next_offset
+                consumed += size
+            if consumed == 0:
+                # One batch larger than the chunk (or than what is left of max_bytes): read it whole.
+                raw_header = self._pread(BATCH_HEADER_BYTES, position)
+                if len(raw_header) < BATCH_HEADER_BYTES:
+                    return position, expected_offset, "file ends inside a batch header (torn write)"
+                size = read_header(raw_header).size
+                if position + size > self.size_bytes:
+                    return position, expected_offset, f"file ends inside the batch at byte {position} (torn write)"
+                reason, size, header = _check_batch(self._pread(size, position), 0, position, expected_offset)
+                if reason or header is None:
+                    return position, expected_offset, reason or f"unreadable batch at byte {position}"
+                if track is not None:
+                    track(header, position)
+                expected_offset = header.next_offset
+                consumed = size
+            position += consumed
+        return position, expected_offset, ""
+
+    def modification_stamp(self) -> tuple[int, int]:
+        """(size, mtime in ns) of the file: any write since a check changes it."""
+        stat = os.fstat(self.fd) if self.fd >= 0 else os.stat(self.log_path)
+        return stat.st_size, stat.st_mtime_ns
 
     def _reset_state(self) -> None:
         self.next_offset = self.base_offset

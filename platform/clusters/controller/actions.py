@@ -179,6 +179,42 @@ def do_alter_isr(lease: Lease, request: m.AlterIsrRequest) -> m.PartitionState:
         return _state(partition)
 
 
+def do_replica_damaged(lease: Lease, request: m.ReplicaDamagedRequest) -> m.PartitionState:
+    """A broker found a batch failing its CRC in its replica: out of the ISR, and out of leadership.
+
+    It refetches from the new leader and rejoins the ISR the usual way (its
+    leader re-admits it once it has caught up). When no other live in-sync
+    replica exists, nothing better can lead: the answer says so and the
+    partition stays as it is (its damaged batch is refused to readers).
+    """
+    with transaction.atomic():
+        renew_lease(lease)
+        try:
+            partition = _partitions(lease).select_for_update().get(topic__name=request.topic, index=request.partition)
+        except Partition.DoesNotExist:
+            raise errors.UnknownTopicOrPartitionError(f"{request.topic}-{request.partition} does not exist") from None
+        broker_id = request.broker_id
+        if broker_id not in partition.isr:
+            return _state(partition)  # already out: it catches up like any follower
+        alive = _alive_ids(lease)
+        healthy = [r for r in partition.replicas if r in partition.isr and r != broker_id and r in alive]
+        isr = [r for r in partition.isr if r != broker_id]
+        if partition.leader == broker_id:
+            if not healthy:
+                raise errors.NotEnoughReplicasError(
+                    f"{partition}: broker {broker_id} holds a corrupt batch from offset {request.offset} and no other "
+                    "live in-sync replica can take over; the batch cannot be repaired"
+                )
+            _set_leader(partition, healthy[0], isr)
+        else:
+            partition.isr = isr
+            partition.partition_epoch += 1
+            partition.save(update_fields=["isr", "partition_epoch"])
+        log.warning("%s: broker %d found a corrupt batch from offset %d (%s); ISR now %s, leader %d",
+                    partition, broker_id, request.offset, request.reason, partition.isr, partition.leader)
+        return _state(partition)
+
+
 def do_preferred_leader_election(lease: Lease) -> list[str]:
     """Give leadership back to each partition's first replica when it is alive and in sync."""
     moved = []

@@ -5,6 +5,8 @@ While active it:
 * answers brokers' registrations and heartbeats, and fences a broker whose
   session expired (moving its leaderships to other ISR members);
 * decides ISR changes that leaders ask for (ALTER_ISR);
+* takes a replica that found a corrupt batch out of its ISR, moving the
+  leadership to a healthy in-sync replica when it led (REPLICA_DAMAGED);
 * creates and deletes topics (brokers forward those admin requests here);
 * runs preferred-leader elections so leadership returns after a recovery;
 * pushes the whole cluster state to every live broker after each change, and
@@ -110,6 +112,7 @@ class Controller:
             (ApiKey.BROKER_REGISTER, self._register),
             (ApiKey.BROKER_HEARTBEAT, self._heartbeat),
             (ApiKey.ALTER_ISR, self._alter_isr),
+            (ApiKey.REPLICA_DAMAGED, self._replica_damaged),
             (ApiKey.CREATE_TOPICS, self._create_topics),
             (ApiKey.DELETE_TOPICS, self._delete_topics),
             (ApiKey.CREATE_PARTITIONS, self._create_partitions),
@@ -311,6 +314,13 @@ class Controller:
         state = await self.db(actions.do_alter_isr, self.lease, request)
         self._push_needed.set()
         return m.AlterIsrResponse(state=state)
+
+    async def _replica_damaged(self, request: m.ReplicaDamagedRequest) -> m.ReplicaDamagedResponse:
+        if self._broker_epochs.get(request.broker_id) != request.broker_epoch:
+            raise errors.StaleBrokerEpochError(f"broker {request.broker_id} must register with this controller")
+        state = await self.db(actions.do_replica_damaged, self.lease, request)
+        self._push_needed.set()
+        return m.ReplicaDamagedResponse(state=state)
 
     async def _create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
         results = []

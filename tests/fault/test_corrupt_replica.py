@@ -1,0 +1,111 @@
+"""A damaged replica never serves a batch failing its CRC, and is repaired from a healthy one (issue 15).
+
+Real processes: a controller and two brokers, a topic with two replicas. The
+damage is one byte flipped inside a batch's records in a segment file, where
+only the CRC can tell.
+"""
+
+import signal
+
+from brokers.client import Consumer, Producer, TidewayClient
+from brokers.record.batch import BATCH_HEADER_BYTES, iter_batches
+
+TOPIC = "ledger"
+
+
+async def create_topic(deployment) -> None:
+    async with TidewayClient(deployment.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1, replication_factor=2,
+                                  configs={"min.insync.replicas": "1", "segment.bytes": str(64 << 10)})
+    await deployment.wait_until(lambda s: len(deployment.partition(s, TOPIC, 0).isr) == 2, what="topic created")
+
+
+async def produce(bootstrap: str, count: int) -> list[bytes]:
+    """``count`` acknowledged 200-byte records in batches of 50: about ten 64 KiB segments."""
+    acked = []
+    async with Producer(bootstrap, acks="all", linger_ms=2) as producer:
+        for start in range(0, count, 50):
+            values = [b"record-%06d-" % i + b"x" * 186 for i in range(start, start + 50)]
+            futures = [await producer.send(TOPIC, value, partition=0) for value in values]
+            for value, future in zip(values, futures, strict=True):
+                await future
+                acked.append(value)
+    return acked
+
+
+async def consume_all(bootstrap: str, expected: int) -> list[bytes]:
+    """Everything from the start, with the client checking every batch's CRC (a failure raises)."""
+    consumer = Consumer(bootstrap, check_crcs=True)
+    await consumer.start()
+    await consumer.assign([(TOPIC, 0)], start="earliest")
+    values: list[bytes] = []
+    for _ in range(400):
+        batch = await consumer.getmany(timeout_ms=250)
+        values += [r.value for records in batch.values() for r in records]
+        if len(values) >= expected:
+            break
+    await consumer.stop()
+    return values
+
+
+def flip_byte_mid_segment(directory) -> None:
+    """Flip one byte inside the records of a batch in the middle of the newest non-empty segment."""
+    segments = sorted(p for p in directory.glob("*.log") if p.stat().st_size > 0)
+    path = segments[-1]
+    data = path.read_bytes()
+    batches = list(iter_batches(data))
+    position, _base, size = batches[len(batches) // 2]
+    target = position + BATCH_HEADER_BYTES + (size - BATCH_HEADER_BYTES) // 2
+    with open(path, "r+b") as f:
+        f.seek(target)
+        f.write(bytes([data[target] ^ 0x01]))
+
+
+async def test_a_corrupt_follower_restarted_cleanly_is_repaired_before_it_can_lead(deployment_factory):
+    deployment = deployment_factory(brokers=2)
+    await create_topic(deployment)
+    acked = await produce(deployment.bootstrap, 3000)
+    state = await deployment.describe()
+    leader_id = deployment.partition(state, TOPIC, 0).leader
+    follower_id = 3 - leader_id
+    follower, leader = deployment.brokers[follower_id], deployment.brokers[leader_id]
+
+    assert follower.terminate() == 0  # a clean shutdown: its files carry the clean-shutdown marker
+    await deployment.wait_until(lambda s: deployment.partition(s, TOPIC, 0).isr == [leader_id], what="follower out of the ISR")
+    flip_byte_mid_segment(follower.data_dir / f"{TOPIC}-0")
+    follower.restart()
+    await deployment.wait_until(lambda s: len(deployment.partition(s, TOPIC, 0).isr) == 2, timeout_s=30,
+                                what="the repaired follower back in the ISR")
+    log_text = follower.log_text()
+    assert "corrupt data from offset" in log_text and "repaired" in log_text
+
+    leader.kill()  # SIGKILL: the repaired replica must lead now
+    await deployment.wait_until(lambda s: deployment.partition(s, TOPIC, 0).leader == follower_id, what="failover")
+    values = await consume_all(follower.bootstrap, len(acked))
+    assert values == acked  # every acknowledged record, intact, in order; a CRC failure would have raised
+
+
+async def test_a_leader_refuses_its_corrupt_batch_and_hands_over_to_a_healthy_replica(deployment_factory):
+    deployment = deployment_factory(brokers=2)
+    await create_topic(deployment)
+    acked = await produce(deployment.bootstrap, 3000)
+    state = await deployment.describe()
+    leader_id = deployment.partition(state, TOPIC, 0).leader
+    follower_id = 3 - leader_id
+    leader = deployment.brokers[leader_id]
+
+    # Damage the running leader's file: its next read of that batch sees it.
+    leader.signal(signal.SIGSTOP)
+    try:
+        flip_byte_mid_segment(leader.data_dir / f"{TOPIC}-0")
+    finally:
+        leader.signal(signal.SIGCONT)
+    values = await consume_all(deployment.bootstrap, len(acked))
+    assert values == acked  # no batch failing its CRC reached the consumer
+
+    state = await deployment.wait_until(
+        lambda s: deployment.partition(s, TOPIC, 0).leader == follower_id, what="leadership moved off the damaged replica")
+    await deployment.wait_until(lambda s: len(deployment.partition(s, TOPIC, 0).isr) == 2, timeout_s=30,
+                                what="the damaged replica repaired and back in the ISR")
+    assert "fails its CRC" in leader.log_text() or "CRC mismatch" in leader.log_text()
+    assert "repaired" in leader.log_text()

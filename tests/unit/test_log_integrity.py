@@ -1,0 +1,128 @@
+"""A batch that fails its CRC on disk is found and never served: on load, on read, by the scrubber.
+
+Real files: the damage is one byte flipped inside a batch's records, where
+only the CRC can tell (headers, sizes and offsets all still add up).
+"""
+
+import os
+
+import pytest
+
+from brokers.errors import StorageError
+from brokers.record.batch import BATCH_HEADER_BYTES, iter_batches, read_header
+from brokers.storage import Log, TopicConfig
+from brokers.storage.scrubber import Scrubber
+from tests.unit.test_storage import decode_records_all, fill
+
+CONFIG = TopicConfig(segment_bytes=4096, index_interval_bytes=512)
+
+
+def flip_byte_in_batch(segment_path: str, batch_index: int) -> int:
+    """Flip a byte in the records of the batch_index-th batch of a segment file; return that batch's base offset."""
+    with open(segment_path, "rb") as f:
+        data = f.read()
+    position, base_offset, size = list(iter_batches(data))[batch_index]
+    target = position + BATCH_HEADER_BYTES + (size - BATCH_HEADER_BYTES) // 2
+    with open(segment_path, "r+b") as f:
+        f.seek(target)
+        f.write(bytes([data[target] ^ 0x20]))
+    return base_offset
+
+
+def reported(log_):
+    found = []
+    log_.on_corruption = lambda log_, offset, reason: found.append((offset, reason))
+    return found
+
+
+def test_a_byte_flipped_in_a_cleanly_closed_log_is_found_when_it_opens(tmp_path):
+    log_ = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    fill(log_, batches=60)
+    middle = log_.segments[len(log_.segments) // 2]
+    log_.close()
+    bad_offset = flip_byte_in_batch(middle.log_path, 1)
+
+    reopened = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)  # "clean shutdown": still checked
+    offset, reason = reopened.corruption_found
+    assert offset == bad_offset and "CRC" in reason
+    # Nothing is cut by the load itself (the broker decides: repair from the leader or refuse).
+    assert reopened.log_end_offset == 420
+
+
+def test_segments_read_back_intact_are_not_checked_again_unless_they_change(tmp_path, monkeypatch):
+    log_ = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    fill(log_, batches=60)
+    log_.close()
+    first = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    assert first.corruption_found is None
+    assert set(first.verified) == {s.base_offset for s in first.segments}
+    first.close()
+
+    scanned = []
+    from brokers.storage.segment import Segment
+
+    original = Segment.scan
+    monkeypatch.setattr(Segment, "scan", lambda self, *a, **k: scanned.append(self.base_offset) or original(self, *a, **k))
+    second = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    assert scanned == []  # every segment was proven intact and is unchanged
+    target = second.segments[2]
+    second.close()
+    bad_offset = flip_byte_in_batch(target.log_path, 0)  # writing the file changes its mtime
+    third = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    assert scanned == [target.base_offset]
+    assert third.corruption_found[0] == bad_offset
+
+
+def test_a_read_stops_before_a_corrupt_batch_and_refuses_it(tmp_path):
+    log_ = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    fill(log_, batches=10)  # one segment
+    found = reported(log_)
+    bad_offset = flip_byte_in_batch(log_.active_segment.log_path, 4)
+
+    before = log_.read(0, 1 << 20)
+    records = decode_records_all(before.records)
+    assert [r.offset for r in records] == list(range(bad_offset))  # every intact batch before it, none after
+    assert found == [(bad_offset, found[0][1])]
+    with pytest.raises(StorageError, match="fails its CRC"):
+        log_.read(bad_offset + 2, 1 << 20)
+    assert found[-1][0] == bad_offset + 2  # inside the bad batch: truncating there removes all of it
+
+
+def test_the_scrubber_finds_damage_in_an_open_log_and_verifies_the_rest(tmp_path):
+    logs = {}
+    for partition in range(3):
+        log_ = Log.open(str(tmp_path / f"t-{partition}"), "t", partition, CONFIG, recovery_point=None)
+        fill(log_, batches=40)
+        log_.verified.clear()
+        logs[("t", partition)] = log_
+    found = reported(logs[("t", 1)])
+    damaged = logs[("t", 1)].segments[1]
+    bad_offset = flip_byte_in_batch(damaged.log_path, 2)
+
+    scrubber = Scrubber(lambda: logs, bytes_per_step=2048)
+    steps = 0
+    while scrubber.passes == 0:
+        assert scrubber.step() <= 2048 + 1024  # bounded work per step (at most one batch over)
+        steps += 1
+    assert steps > 3
+    assert [offset for offset, _ in found] == [bad_offset]
+    assert "scrubber" in found[0][1]
+    for key, log_ in logs.items():
+        expected = {s.base_offset for s in log_.segments if key != ("t", 1) or s is not damaged}
+        assert set(log_.verified) == expected
+
+
+def test_a_damaged_replica_truncated_to_the_bad_batch_reads_intact_again(tmp_path):
+    log_ = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    fill(log_, batches=60)
+    bad_offset = flip_byte_in_batch(log_.segments[3].log_path, 1)
+    log_.truncate_to(bad_offset)
+    assert log_.log_end_offset == bad_offset
+    log_.high_watermark = log_.log_end_offset
+    # Reading everything back meets no damage any more.
+    offset = 0
+    while offset < log_.log_end_offset:
+        chunk = log_.read(offset, 1 << 20).records
+        last = list(iter_batches(chunk))[-1]
+        offset = read_header(chunk, last[0]).next_offset
+    assert offset == bad_offset
