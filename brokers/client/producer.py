@@ -17,8 +17,16 @@ is ambiguous (the batch may have been written): a plain producer fails the
 batch, an idempotent one (the default with acks=all) retries it, because the
 broker recognises a resent batch by its producer id and sequence numbers and
 answers with the offsets it got the first time. Idempotent retries go on
-until ``delivery_timeout_ms``; retried batches are resent in sequence order,
-ahead of newer ones.
+until ``delivery_timeout_ms``.
+
+An idempotent partition is resent as a whole and in sequence order: once one
+of its batches needs resending, every later batch of that partition is held
+(newer ones too) until nothing of it is in flight any more, then all of them
+go out again, oldest first, ahead of everything else. Letting a newer batch
+overtake an older one being retried makes the broker refuse it (out of
+order), and with batches arriving faster than single retries drain, that
+became a partition stalled until the delivery timeout after a failover
+(issue 15).
 
 Producer ids are random 62-bit numbers chosen here (the chance that two
 producers pick the same one is negligible), so no extra round trip is needed.
@@ -120,7 +128,8 @@ async def wait_records(futures: list[RecordFuture]) -> list[RecordMetadata | Bas
 
 
 class _Batch:
-    __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data", "in_flight")
+    __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data", "in_flight",
+                 "last_error")
 
     def __init__(self, topic: str, partition: int, builder: BatchBuilder) -> None:
         self.topic = topic
@@ -131,6 +140,7 @@ class _Batch:
         self.attempts = 0
         self.data = b""
         self.in_flight = False
+        self.last_error: BaseException | None = None
 
 
 _NOT_WRITTEN_ERRORS = (
@@ -196,6 +206,9 @@ class Producer:
         self._open: dict[tuple[str, int], _Batch] = {}
         self._ready: deque[_Batch] = deque()
         self._sticky: dict[str, int] = {}
+        # Idempotent partitions being resent: their batches waiting, in any order, and the task resending them.
+        self._resending: dict[tuple[str, int], list[_Batch]] = {}
+        self._resenders: dict[tuple[str, int], asyncio.Task] = {}
         self._in_flight: dict[int, int] = {}
         self._unfinished: set[_Batch] = set()
         self._buffered_bytes = 0
@@ -344,6 +357,10 @@ class Producer:
         held: list[_Batch] = []
         while self._ready:
             batch = self._ready.popleft()
+            resending = self._resending.get((batch.topic, batch.partition))
+            if resending is not None:
+                resending.append(batch)  # goes out with its partition's resend, in sequence order
+                continue
             try:
                 leader = self.client.leader_for(batch.topic, batch.partition)
             except errors.TidewayError:
@@ -353,7 +370,12 @@ class Producer:
         if self.idempotent:
             by_leader = {leader: self._within_partition_cap(batches) for leader, batches in by_leader.items()}
         if held:
-            asyncio.get_running_loop().create_task(self._retry_later(held, None))
+            if self.idempotent:
+                for batch in held:
+                    batch.attempts += 1
+                self._resend_partitions(held)
+            else:
+                asyncio.get_running_loop().create_task(self._retry_later(held, None))
         for leader, batches in by_leader.items():
             if self._in_flight.get(leader, 0) >= self.in_flight_per_broker_max:
                 self._ready.extendleft(reversed(batches))
@@ -403,6 +425,8 @@ class Producer:
         try:
             future = connection.send(ApiKey.PRODUCE, request, expect_response=self.acks != 0)
         except errors.TidewayError as exc:
+            for batch in batches:
+                batch.in_flight = False
             self._fail_or_retry(batches, exc)
             return
         if future is None:  # acks=0: nothing will come back
@@ -465,7 +489,55 @@ class Producer:
                 if self.idempotent:
                     self._abandon_sequence_after(batch, exc)
         if retriable:
-            asyncio.get_running_loop().create_task(self._retry_later(retriable, exc))
+            if self.idempotent:
+                self._resend_partitions(retriable, exc)
+            else:
+                asyncio.get_running_loop().create_task(self._retry_later(retriable, exc))
+
+    def _resend_partitions(self, batches: list[_Batch], cause: BaseException | None = None) -> None:
+        """Idempotent: hand each batch to its partition's resend (started if needed)."""
+        for batch in batches:
+            batch.last_error = cause or batch.last_error
+            key = (batch.topic, batch.partition)
+            self._resending.setdefault(key, []).append(batch)
+            if key not in self._resenders:
+                self._resenders[key] = asyncio.get_running_loop().create_task(self._resend_partition(key))
+
+    async def _resend_partition(self, key: tuple[str, int]) -> None:
+        """Resend a partition's batches in sequence order once none of its batches is in flight."""
+        try:
+            await asyncio.sleep(self.retry_backoff_s)
+            # Requests still out come back answered or into the resend list: wait for all of them.
+            while any(b.in_flight for b in self._unfinished if (b.topic, b.partition) == key):
+                await asyncio.sleep(0.01)
+            try:
+                await self.client.refresh_metadata()
+            except errors.TidewayError as exc:
+                log.debug("metadata refresh before a resend failed: %s", exc)
+            else:
+                if key[0] not in self.client.topics:
+                    gone = errors.UnknownTopicOrPartitionError(f"topic {key[0]!r} does not exist")
+                    for batch in self._resending.pop(key, []):
+                        if not batch.future.done():
+                            self._fail(batch, gone)
+                            self._abandon_sequence_after(batch, gone)
+                    return
+        finally:
+            self._resenders.pop(key, None)
+        batches = sorted((b for b in self._resending.pop(key, []) if not b.future.done()),
+                         key=lambda b: (b.builder.producer_id != self.producer_id, b.builder.base_sequence))
+        for batch in batches:
+            if batch.future.done():
+                continue  # failed with an earlier one
+            if batch.attempts > self.retries or self._expired(batch):
+                cause = errors.RequestTimedOutError(
+                    f"not acknowledged within the delivery timeout ({self.delivery_timeout_s:.0f}s) after "
+                    f"{batch.attempts} attempts; last error: {batch.last_error or 'no leader known'}")
+                self._fail(batch, cause)
+                self._abandon_sequence_after(batch, cause)
+        resend = [b for b in batches if not b.future.done()]
+        self._ready.extendleft(reversed(resend))
+        self._wakeup.set()
 
     def _expired(self, batch: _Batch) -> bool:
         return time.monotonic() - batch.created_monotonic >= self.delivery_timeout_s
