@@ -13,6 +13,7 @@ import logging
 from brokers import errors
 from brokers.client.conn import Connection, connect
 from brokers.client.credentials import Credentials, credentials_for
+from brokers.client.retry import Backoff
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 
@@ -165,6 +166,43 @@ class TidewayClient:
         if leader < 0:
             raise errors.LeaderNotAvailableError(f"{topic}-{partition} has no leader")
         return leader
+
+    # -- reads ------------------------------------------------------------------------
+
+    async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20, wait_ms: int = 0,
+                    retry_for_s: float | None = None) -> m.FetchPartitionResult:
+        """Whole batches of one partition from ``offset``, read at its leader.
+
+        Waits up to ``wait_ms`` for data when there is none yet. While the
+        leader moves (not leader, no leader, a broken connection, a damaged
+        replica) it refreshes metadata and tries again, with backoff, for up to
+        ``retry_for_s`` (default: the request timeout; 0: once). Other errors,
+        such as an offset outside the log, are raised at once.
+        """
+        backoff = Backoff(initial_s=0.05, max_s=1.0,
+                          deadline_s=self.request_timeout_s if retry_for_s is None else retry_for_s)
+        if topic not in self.topics:
+            await self.refresh_metadata([topic])
+        request = m.FetchRequest(max_wait_ms=wait_ms, min_bytes=1 if wait_ms > 0 else 0, max_bytes=max_bytes, partitions=[
+            m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])
+        while True:
+            try:
+                connection = await self.connection(self.leader_for(topic, partition))
+                response: m.FetchResponse = await connection.request(
+                    ApiKey.FETCH, request, timeout_s=self.request_timeout_s + wait_ms / 1000)
+                (result,) = response.partitions
+                if result.error_code:
+                    raise errors.error_for_code(result.error_code, result.error_message)
+                return result
+            except errors.TidewayError as exc:
+                if not exc.retriable:
+                    raise
+                try:
+                    await self.refresh_metadata([topic])
+                except errors.TidewayError:
+                    pass
+                if not await backoff.wait():
+                    raise
 
     # -- admin ------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from crc32c import crc32c
 from brokers import errors
 from brokers.aio import cancel_and_wait
 from brokers.client.client import TidewayClient
+from brokers.client.retry import Backoff
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import CRC_START, Record, decode_records, iter_batches, read_header
@@ -213,7 +214,7 @@ class Consumer:
     # -- the fetcher task -------------------------------------------------------------------
 
     async def _fetch_loop(self) -> None:
-        backoff_s = 0.0
+        backoff = Backoff(initial_s=0.05, max_s=1.0)
         while True:
             wanted = [tp for tp, s in self._partitions.items() if s.buffered_bytes < self.buffer_bytes_max and s.error is None]
             if not wanted:
@@ -225,13 +226,12 @@ class Consumer:
                 for tp in wanted:
                     by_leader.setdefault(self.client.leader_for(*tp), []).append(tp)
                 await asyncio.gather(*(self._fetch_from(leader, tps) for leader, tps in by_leader.items()))
-                backoff_s = 0.0
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except errors.TidewayError as exc:
-                backoff_s = min(max(backoff_s * 2, 0.05), 1.0)
-                log.debug("fetch failed (%s); refreshing metadata in %.2fs", exc, backoff_s)
-                await asyncio.sleep(backoff_s)
+                log.debug("fetch failed (%s); refreshing metadata after a pause", exc)
+                await backoff.wait()
                 try:
                     await self.client.refresh_metadata()
                 except errors.TidewayError:

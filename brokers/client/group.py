@@ -25,6 +25,7 @@ from brokers import errors
 from brokers.aio import cancel_and_wait
 from brokers.client.client import TidewayClient
 from brokers.client.consumer import Consumer, TopicPartition
+from brokers.client.retry import Backoff
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import Record, decode_records, iter_batches
@@ -62,8 +63,7 @@ class CoordinatorLink:
         return self.node_id
 
     async def request(self, api: ApiKey, body, *, timeout_s: float | None = None, retry_for_s: float | None = None):
-        deadline = time.monotonic() + (self.retry_for_s if retry_for_s is None else retry_for_s)
-        backoff = 0.05
+        backoff = Backoff(initial_s=0.05, max_s=0.5, deadline_s=self.retry_for_s if retry_for_s is None else retry_for_s)
         while True:
             try:
                 if self.node_id is None:
@@ -77,11 +77,9 @@ class CoordinatorLink:
                 return await connection.request(api, body, timeout_s=timeout_s or self.client.request_timeout_s)
             except _RETRY as exc:
                 self.node_id = None
-                if time.monotonic() + backoff > deadline:
-                    raise
                 log.debug("group %s: %s; finding the coordinator again", self.group_id, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 0.5)
+                if not await backoff.wait():
+                    raise
                 try:
                     await self.client.refresh_metadata()
                 except errors.TidewayError:
@@ -323,14 +321,11 @@ async def describe_group(client: TidewayClient, group_id: str, group_type: str =
 
 async def _timestamp_at(client: TidewayClient, topic: str, partition: int, offset: int) -> int | None:
     """The timestamp of the first record at or after ``offset`` (None if there is none)."""
-    connection = await client.connection(client.leader_for(topic, partition))
-    request = m.FetchRequest(
-        max_wait_ms=0, min_bytes=0,
-        partitions=[m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=1)],
-    )
-    response: m.FetchResponse = await connection.request(ApiKey.FETCH, request)
-    (result,) = response.partitions
-    if result.error_code or not result.records:
+    try:
+        result = await client.fetch(topic, partition, offset, max_bytes=1, retry_for_s=0)
+    except errors.TidewayError:
+        return None
+    if not result.records:
         return None
     for position, _base, _size in iter_batches(result.records):
         for record in decode_records(result.records, position):

@@ -232,28 +232,15 @@ class QueueService:
 
     async def _fetch_remote(self, state: _Share, offset: int) -> tuple[bytes, int]:
         client = await self._cluster_client()
-        await client.partitions_for(state.topic)
         try:
-            leader = client.leader_for(state.topic, state.partition)
-            connection = await client.connection(leader)
-            request = m.FetchRequest(
-                max_wait_ms=0, min_bytes=0,
-                partitions=[m.FetchPartition(topic=state.topic, partition=state.partition, fetch_offset=offset, partition_max_bytes=READ_BYTES)],
-            )
-            response: m.FetchResponse = await connection.request(m.ApiKey.FETCH, request, timeout_s=5)
-        except (errors.ConnectionClosedError, errors.ClientTimeoutError, errors.LeaderNotAvailableError):
-            await client.refresh_metadata([state.topic])
-            return b"", state.log_end_known
-        (result,) = response.partitions
-        if result.error_code == errors.OffsetOutOfRangeError.errno:
+            result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES, retry_for_s=0)
+        except errors.OffsetOutOfRangeError:
             start = await self._log_start(state.topic, state.partition)
             if offset < start:
                 state.share.move_start(start)
             return b"", state.log_end_known
-        if result.error_code:
-            if result.error_code in (errors.NotLeaderError.errno, errors.UnknownTopicOrPartitionError.errno):
-                await client.refresh_metadata([state.topic])
-            return b"", state.log_end_known
+        except errors.TidewayError:
+            return b"", state.log_end_known  # the receivers' next read tries again (metadata is refreshed)
         return result.records, result.high_watermark
 
     async def _cluster_client(self):
@@ -436,19 +423,12 @@ class QueueService:
     async def _watch(self, state: _Share, config: TopicConfig) -> None:
         try:
             client = await self._cluster_client()
-            await client.partitions_for(state.topic)
-            connection = await client.connection(client.leader_for(state.topic, state.partition))
             offset = state.share.end_offset
-            request = m.FetchRequest(max_wait_ms=WATCH_WAIT_MS, min_bytes=1, partitions=[
-                m.FetchPartition(topic=state.topic, partition=state.partition, fetch_offset=offset, partition_max_bytes=READ_BYTES)])
-            response: m.FetchResponse = await connection.request(m.ApiKey.FETCH, request, timeout_s=5 + WATCH_WAIT_MS / 1000)
-            (result,) = response.partitions
-            if result.error_code:
-                await asyncio.sleep(0.1)  # the receivers' next read finds out why (and refreshes metadata)
-            else:
-                async with state.reading:
-                    if state.share.end_offset == offset and self.shares.get((state.group_id, state.topic, state.partition)) is state:
-                        self._add(state, config, result.records, offset, result.high_watermark)
+            result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES,
+                                        wait_ms=WATCH_WAIT_MS, retry_for_s=0)
+            async with state.reading:
+                if state.share.end_offset == offset and self.shares.get((state.group_id, state.topic, state.partition)) is state:
+                    self._add(state, config, result.records, offset, result.high_watermark)
         except (errors.TidewayError, OSError) as exc:
             log.debug("watching %s-%d for group %s: %s", state.topic, state.partition, state.group_id, exc)
             await asyncio.sleep(0.1)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from brokers import errors
 from brokers.aio import cancel_and_wait
 from brokers.client.conn import Connection, connect
+from brokers.client.retry import Backoff
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.replication.partition import Partition, Role
@@ -76,7 +77,7 @@ class ReplicaFetcher:
             self._connection = None
 
     async def _run(self) -> None:
-        backoff_s = 0.0
+        backoff = Backoff(initial_s=0.05, max_s=BACKOFF_S_MAX)
         while True:
             followed = self._partitions()
             if not followed:
@@ -85,7 +86,7 @@ class ReplicaFetcher:
                 continue
             try:
                 await self._fetch_once(followed)
-                backoff_s = 0.0
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except (errors.TidewayError, OSError) as exc:
@@ -94,13 +95,9 @@ class ReplicaFetcher:
                 if self._connection is not None:
                     self._connection.close()
                     self._connection = None
-                backoff_s = min(max(backoff_s * 2, 0.05), BACKOFF_S_MAX)
-                log.debug("fetch from leader %d failed: %s; retrying in %.2fs", self.leader_id, exc, backoff_s)
+                log.debug("fetch from leader %d failed: %s; retrying", self.leader_id, exc)
                 self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), backoff_s)
-                except TimeoutError:
-                    pass
+                await backoff.wait(self._wakeup)
 
     async def _connect(self) -> Connection:
         if self._connection is None or self._connection.closed:

@@ -29,6 +29,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from brokers import errors
+from brokers.client.retry import Backoff
 from brokers.protocol import messages as m
 from brokers.replication import Partition, Role
 from brokers.server.metrics import BrokerMetrics
@@ -112,7 +113,7 @@ class ReplicaRepair:
         self._reports[key] = asyncio.get_running_loop().create_task(self._report_until_answered(key, offset, reason))
 
     async def _report_until_answered(self, key: tuple[str, int], offset: int, reason: str) -> None:
-        backoff_s = 0.1
+        backoff = Backoff(initial_s=0.1, max_s=REPORT_BACKOFF_S_MAX)
         while key in self.pending:
             request = m.ReplicaDamagedRequest(broker_id=self.broker_id, broker_epoch=-1, topic=key[0],
                                               partition=key[1], offset=offset, reason=reason[:500])
@@ -126,8 +127,7 @@ class ReplicaRepair:
                 return
             except (errors.TidewayError, OSError) as exc:
                 log.info("%s-%d: could not tell the controller about the damage yet (%s); retrying", *key, exc)
-                await asyncio.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, REPORT_BACKOFF_S_MAX)
+                await backoff.wait()
                 continue
             state = response.state
             if state is not None:

@@ -32,8 +32,19 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from brokers import errors
-from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError, StorageError
-from brokers.record.batch import BatchHeader, decode_records, first_corrupt_batch, stamp_batch, validate_batches
+from brokers.errors import (
+    CorruptRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from brokers.record.batch import (
+    BatchHeader,
+    decode_records,
+    first_corrupt_batch,
+    stamp_batch,
+    validate_batches,
+)
 from brokers.storage.config import TopicConfig
 from brokers.storage.epochs import LeaderEpochCache
 from brokers.storage.files import write_atomically

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from brokers import errors
 from brokers.client import Producer, QueueConsumer, TidewayClient
 from brokers.client.group import CoordinatorLink
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from brokers.record.batch import Record, decode_records, iter_batches
 
 # A publish not acknowledged by every in-sync replica in this time fails (503, retry):
@@ -66,28 +63,16 @@ async def producer(bootstrap: str) -> Producer:
     return _producers[_key(bootstrap)]
 
 
+READ_RETRY_S = 2.0
+
+
 async def read_partition(bootstrap: str, topic: str, partition: int, offset: int, *, max_records: int,
                          wait_ms: int, max_bytes: int = 4 << 20) -> tuple[list[Record], int, int]:
     """Up to ``max_records`` records of one partition from ``offset``: (records, next offset, high watermark)."""
     broker_client = await client(bootstrap)
-    if topic not in broker_client.topics:
-        await broker_client.refresh_metadata([topic])
-    for attempt in range(3):
-        try:
-            leader = broker_client.leader_for(topic, partition)
-            connection = await broker_client.connection(leader)
-            request = m.FetchRequest(max_wait_ms=wait_ms, min_bytes=1, max_bytes=max_bytes, partitions=[
-                m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])
-            response: m.FetchResponse = await connection.request(ApiKey.FETCH, request, timeout_s=broker_client.request_timeout_s + wait_ms / 1000)
-            result = response.partitions[0]
-            if result.error_code:
-                raise errors.error_for_code(result.error_code, result.error_message)
-            break
-        except errors.TidewayError as exc:
-            if not exc.retriable or attempt == 2:
-                raise
-            await asyncio.sleep(0.2)
-            await broker_client.refresh_metadata([topic])
+    # A moving leader is waited for briefly; a request should not hang on a partition that is gone.
+    result = await broker_client.fetch(topic, partition, offset, max_bytes=max_bytes, wait_ms=wait_ms,
+                                       retry_for_s=READ_RETRY_S)
     records: list[Record] = []
     for position, _base, _size in iter_batches(result.records):
         records.extend(r for r in decode_records(result.records, position) if r.offset >= offset)

@@ -4,7 +4,6 @@ Real files: the damage is one byte flipped inside a batch's records, where
 only the CRC can tell (headers, sizes and offsets all still add up).
 """
 
-import os
 
 import pytest
 
