@@ -58,10 +58,12 @@ class Message(msgspec.Struct, frozen=True):
 def parse_receipt(receipt: str) -> tuple[int, int, int]:
     """'partition:offset:delivery' -> (partition, offset, delivery count)."""
     try:
-        partition, offset, count = receipt.split(":")
-        return int(partition), int(offset), int(count)
+        partition, offset, count = (int(part) for part in receipt.split(":"))
     except (ValueError, AttributeError):
         raise errors.InvalidRequestError(f"receipt {receipt!r} is not partition:offset:delivery") from None
+    if not (0 <= partition < 2**31 and 0 <= offset < 2**63 and 0 < count < 2**31):
+        raise errors.InvalidRequestError(f"receipt {receipt!r} names no partition, offset and delivery that can exist")
+    return partition, offset, count
 
 
 # A message, its receipt, or its receipt parsed.

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
+from msgspec import Meta
 
 from brokers.client.producer import record_size_estimate
 from brokers.queues.headers import DEADLINE_HEADER
@@ -21,6 +24,15 @@ from gateway.errors import GatewayError, invalid
 
 MAX_MESSAGES_PER_REQUEST = 1000
 MAX_DEDUP_ID_LENGTH = 128
+# deliver_at: from the epoch (a past time delivers at once) to this far ahead.
+MAX_DELIVERY_DELAY_MS = 366 * 24 * 3600 * 1000
+
+# Numbers a client sends are bounded where they are decoded, so a value too big
+# for the protocol is a 400 naming the field, never a server error later on.
+Offset = Annotated[int, Meta(ge=0, le=2**63 - 1)]
+Partition = Annotated[int, Meta(ge=0, le=2**31 - 1)]
+Timestamp = Annotated[int, Meta(ge=0, le=2**53)]  # ms since the epoch
+Seconds = Annotated[float, Meta(ge=0, le=10**9)]
 
 
 class OutgoingMessage(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -29,9 +41,9 @@ class OutgoingMessage(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
     key: str | None = None
     key_base64: str | None = None
     headers: dict[str, str] = {}
-    deliver_at: int | str | None = None  # ms since the epoch, or an ISO 8601 time
+    deliver_at: Timestamp | str | None = None  # ms since the epoch, or an ISO 8601 time
     dedup_id: str | None = None
-    partition: int | None = None
+    partition: Partition | None = None
 
 
 class PublishBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -40,20 +52,20 @@ class PublishBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class ReceiveBody(msgspec.Struct, forbid_unknown_fields=True):
     max_messages: int = 10
-    wait_seconds: float = 0
-    visibility_timeout: float | None = None  # seconds
+    wait_seconds: Seconds = 0
+    visibility_timeout: Seconds | None = None  # seconds
 
 
 class ReceiptsBody(msgspec.Struct, forbid_unknown_fields=True):
     receipts: list[str]
-    delay_seconds: float | None = None  # nack: redeliver after this long (default: the queue's backoff)
-    seconds: float | None = None  # extend: hold the locks this much longer from now
-    error: str = ""  # nack and reject: why, kept in the dead-letter headers
+    delay_seconds: Seconds | None = None  # nack: redeliver after this long (default: the queue's backoff)
+    seconds: Seconds | None = None  # extend: hold the locks this much longer from now
+    error: Annotated[str, Meta(max_length=1000)] = ""  # nack and reject: why, kept in the dead-letter headers
 
 
 class CommitOffset(msgspec.Struct, forbid_unknown_fields=True):
-    partition: int
-    offset: int
+    partition: Partition
+    offset: Offset
 
 
 class CommitBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -64,9 +76,9 @@ class CommitBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class SeekBody(msgspec.Struct, forbid_unknown_fields=True):
     to: str | None = None  # "earliest" or "latest"
-    offset: int | None = None
-    timestamp: int | None = None  # ms since the epoch
-    partitions: list[int] | None = None
+    offset: Offset | None = None
+    timestamp: Timestamp | None = None  # ms since the epoch
+    partitions: list[Partition] | None = None
 
 
 class HeartbeatBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -76,8 +88,8 @@ class HeartbeatBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class SelectedLetter(msgspec.Struct, forbid_unknown_fields=True):
-    partition: int
-    offset: int
+    partition: Partition
+    offset: Offset
 
 
 class RedriveBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -108,6 +120,8 @@ def decode(body: bytes, kind: type):
         raise invalid(f"the body is not valid: {exc}") from None
     except msgspec.DecodeError as exc:
         raise GatewayError("malformed_request", f"the body is not JSON: {exc}", 400) from None
+    except UnicodeDecodeError as exc:
+        raise GatewayError("malformed_request", f"the body is not UTF-8 JSON: byte {exc.start} is not UTF-8", 400) from None
 
 
 def _bytes_of(text: str | None, b64: str | None, what: str, index: int) -> bytes | None:
@@ -124,15 +138,22 @@ def _bytes_of(text: str | None, b64: str | None, what: str, index: int) -> bytes
 
 
 def deadline_ms(deliver_at: int | str, index: int) -> int:
+    """deliver_at in ms since the epoch: 1970 (or any past time: at once) up to a year ahead."""
     if isinstance(deliver_at, int):
-        return deliver_at
-    try:
-        moment = datetime.fromisoformat(deliver_at.replace("Z", "+00:00"))
-    except ValueError:
-        raise invalid(f"message {index}: deliver_at {deliver_at!r} is neither ms since the epoch nor an ISO 8601 time", index=index) from None
-    if moment.tzinfo is None:
-        raise invalid(f"message {index}: deliver_at needs a time zone (e.g. 2026-11-22T10:00:00Z)", index=index)
-    return int(moment.timestamp() * 1000)
+        moment_ms = deliver_at
+    else:
+        try:
+            moment = datetime.fromisoformat(deliver_at.replace("Z", "+00:00"))
+        except ValueError:
+            raise invalid(f"message {index}: deliver_at {deliver_at!r} is neither ms since the epoch nor an ISO 8601 time",
+                          index=index) from None
+        if moment.tzinfo is None:
+            raise invalid(f"message {index}: deliver_at needs a time zone (e.g. 2026-11-22T10:00:00Z)", index=index)
+        moment_ms = int(moment.timestamp() * 1000)
+    latest = int(time.time() * 1000) + MAX_DELIVERY_DELAY_MS
+    if not 0 <= moment_ms <= latest:
+        raise invalid(f"message {index}: deliver_at must be between 1970 and one year from now", index=index)
+    return moment_ms
 
 
 class Prepared(msgspec.Struct):

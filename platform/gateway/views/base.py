@@ -115,7 +115,7 @@ class GatewayView(View):
         return Call(caller, queue)
 
 
-def int_param(request, name: str, default: int | None, *, low: int | None = None, high: int | None = None) -> int | None:
+def int_param(request, name: str, default: int | None, *, low: int = -(2**63), high: int = 2**63 - 1) -> int | None:
     raw = request.GET.get(name)
     if raw is None or raw == "":
         return default
@@ -123,7 +123,7 @@ def int_param(request, name: str, default: int | None, *, low: int | None = None
         value = int(raw)
     except ValueError:
         raise invalid(f"query parameter {name} must be an integer, got {raw!r}") from None
-    if (low is not None and value < low) or (high is not None and value > high):
+    if not low <= value <= high:
         raise invalid(f"query parameter {name} must be between {low} and {high}, got {value}")
     return value
 

@@ -58,6 +58,11 @@ class RedriveView(GatewayView):
             raise invalid("limit must be 1 or more (or null for all)")
         if body.messages is not None and not 0 < len(body.messages) <= 1000:
             raise invalid("messages selects 1 to 1000 dead letters (or leave it out for all)")
+        for letter in body.messages or ():
+            # The dead-letter topic has as many partitions as the queue.
+            if letter.partition >= call.queue.partitions:
+                raise invalid(f"dead letters are in partitions 0..{call.queue.partitions - 1}; there is no partition "
+                              f"{letter.partition}", partition=letter.partition)
         selected = None if body.messages is None else [[m.partition, m.offset] for m in body.messages]
         from gateway.tasks import redrive_dead_letters
 

@@ -11,6 +11,7 @@ from gateway.wire import ReceiptsBody, ReceiveBody, add_body, decode
 MAX_WAIT_SECONDS = 20
 MAX_RECEIVE = 1000
 MAX_LOCK_SECONDS = 12 * 3600
+MIN_LOCK_SECONDS = 0.001  # locks are kept in whole milliseconds
 
 
 def delivery_json(message, base64_always: bool = False) -> dict:
@@ -54,8 +55,8 @@ async def receive(call: Call, group: str, *, max_messages: int, wait_seconds: fl
         raise invalid(f"max_messages must be 1 to {MAX_RECEIVE}")
     if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
         raise invalid(f"wait_seconds must be 0 to {MAX_WAIT_SECONDS}")
-    if visibility_timeout is not None and not 0 < visibility_timeout <= MAX_LOCK_SECONDS:
-        raise invalid(f"visibility_timeout must be more than 0 and at most {MAX_LOCK_SECONDS} seconds")
+    if visibility_timeout is not None and not MIN_LOCK_SECONDS <= visibility_timeout <= MAX_LOCK_SECONDS:
+        raise invalid(f"visibility_timeout must be {MIN_LOCK_SECONDS} (1 ms) to {MAX_LOCK_SECONDS} seconds")
     consumer = await consumer_for(call, group)
     lock_ms = int(visibility_timeout * 1000) if visibility_timeout is not None else 0
     messages = await consumer.receive(max_messages, wait_ms=int(wait_seconds * 1000), lock_ms=lock_ms)
@@ -96,8 +97,8 @@ def settlement(consumer, action: str, request):
         return consumer.nack(receipts, delay_ms=delay_ms, error=request.error)
     if action == "reject":
         return consumer.reject(receipts, error=request.error)
-    if request.seconds is None or not 0 < request.seconds <= MAX_LOCK_SECONDS:
-        raise invalid(f"seconds must be more than 0 and at most {MAX_LOCK_SECONDS}")
+    if request.seconds is None or not MIN_LOCK_SECONDS <= request.seconds <= MAX_LOCK_SECONDS:
+        raise invalid(f"seconds must be {MIN_LOCK_SECONDS} (1 ms) to {MAX_LOCK_SECONDS}")
     return consumer.extend(receipts, int(request.seconds * 1000))
 
 

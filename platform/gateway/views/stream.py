@@ -17,6 +17,7 @@ from gateway.views.base import Call, GatewayView, broker_group, int_param, json_
 from gateway.wire import CommitBody, HeartbeatBody, SeekBody, decode, message_json
 
 MAX_WAIT_SECONDS = 20
+TIMESTAMP_MAX_MS = 2**53  # far past any real clock; bigger values cannot be a time
 
 
 def _partition(call: Call, partition: str) -> int:
@@ -48,7 +49,7 @@ class PartitionMessagesView(GatewayView):
         wait_s = int_param(request, "wait_seconds", 0, low=0, high=MAX_WAIT_SECONDS)
         offset = int_param(request, "offset", None, low=0)
         if offset is None:
-            timestamp = int_param(request, "timestamp", None, low=0)
+            timestamp = int_param(request, "timestamp", None, low=0, high=TIMESTAMP_MAX_MS)
             start = request.GET.get("from", "earliest")
             if timestamp is None and start not in ("earliest", "latest"):
                 raise invalid("from must be earliest or latest (or give offset or timestamp)")
@@ -73,7 +74,7 @@ class PartitionOffsetsView(GatewayView):
         number = _partition(call, partition)
         answer = {"partition": number, "earliest": await _offset_at(call, number, "earliest"),
                   "latest": await _offset_at(call, number, "latest")}
-        timestamp = int_param(request, "timestamp", None, low=0)
+        timestamp = int_param(request, "timestamp", None, low=0, high=TIMESTAMP_MAX_MS)
         if timestamp is not None:
             answer["offset"] = await _offset_at(call, number, timestamp)
         return json_response(answer)
@@ -83,7 +84,18 @@ async def _link(call: Call, group: str):
     return await pool.coordinator(call.queue.bootstrap, broker_group(call, group, "s"))
 
 
+async def _check_within_log(call: Call, offsets: dict[int, int]) -> None:
+    """A committed position is an offset of the log or its end (the next to be written), nothing past it."""
+    for partition, offset in sorted(offsets.items()):
+        latest = await _offset_at(call, partition, "latest")
+        if offset > latest:
+            raise GatewayError("offset_out_of_range", f"offset {offset} is past the end of partition {partition} "
+                               f"(its next offset is {latest})", 400,
+                               details={"partition": partition, "offset": offset, "latest": latest})
+
+
 async def _commit(call: Call, group: str, offsets: dict[int, int], member_id: str = "", member_epoch: int = -1) -> None:
+    await _check_within_log(call, offsets)
     topic = call.queue.broker_topic
     await commit_offsets(await _link(call, group), {(topic, p): o for p, o in sorted(offsets.items())},
                          member_id=member_id, member_epoch=member_epoch)
@@ -102,7 +114,9 @@ class GroupOffsetsView(GatewayView):
         for p in range(call.queue.partitions):
             latest = await _offset_at(call, p, "latest")
             offset = committed.get((topic, p), -1)
-            out.append({"partition": p, "committed": offset, "latest": latest, "lag": latest - offset if offset >= 0 else None})
+            # Never negative: a position past the end (retention, an older commit) has nothing left to read.
+            out.append({"partition": p, "committed": offset, "latest": latest,
+                        "lag": max(latest - offset, 0) if offset >= 0 else None})
         return json_response({"group": group, "partitions": out})
 
     async def post(self, request, call, name, group):
@@ -111,8 +125,6 @@ class GroupOffsetsView(GatewayView):
             raise invalid("offsets is empty")
         offsets = {}
         for entry in body.offsets:
-            if entry.partition < 0 or entry.offset < 0:
-                raise invalid("partitions and offsets are 0 or more")
             offsets[_partition(call, str(entry.partition))] = entry.offset
         await _commit(call, group, offsets, body.member_id, body.member_epoch)
         return json_response({"committed": [{"partition": p, "offset": o} for p, o in sorted(offsets.items())]})
@@ -131,8 +143,6 @@ class SeekView(GatewayView):
         partitions = body.partitions if body.partitions is not None else list(range(call.queue.partitions))
         offsets = {}
         for p in partitions:
-            if p < 0:
-                raise invalid("partitions are 0 or more")
             number = _partition(call, str(p))
             if body.offset is not None:
                 offsets[number] = body.offset
