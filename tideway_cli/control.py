@@ -169,7 +169,7 @@ def _run_up(args: argparse.Namespace) -> int:
         print(f"  demo tenant 'demo' with queue 'demo', API key {demo_key}  (also in {home / 'demo-api-key'})")
     print(f"Try: curl -H 'Authorization: Bearer KEY' -d '{{\"messages\": [{{\"value\": \"hello\"}}]}}' "
           f"http://{api_address}/api/v1/queues/demo/messages")
-    print("Ctrl-C stops everything.", flush=True)
+    print("A process that exits is restarted; Ctrl-C stops everything.", flush=True)
     stop = False
 
     def request_stop(signum, frame) -> None:
@@ -178,18 +178,17 @@ def _run_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    exit_code = 0
+    from tideway_cli.supervisor import Supervisor
+
+    supervisor = Supervisor(processes, logs)  # a process that exits is restarted; the others keep serving
     while not stop:
-        for name, process in processes:
-            if process.poll() is not None:
-                print(f"{name} exited with {process.returncode}; see {logs / (name + '.log')}; stopping", file=sys.stderr)
-                stop, exit_code = True, 1
+        supervisor.poll()
         time.sleep(0.2)
     print("stopping ...", flush=True)
-    _stop_all(processes)
+    _stop_all(supervisor.processes)
     (home / DEPLOYMENT_FILE).unlink(missing_ok=True)
     print("stopped")
-    return exit_code
+    return 0
 
 
 def _deployment_secrets(home: Path) -> list[Path]:

@@ -154,16 +154,49 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         own = cli("consume", "--bootstrap", bootstrap, "--topic", "demo", "--from", "earliest", "--idle-exit-ms", "2000",
                   "--api-key", key)
         assert own.returncode == 0 and own.stdout.split() == [b"hello"], own.stdout[:200] + own.stderr
+
+        # A broker that dies is restarted; the deployment keeps serving meanwhile and afterwards.
+        broker_pid = _pid_listening_on(first + 2)
+        os.kill(broker_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _pid_listening_on(first + 2) in (None, broker_pid):
+            time.sleep(0.2)
+        assert _pid_listening_on(first + 2) not in (None, broker_pid), "broker-3 was not restarted"
+        assert up.poll() is None
+        produced = cli("produce", "--bootstrap", bootstrap, "--topic", "demo", "--acks", "all",
+                       input_bytes=b"after the restart\n")
+        assert produced.returncode == 0, produced.stderr
     finally:
         up.send_signal(signal.SIGINT)
         output = up.communicate(timeout=60)[0].decode()
     assert up.returncode == 0, output
     assert "stopped" in output
+    assert "broker-3 exited with -9" in output and "broker-3 restarted (pid" in output
     assert "demo tenant 'demo' with queue 'demo', API key tw_" in output
     assert "development-only" not in output and (tmp_path / "home" / "cluster-secret").read_text().strip() not in output
     for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)
         assert (tmp_path / "home" / f"broker-{i}" / ".clean-shutdown").exists()
     assert not (tmp_path / "home" / "deployment.json").exists()
+
+
+def _pid_listening_on(port: int) -> int | None:
+    """The pid of the process listening on 127.0.0.1:``port`` (from /proc), or None."""
+    wanted = f"0100007F:{port:04X}"
+    inodes = set()
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == wanted and fields[3] == "0A":  # LISTEN
+                inodes.add(fields[9])
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
 
 
 def _operator_key(home) -> str:
