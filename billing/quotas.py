@@ -53,6 +53,7 @@ def check_queue_fits(plan: Plan, used: Footprint, *, partitions: int, retention_
                             f"quota max_message_bytes exceeded: plan {plan.name!r} allows messages of "
                             f"{plan.max_message_bytes} bytes")
     if retention_ms < 0 or retention_ms > plan.max_retention_ms:
+        asked = "retention_ms -1 (keep forever)" if retention_ms < 0 else f"retention_ms {retention_ms}"
         raise QuotaExceeded("max_retention_ms", plan.max_retention_ms, retention_ms,
                             f"quota max_retention_ms exceeded: plan {plan.name!r} keeps messages at most "
-                            f"{plan.max_retention_ms} ms (retention_ms -1, forever, is not allowed)")
+                            f"{plan.max_retention_ms} ms; {asked} was asked")

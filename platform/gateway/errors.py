@@ -38,7 +38,7 @@ class GatewayError(Exception):
 
 def queue_not_found(name: str) -> GatewayError:
     # The same answer whether the queue exists nowhere or belongs to another tenant.
-    return GatewayError("not_found", f"queue {name!r} does not exist", 404)
+    return GatewayError("queue_not_found", f"queue {name!r} does not exist", 404)
 
 
 def invalid(message: str, **details) -> GatewayError:

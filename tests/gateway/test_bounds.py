@@ -10,7 +10,8 @@ from __future__ import annotations
 from tests.gateway.conftest import make_queue
 
 
-def _refused(answer, code: str = "invalid_request", status: int = 400) -> None:
+def _refused(answer, code: str = "invalid_request", status: int | None = None) -> None:
+    status = status or (416 if code == "offset_out_of_range" else 400)
     body = answer.json()
     assert (answer.status_code, body["code"]) == (status, code), answer.text[:300]
     assert body["message"] and body["error_code"]

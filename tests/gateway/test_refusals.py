@@ -46,7 +46,7 @@ def test_bad_input_is_refused_with_its_code_and_stores_nothing(gateway, tenant):
             assert (answer.status_code, answer.json()["code"]) == (status, code), answer.text[:300]
             assert set(answer.json()) >= {"code", "message", "error_code"} and answer.json()["message"]
         unknown = api.post("/api/v1/queues/no-such-queue/messages", json={"messages": [{"value": "x"}]})
-        assert (unknown.status_code, unknown.json()["code"]) == (404, "not_found")
+        assert (unknown.status_code, unknown.json()["code"]) == (404, "queue_not_found")
         bad_receipt = api.post(f"/api/v1/queues/{name}/groups/g/ack", json={"receipts": ["nonsense"]})
         assert (bad_receipt.status_code, bad_receipt.json()["code"]) == (400, "invalid_request")
         assert api.post(f"/api/v1/queues/{name}/groups/bad%20group/receive", json={}).status_code == 404

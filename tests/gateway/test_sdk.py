@@ -30,7 +30,7 @@ def test_sync_client_publishes_receives_and_acks(gateway, tenant):
         assert jobs.receive("workers", wait_seconds=1) == []
         with pytest.raises(tideway.ApiError) as refused:
             client.queue("no-such-queue").publish(["x"])
-        assert refused.value.status == 404 and refused.value.code == "not_found"
+        assert refused.value.status == 404 and refused.value.code == "queue_not_found"
 
 
 async def test_async_subscription_over_websocket(gateway, tenant):

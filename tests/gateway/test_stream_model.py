@@ -95,4 +95,4 @@ def test_publishing_to_a_queue_deleted_a_moment_ago_is_404_at_once(gateway, tena
         for attempt in range(3):  # the first may still find the queue in the gateway's 3 s cache
             answer = api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": f"after {attempt}"}]})
             assert answer.status_code == 404, answer.text  # not a 503 after the delivery timeout
-            assert answer.json()["code"] == "not_found" and "Retry-After" not in answer.headers
+            assert answer.json()["code"] == "queue_not_found" and "Retry-After" not in answer.headers

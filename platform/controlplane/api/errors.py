@@ -65,7 +65,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         return Response(error_body("quota_exceeded", exc.message, 40301, details), status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, exceptions.ValidationError):
         details = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        return Response(error_body("invalid_request", _first_message(details), 42200, {"fields": details}), status=400)
+        return Response(error_body("invalid_request", _first_message(details), 400, {"fields": details}), status=400)
     if isinstance(exc, exceptions.APIException):
         code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
         headers = {}

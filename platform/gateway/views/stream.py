@@ -90,7 +90,7 @@ async def _check_within_log(call: Call, offsets: dict[int, int]) -> None:
         latest = await _offset_at(call, partition, "latest")
         if offset > latest:
             raise GatewayError("offset_out_of_range", f"offset {offset} is past the end of partition {partition} "
-                               f"(its next offset is {latest})", 400,
+                               f"(its next offset is {latest})", 416,
                                details={"partition": partition, "offset": offset, "latest": latest})
 
 

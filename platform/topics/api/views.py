@@ -11,9 +11,23 @@ from rest_framework.views import APIView
 from controlplane.api.errors import not_found
 from topics import actions
 from topics.api.serializers import QueueSerializer, QueueUpdateSerializer
+from topics.choices import QueueMode
 from topics.models import Queue
 
 TAG = ["queues"]
+DEAD_LETTER_SUFFIX = ".dlq"
+
+
+def dead_letter_queue_json(queue: Queue) -> dict:
+    """What ``GET /api/v1/queues/NAME.dlq`` answers: the dead-letter queue a queue reports, and where its letters are."""
+    if queue.mode != QueueMode.QUEUE:
+        raise not_found(f"queue {queue.name + DEAD_LETTER_SUFFIX!r} (a stream has no dead-letter queue)",
+                        code="queue_not_found")
+    return {"name": queue.name + DEAD_LETTER_SUFFIX, "kind": "dead_letter_queue", "queue": queue.name,
+            "partitions": queue.partitions, "replication_factor": queue.replication_factor,
+            "max_deliveries": queue.max_deliveries,
+            "messages_url": f"/api/v1/queues/{queue.name}/dead-letters",
+            "redrive_url": f"/api/v1/queues/{queue.name}/dead-letters/redrive"}
 
 
 class QueueListView(APIView):
@@ -39,8 +53,11 @@ class QueueDetailView(APIView):
             raise not_found(f"queue {name!r}", code="queue_not_found")
         return queue
 
-    @extend_schema(responses=QueueSerializer, tags=TAG)
+    @extend_schema(responses=QueueSerializer, tags=TAG,
+                   description="A queue; ``NAME.dlq`` describes the dead-letter queue of queue NAME.")
     def get(self, request, name: str):
+        if name.endswith(DEAD_LETTER_SUFFIX):
+            return Response(dead_letter_queue_json(self._queue(request, name[: -len(DEAD_LETTER_SUFFIX)])))
         return Response(QueueSerializer(self._queue(request, name)).data)
 
     @extend_schema(request=QueueUpdateSerializer, responses=QueueSerializer, tags=TAG)
