@@ -63,7 +63,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "controlplane",
+    "controlplane.apps.ControlPlaneConfig",
     "billing",
     "clusters",
     "tenants",
@@ -74,6 +74,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The API docs' assets (Swagger UI, Redoc) come from the installed packages, served by the application.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -82,6 +84,7 @@ MIDDLEWARE = [
 ROOT_URLCONF = "controlplane.urls"
 ASGI_APPLICATION = "controlplane.asgi.application"
 STATIC_URL = "static/"
+WHITENOISE_USE_FINDERS = True  # straight from the apps' static folders: no collectstatic step
 APPEND_SLASH = False  # API clients (Confluent's among them) call paths exactly as written
 
 TEMPLATES = [
@@ -117,13 +120,16 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tideway API",
-    "DESCRIPTION": "Tenants, API keys, queues and topics, the schema registry and the audit log of Tideway.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # The data gateway's operations (plain async views, invisible to DRF) join the same document.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "gateway.openapi.add_data_api"],
+    "DESCRIPTION": "Publish and consume (queues, streams, dead letters); tenants, API keys, queues and topics, "
+                   "the schema registry and the audit log of Tideway.",
 }
 
 

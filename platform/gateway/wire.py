@@ -33,6 +33,7 @@ Offset = Annotated[int, Meta(ge=0, le=2**63 - 1)]
 Partition = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 Timestamp = Annotated[int, Meta(ge=0, le=2**53)]  # ms since the epoch
 Seconds = Annotated[float, Meta(ge=0, le=10**9)]
+Count = Annotated[int, Meta(ge=0, le=2**31 - 1)]  # epochs, limits, sizes: what the protocol's int32 fields hold
 
 
 class OutgoingMessage(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -51,7 +52,7 @@ class PublishBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class ReceiveBody(msgspec.Struct, forbid_unknown_fields=True):
-    max_messages: int = 10
+    max_messages: Count = 10
     wait_seconds: Seconds = 0
     visibility_timeout: Seconds | None = None  # seconds
 
@@ -70,8 +71,8 @@ class CommitOffset(msgspec.Struct, forbid_unknown_fields=True):
 
 class CommitBody(msgspec.Struct, forbid_unknown_fields=True):
     offsets: list[CommitOffset]
-    member_id: str = ""
-    member_epoch: int = -1
+    member_id: Annotated[str, Meta(max_length=100)] = ""
+    member_epoch: Annotated[int, Meta(ge=-1, le=2**31 - 1)] = -1
 
 
 class SeekBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -82,9 +83,9 @@ class SeekBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class HeartbeatBody(msgspec.Struct, forbid_unknown_fields=True):
-    member_epoch: int = 0
-    owned: list[int] | None = None
-    session_timeout_ms: int = 30_000
+    member_epoch: Count = 0
+    owned: list[Partition] | None = None
+    session_timeout_ms: Count = 30_000
 
 
 class SelectedLetter(msgspec.Struct, forbid_unknown_fields=True):
@@ -94,12 +95,12 @@ class SelectedLetter(msgspec.Struct, forbid_unknown_fields=True):
 
 class RedriveBody(msgspec.Struct, forbid_unknown_fields=True):
     rate_per_s: float = 100.0
-    limit: int | None = None
+    limit: Count | None = None
     messages: list[SelectedLetter] | None = None  # only these dead letters (partition and offset, as listed)
 
 
 class TokenBody(msgspec.Struct, forbid_unknown_fields=True):
-    ttl_seconds: int = 300
+    ttl_seconds: Count = 300
     scopes: list[str] | None = None
     queues: list[str] | None = None
 
