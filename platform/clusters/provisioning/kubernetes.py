@@ -8,7 +8,7 @@ min.insync.replicas 2, acks=all writes go on). Controllers run as a second
 StatefulSet behind their own headless Service (one active, the rest standing
 by on the shared database); brokers are given every controller's address.
 
-Security (DESIGN.md §8): each broker has a client listener (``BROKER_PORT``,
+Security (docs/security.md): each broker has a client listener (``BROKER_PORT``,
 the port tenants' clients reach) and an internal listener
 (``INTERNAL_PORT``: replication, the controller, coordinators), both with TLS
 from the Secret ``<cluster>-tls`` (``tls.crt``, ``tls.key``, ``ca.crt``, e.g.
