@@ -7,7 +7,6 @@ import base64
 import json
 import logging
 import os
-import random
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 import websockets
 
+from brokers.client.retry import Backoff
 from tideway.errors import ApiError
 
 log = logging.getLogger("tideway")
@@ -107,22 +107,20 @@ class AsyncClient:
         body = {"ttl_seconds": ttl_seconds, **({"scopes": scopes} if scopes else {}), **({"queues": queues} if queues else {})}
         return (await self.request("POST", "/api/v1/tokens", body))["token"]
 
-    def _delay(self, attempt: int, retry_after: str | None = None) -> float:
-        if retry_after:
-            return float(retry_after)
-        ceiling = min(self.backoff_max_seconds, self.backoff_seconds * 2 ** attempt)
-        return random.uniform(ceiling / 2, ceiling)
+    def backoff(self) -> Backoff:
+        """The pauses between retries (the same policy as the brokers' clients), within this client's settings."""
+        return Backoff(initial_s=self.backoff_seconds, max_s=self.backoff_max_seconds, jitter=0.5)
 
     async def request(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
         """One API call; transient failures are retried with backoff (honouring Retry-After)."""
-        attempt = 0
+        backoff = self.backoff()
         while True:
             try:
                 answer = await self._http.request(method, path, json=body, params=params)
             except httpx.TransportError as exc:
-                if attempt >= self.max_retries:
+                if backoff.failures >= self.max_retries:
                     raise
-                delay = self._delay(attempt)
+                delay = backoff.delay()
                 log.info("tideway: %s %s failed (%s); retrying in %.2f s", method, path, exc, delay)
             else:
                 if answer.status_code < 400:
@@ -132,12 +130,14 @@ class AsyncClient:
                 except ValueError:
                     shape = {"code": "error", "message": answer.text[:200]}
                 error = ApiError(answer.status_code, shape.get("code", "error"), shape.get("message", ""), shape.get("details"))
-                if not error.transient or attempt >= self.max_retries:
+                if not error.transient or backoff.failures >= self.max_retries:
                     raise error
-                delay = self._delay(attempt, answer.headers.get("Retry-After"))
+                delay = backoff.delay()
+                retry_after = answer.headers.get("Retry-After")
+                if retry_after:
+                    delay = float(retry_after)
                 log.info("tideway: %s %s: %s; retrying in %.2f s", method, path, error, delay)
             await asyncio.sleep(delay)
-            attempt += 1
 
 
 class AsyncQueue:
@@ -234,7 +234,7 @@ class AsyncQueue:
         come back to the queue when the connection closes.
         """
         url = self.client.base_url.replace("https://", "wss://").replace("http://", "ws://") + f"/ws/v1/queues/{self.name}"
-        attempt = 0
+        backoff = self.client.backoff()
         while True:
             try:
                 async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {self.client.api_key}"}) as ws:
@@ -249,16 +249,15 @@ class AsyncQueue:
                     async for raw in ws:
                         frame = json.loads(raw)
                         if frame["type"] == "messages":
-                            attempt = 0
+                            backoff.reset()
                             for entry in frame["messages"]:
                                 yield _message(entry, settle)
                         elif frame["type"] == "error" and frame.get("id") is None and frame.get("code") in (
-                                "unauthenticated", "invalid_credentials", "forbidden", "not_found", "wrong_mode"):
+                                "unauthenticated", "invalid_credentials", "forbidden", "queue_not_found", "not_found", "wrong_mode"):
                             raise ApiError(frame.get("error_code", 400), frame["code"], frame["message"], frame.get("details"))
             except (OSError, websockets.WebSocketException) as exc:
-                if attempt >= self.client.max_retries:
+                if backoff.failures >= self.client.max_retries:
                     raise
-                delay = self.client._delay(attempt)
+                delay = backoff.delay()
                 log.info("tideway: subscription to %s lost (%s); reconnecting in %.2f s", self.name, exc, delay)
                 await asyncio.sleep(delay)
-                attempt += 1
