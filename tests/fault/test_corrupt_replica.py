@@ -61,13 +61,17 @@ def flip_byte_mid_segment(directory) -> None:
         f.write(bytes([data[target] ^ 0x01]))
 
 
-async def test_a_corrupt_follower_restarted_cleanly_is_repaired_before_it_can_lead(deployment_factory):
+async def two_replicas_holding_records(deployment_factory):
+    """(deployment, acknowledged values, leader id, follower id) of a 2-broker cluster with 3,000 records."""
     deployment = deployment_factory(brokers=2)
     await create_topic(deployment)
     acked = await produce(deployment.bootstrap, 3000)
-    state = await deployment.describe()
-    leader_id = deployment.partition(state, TOPIC, 0).leader
-    follower_id = 3 - leader_id
+    leader_id = deployment.partition(await deployment.describe(), TOPIC, 0).leader
+    return deployment, acked, leader_id, 3 - leader_id
+
+
+async def test_a_corrupt_follower_restarted_cleanly_is_repaired_before_it_can_lead(deployment_factory):
+    deployment, acked, leader_id, follower_id = await two_replicas_holding_records(deployment_factory)
     follower, leader = deployment.brokers[follower_id], deployment.brokers[leader_id]
 
     assert follower.terminate() == 0  # a clean shutdown: its files carry the clean-shutdown marker
@@ -86,12 +90,7 @@ async def test_a_corrupt_follower_restarted_cleanly_is_repaired_before_it_can_le
 
 
 async def test_a_leader_refuses_its_corrupt_batch_and_hands_over_to_a_healthy_replica(deployment_factory):
-    deployment = deployment_factory(brokers=2)
-    await create_topic(deployment)
-    acked = await produce(deployment.bootstrap, 3000)
-    state = await deployment.describe()
-    leader_id = deployment.partition(state, TOPIC, 0).leader
-    follower_id = 3 - leader_id
+    deployment, acked, leader_id, follower_id = await two_replicas_holding_records(deployment_factory)
     leader = deployment.brokers[leader_id]
 
     # Damage the running leader's file: its next read of that batch sees it.
@@ -103,7 +102,7 @@ async def test_a_leader_refuses_its_corrupt_batch_and_hands_over_to_a_healthy_re
     values = await consume_all(deployment.bootstrap, len(acked))
     assert values == acked  # no batch failing its CRC reached the consumer
 
-    state = await deployment.wait_until(
+    await deployment.wait_until(
         lambda s: deployment.partition(s, TOPIC, 0).leader == follower_id, what="leadership moved off the damaged replica")
     await deployment.wait_until(lambda s: len(deployment.partition(s, TOPIC, 0).isr) == 2, timeout_s=30,
                                 what="the damaged replica repaired and back in the ISR")

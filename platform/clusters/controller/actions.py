@@ -152,10 +152,7 @@ def do_alter_isr(lease: Lease, request: m.AlterIsrRequest) -> m.PartitionState:
     """A leader asks to shrink or expand its ISR; the controller decides."""
     with transaction.atomic():
         renew_lease(lease)
-        try:
-            partition = _partitions(lease).select_for_update().get(topic__name=request.topic, index=request.partition)
-        except Partition.DoesNotExist:
-            raise errors.UnknownTopicOrPartitionError(f"{request.topic}-{request.partition} does not exist") from None
+        partition = _locked_partition(lease, request.topic, request.partition)
         if partition.leader != request.broker_id or partition.leader_epoch != request.leader_epoch:
             raise errors.FencedLeaderEpochError(
                 f"broker {request.broker_id} in epoch {request.leader_epoch} is not the leader of {partition} "
@@ -189,10 +186,7 @@ def do_replica_damaged(lease: Lease, request: m.ReplicaDamagedRequest) -> m.Part
     """
     with transaction.atomic():
         renew_lease(lease)
-        try:
-            partition = _partitions(lease).select_for_update().get(topic__name=request.topic, index=request.partition)
-        except Partition.DoesNotExist:
-            raise errors.UnknownTopicOrPartitionError(f"{request.topic}-{request.partition} does not exist") from None
+        partition = _locked_partition(lease, request.topic, request.partition)
         broker_id = request.broker_id
         if broker_id not in partition.isr:
             return _state(partition)  # already out: it catches up like any follower
@@ -363,6 +357,14 @@ def alive_broker_ids(lease: Lease) -> set[int]:
 
 def _partitions(lease: Lease):
     return Partition.objects.filter(topic__cluster_id=lease.cluster_id)
+
+
+def _locked_partition(lease: Lease, topic: str, index: int) -> Partition:
+    """The partition row, locked for this transaction; UnknownTopicOrPartitionError if there is none."""
+    try:
+        return _partitions(lease).select_for_update().get(topic__name=topic, index=index)
+    except Partition.DoesNotExist:
+        raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} does not exist") from None
 
 
 def _alive_ids(lease: Lease) -> set[int]:
