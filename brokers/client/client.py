@@ -179,30 +179,11 @@ class TidewayClient:
         ``retry_for_s`` (default: the request timeout; 0: once). Other errors,
         such as an offset outside the log, are raised at once.
         """
-        backoff = Backoff(initial_s=0.05, max_s=1.0,
-                          deadline_s=self.request_timeout_s if retry_for_s is None else retry_for_s)
-        if topic not in self.topics:
-            await self.refresh_metadata([topic])
         request = m.FetchRequest(max_wait_ms=wait_ms, min_bytes=1 if wait_ms > 0 else 0, max_bytes=max_bytes, partitions=[
             m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])
-        while True:
-            try:
-                connection = await self.connection(self.leader_for(topic, partition))
-                response: m.FetchResponse = await connection.request(
-                    ApiKey.FETCH, request, timeout_s=self.request_timeout_s + wait_ms / 1000)
-                (result,) = response.partitions
-                if result.error_code:
-                    raise errors.error_for_code(result.error_code, result.error_message)
-                return result
-            except errors.TidewayError as exc:
-                if not exc.retriable:
-                    raise
-                try:
-                    await self.refresh_metadata([topic])
-                except errors.TidewayError:
-                    pass
-                if not await backoff.wait():
-                    raise
+        response: m.FetchResponse = await self._at_leader(topic, partition, ApiKey.FETCH, request, retry_for_s=retry_for_s,
+                                                          extra_timeout_s=wait_ms / 1000)
+        return response.partitions[0]
 
     # -- admin ------------------------------------------------------------------------
 
@@ -241,16 +222,47 @@ class TidewayClient:
         _raise_first(response.topics)
         return response.topics
 
-    async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
-        """(offset, timestamp) for LATEST_TIMESTAMP, EARLIEST_TIMESTAMP or a time in ms."""
-        await self.partitions_for(topic)
-        connection = await self.connection(self.leader_for(topic, partition))
+    async def list_offset(self, topic: str, partition: int, timestamp: int, *,
+                          retry_for_s: float | None = None) -> tuple[int, int]:
+        """(offset, timestamp) for LATEST_TIMESTAMP, EARLIEST_TIMESTAMP or a time in ms.
+
+        Asked of the partition's leader; retried like ``fetch`` while the leader moves.
+        """
         request = m.ListOffsetsRequest(partitions=[m.ListOffsetsPartition(topic=topic, partition=partition, timestamp=timestamp)])
-        response: m.ListOffsetsResponse = await connection.request(ApiKey.LIST_OFFSETS, request, timeout_s=self.request_timeout_s)
-        (result,) = response.partitions
-        if result.error_code:
-            raise errors.error_for_code(result.error_code, result.error_message)
+        (result,) = (await self._at_leader(topic, partition, ApiKey.LIST_OFFSETS, request, retry_for_s=retry_for_s)).partitions
         return result.offset, result.timestamp
+
+    async def _at_leader(self, topic: str, partition: int, api: ApiKey, request, *, retry_for_s: float | None,
+                         extra_timeout_s: float = 0.0):
+        """``request`` answered by the leader of ``topic``-``partition`` (its one partition result checked).
+
+        While the leader moves (not leader, no leader, a broken connection, a
+        damaged replica) it refreshes metadata and tries again, with backoff, for
+        up to ``retry_for_s`` (default: the request timeout; 0: once). Other
+        errors are raised at once.
+        """
+        backoff = Backoff(initial_s=0.05, max_s=1.0,
+                          deadline_s=self.request_timeout_s if retry_for_s is None else retry_for_s)
+        await self.partitions_for(topic)  # UnknownTopicOrPartitionError at once if the topic does not exist
+        while True:
+            try:
+                connection = await self.connection(self.leader_for(topic, partition))
+                response = await connection.request(api, request, timeout_s=self.request_timeout_s + extra_timeout_s)
+                (result,) = response.partitions
+                if result.error_code:
+                    raise errors.error_for_code(result.error_code, result.error_message)
+                return response
+            except errors.TidewayError as exc:
+                if not exc.retriable:
+                    raise
+                try:
+                    await self.refresh_metadata([topic])
+                except errors.TidewayError:
+                    pass
+                if topic not in self.topics:
+                    raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist") from None
+                if not await backoff.wait():
+                    raise
 
 
 def _raise_first(results) -> None:
