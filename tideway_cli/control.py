@@ -167,6 +167,8 @@ def _run_up(args: argparse.Namespace) -> int:
     print(f"  secrets     {', '.join(str(p) for p in secrets)} (mode 0600; made once for this deployment)")
     if demo_key:
         print(f"  demo tenant 'demo' with queue 'demo', API key {demo_key}  (also in {home / 'demo-api-key'})")
+    if (home / "demo-password").exists():
+        print(f"  console     http://{api_address}/console/   user '{DEMO_USER}', password in {home / 'demo-password'}")
     print(f"Try: curl -H 'Authorization: Bearer KEY' -d '{{\"messages\": [{{\"value\": \"hello\"}}]}}' "
           f"http://{api_address}/api/v1/queues/demo/messages")
     print("A process that exits is restarted; Ctrl-C stops everything.", flush=True)
@@ -228,9 +230,12 @@ def _demo_tenant(home: Path, brokers: int) -> str:
     from topics.actions import do_create_queue
 
     saved = home / "demo-api-key"
-    if Tenant.objects.filter(slug="demo").exists():
+    existing = Tenant.objects.filter(slug="demo").first()
+    if existing is not None:
+        _demo_member(home, existing)
         return saved.read_text().strip() if saved.exists() else ""
     tenant = do_create_tenant("demo", plan_name="team", acting="tideway up")
+    _demo_member(home, tenant)
     deadline = time.monotonic() + 60
     while Broker.objects.filter(state=BrokerState.ALIVE).count() < brokers and time.monotonic() < deadline:
         time.sleep(0.2)  # the brokers are still registering with the controller
@@ -246,6 +251,26 @@ def _demo_tenant(home: Path, brokers: int) -> str:
     saved.write_text(key + "\n")
     saved.chmod(0o600)
     return key
+
+
+DEMO_USER = "demo"
+
+
+def _demo_member(home: Path, tenant) -> None:
+    """The demo tenant's console sign-in: user 'demo' (owner), its password made once and kept in home/demo-password."""
+    import secrets
+
+    from django.contrib.auth import get_user_model
+
+    from tenants.actions import do_add_member
+
+    saved = home / "demo-password"
+    if get_user_model().objects.filter(username=DEMO_USER).exists():
+        return
+    password = secrets.token_urlsafe(12)
+    do_add_member(tenant, username=DEMO_USER, role="owner", password=password, acting="tideway up")
+    saved.write_text(password + "\n")
+    saved.chmod(0o600)
 
 
 def _redis_for(home: Path, logs: Path, port: int) -> subprocess.Popen | None:

@@ -91,3 +91,18 @@ def alter_configs(cluster: Cluster, name: str, *, set: dict[str, str], delete: l
 
 def delete_topic(cluster: Cluster, name: str) -> None:
     _run(bootstrap_of(cluster), lambda c: c.delete_topic(name))
+
+
+def partition_offsets(cluster: Cluster, name: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """Per partition of topic ``name``: (earliest offset, high watermark), asked of each leader."""
+    from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+    async def offsets(client: TidewayClient) -> dict[int, tuple[int, int]]:
+        out = {}
+        for partition in range(partitions):
+            earliest, _ = await client.list_offset(name, partition, EARLIEST_TIMESTAMP, retry_for_s=2)
+            latest, _ = await client.list_offset(name, partition, LATEST_TIMESTAMP, retry_for_s=2)
+            out[partition] = (earliest, latest)
+        return out
+
+    return _run(bootstrap_of(cluster), offsets)

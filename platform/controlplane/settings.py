@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "topics",
     "registry",
     "gateway",
+    "webui",
 ]
 
 MIDDLEWARE = [
@@ -85,6 +86,16 @@ ROOT_URLCONF = "controlplane.urls"
 ASGI_APPLICATION = "controlplane.asgi.application"
 STATIC_URL = "static/"
 WHITENOISE_USE_FINDERS = True  # straight from the apps' static folders: no collectstatic step
+
+# The console (webui): Django sessions. Cookies are HttpOnly and SameSite=Lax; Secure (HTTPS only) in
+# production or with TIDEWAY_SECURE_COOKIES=true (a local `tideway up` serves plain HTTP).
+LOGIN_URL = "/console/signin"
+LOGIN_REDIRECT_URL = "/console/"
+_SECURE_COOKIES = PRODUCTION or os.environ.get("TIDEWAY_SECURE_COOKIES", "false").lower() == "true"
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _SECURE_COOKIES
+SESSION_COOKIE_HTTPONLY = CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = 12 * 3600
 APPEND_SLASH = False  # API clients (Confluent's among them) call paths exactly as written
 
 TEMPLATES = [

@@ -1,9 +1,12 @@
-"""URL routes of the control plane: the REST API (v1), the schema registry, the OpenAPI schema and docs."""
+"""URL routes of the control plane: the console, the REST API (v1), the schema registry, the OpenAPI schema and docs."""
 
 from django.urls import include, path
+from django.views.generic.base import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 urlpatterns = [
+    path("", RedirectView.as_view(url="/console/", permanent=False)),
+    path("console/", include("webui.urls")),
     path("api/v1/", include("gateway.urls")),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("topics.api.urls")),

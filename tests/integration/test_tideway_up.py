@@ -143,6 +143,19 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
                 answer = httpx.get(f"http://127.0.0.1:{api_port}/api/v1/queues/demo/messages",
                                    headers={"Authorization": f"Bearer {forged}"})
                 assert answer.status_code == 401, answer.text
+        # The console: the demo tenant's sign-in that `up` printed and saved.
+        import re
+
+        with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=60, follow_redirects=True) as browser:
+            form = browser.get("/")
+            assert form.status_code == 200 and str(form.url).endswith("/console/signin?next=/console/")
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+            password = (tmp_path / "home" / "demo-password").read_text().strip()
+            dashboard = browser.post("/console/signin", data={"username": "demo", "password": password,
+                                                              "csrfmiddlewaretoken": token, "next": "/console/"})
+            assert dashboard.status_code == 200 and str(dashboard.url).endswith("/console/"), dashboard.text[:300]
+            queues = browser.get("/console/queues")
+            assert "/console/queues/demo" in queues.text and "/console/queues/jobs" in queues.text
         # The demo tenant's key over the native protocol: its own names, never the broker-side ones.
         listed = cli("topics", "list", "--bootstrap", bootstrap, "--api-key", key)
         assert listed.returncode == 0, listed.stderr
@@ -173,6 +186,7 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     assert "stopped" in output
     assert "broker-3 exited with -9" in output and "broker-3 restarted (pid" in output
     assert "demo tenant 'demo' with queue 'demo', API key tw_" in output
+    assert "/console/   user 'demo', password in" in output
     assert "development-only" not in output and (tmp_path / "home" / "cluster-secret").read_text().strip() not in output
     for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)
         assert (tmp_path / "home" / f"broker-{i}" / ".clean-shutdown").exists()

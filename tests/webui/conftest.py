@@ -1,0 +1,50 @@
+"""View-level tests of the console with pytest-django: the test database, Django's test client.
+
+Queues are rows made directly here (no broker is running); what needs brokers is
+covered by the browser test against a real deployment.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+PASSWORD = "correct horse battery"
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def cluster(db):
+    from clusters.models import Cluster
+
+    return Cluster.objects.create(name="local")
+
+
+def signup(name: str):
+    from tenants.actions import do_signup
+
+    return do_signup(username=name, password=PASSWORD, email=f"{name}@example.com", tenant_name=f"{name} inc")
+
+
+@pytest.fixture
+def owner_a(db):
+    return signup("alice")  # (user, tenant)
+
+
+@pytest.fixture
+def owner_b(db):
+    return signup("bob")
+
+
+def make_queue(tenant, cluster, name: str, **values):
+    from topics.models import Queue
+
+    return Queue.objects.create(tenant=tenant, cluster=cluster, name=name, status="active", broker_topic=f"t{tenant.id}.{name}",
+                                partitions=values.pop("partitions", 2), replication_factor=3,
+                                retention_ms=86_400_000, retention_bytes=1 << 20, max_message_bytes=1 << 20, **values)
+
+
+def signed_in(client, user):
+    client.force_login(user)
+    return client

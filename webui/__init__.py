@@ -1,0 +1,1 @@
+"""The web console: server-rendered pages (Django templates with HTMX) under /console/."""

@@ -1,0 +1,71 @@
+"""Who is using the console, and for which tenant: the same Principal the API builds for a signed-in member.
+
+A member of several tenants picks one with the tenant switcher (kept in the
+session); scopes come from the role (``tenants.choices.ROLE_SCOPES``), so a
+viewer may look and not touch, in the console exactly as in the API. Staff
+users (operators) act for a tenant they pick, with every scope, as in the API.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.http import HttpResponseForbidden
+from django.shortcuts import redirect
+
+from controlplane.api.principal import Principal
+from tenants.choices import ALL_SCOPES, ROLE_SCOPES
+
+SESSION_TENANT = "console_tenant"
+
+
+def memberships(user):
+    from tenants.models import Membership
+
+    return Membership.objects.select_related("tenant", "tenant__plan").filter(user=user).order_by("tenant__name")
+
+
+def console_principal(request) -> Principal | None:
+    """The signed-in user acting for the session's tenant (their first one by default); None if none."""
+    from tenants.models import Tenant
+
+    user = request.user
+    if not user.is_authenticated or not user.is_active:
+        return None
+    wanted = request.session.get(SESSION_TENANT)
+    if user.is_staff and wanted:
+        tenant = Tenant.objects.select_related("plan").filter(slug=wanted).first()
+        if tenant is not None:
+            return Principal(tenant=tenant, scopes=ALL_SCOPES, actor=f"operator:{user.username}", user=user,
+                             role="owner", operator=True)
+    rows = list(memberships(user))
+    chosen = next((m for m in rows if m.tenant.slug == wanted), rows[0] if rows else None)
+    if chosen is None:
+        return None
+    return Principal(tenant=chosen.tenant, scopes=ROLE_SCOPES[chosen.role], actor=f"user:{user.username}", user=user,
+                     role=chosen.role)
+
+
+def member_page(scope: str | None = None):
+    """A console view for a signed-in member acting for a tenant; ``scope`` (e.g. "manage") needed to use it.
+
+    The view gets ``request.principal``. Without a tenant the user is sent to sign in (or told they belong to
+    none); without the scope the answer is 403, whatever the page would have shown.
+    """
+
+    def decorate(view):
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect(f"/console/signin?next={request.path}")
+            principal = console_principal(request)
+            if principal is None:
+                return HttpResponseForbidden("you are not a member of any tenant")
+            if scope is not None and not principal.has_scope(scope):
+                return HttpResponseForbidden(f"your role ({principal.role}) may not do this: it needs the '{scope}' scope")
+            request.principal = principal
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate

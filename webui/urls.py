@@ -1,0 +1,21 @@
+"""Routes of the console, under /console/."""
+
+from django.urls import path, re_path
+
+from webui.views import auth, dashboard, queues
+
+NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
+
+urlpatterns = [
+    path("", dashboard.dashboard),
+    path("signin", auth.signin),
+    path("signup", auth.signup),
+    path("signout", auth.signout),
+    path("password", auth.password_change),
+    path("tenant", auth.switch_tenant),
+    path("queues", queues.queue_list),
+    path("create-queue", queues.queue_create),  # not under queues/: a queue may be named "new"
+    re_path(rf"^queues/{NAME}$", queues.queue_detail),
+    re_path(rf"^queues/{NAME}/partitions$", queues.queue_partitions),
+    re_path(rf"^queues/{NAME}/delete$", queues.queue_delete),
+]

@@ -1,0 +1,130 @@
+"""Queues: list (search, sort, pages), create with the API's validation, a queue's settings and partitions, delete.
+
+Creation and deletion go through the control plane's actions with the
+member's principal, as the API does: the same quota checks, placement and
+audit row. The form is checked by the API's own serializer, so the console
+shows the API's messages.
+"""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponseNotAllowed
+from django.shortcuts import redirect
+
+from controlplane.errors import ActionError
+from webui.access import member_page
+from webui.render import page
+
+PAGE_SIZE = 50
+SORTS = {"name": "name", "-name": "-name", "created": "created", "-created": "-created",
+         "partitions": "partitions", "-partitions": "-partitions"}
+# The form's fields: every setting the API takes when a queue is created, in its order.
+FIELDS = ["name", "mode", "partitions", "replication_factor", "retention_ms", "retention_bytes", "compaction",
+          "max_message_bytes", "visibility_timeout_ms", "max_deliveries", "delivery_delay_ms", "fifo",
+          "schema_subject", "schema_encoding"]
+BOOLEAN_FIELDS = {"compaction", "fifo"}
+
+
+def _queue(request, name: str):
+    from topics.models import Queue
+
+    queue = Queue.objects.filter(tenant=request.principal.tenant, name=name).select_related("cluster").first()
+    if queue is None or not request.principal.may_touch(name):
+        raise Http404(f"queue {name!r} does not exist")
+    return queue
+
+
+@member_page()
+def queue_list(request):
+    from topics.models import Queue
+
+    search = request.GET.get("q", "").strip()
+    sort = SORTS.get(request.GET.get("sort", "name"), "name")
+    rows = Queue.objects.filter(tenant=request.principal.tenant).order_by(sort, "id")
+    if search:
+        rows = rows.filter(name__icontains=search)
+    listed = Paginator(rows.only("name", "mode", "status", "partitions", "replication_factor", "created"), PAGE_SIZE)
+    page_number = request.GET.get("page", "1")
+    current = listed.get_page(page_number)
+    return page(request, "queues.html", {"page": current, "search": search, "sort": sort}, partial="queue_rows.html")
+
+
+@member_page(scope="manage")
+def queue_create(request):
+    from topics import actions
+    from topics.api.serializers import QueueSerializer
+
+    values = {"mode": "queue", "partitions": "3", "replication_factor": "3"}
+    errors: dict[str, list[str]] = {}
+    if request.method == "POST":
+        values = {field: request.POST.get(field, "") for field in FIELDS if request.POST.get(field, "") != ""}
+        for field in BOOLEAN_FIELDS:
+            values[field] = field in request.POST
+        body = QueueSerializer(data=values)
+        if body.is_valid():
+            try:
+                queue = actions.do_create_queue(request.principal.tenant, body.validated_data, acting=request.principal.actor)
+            except ActionError as exc:
+                errors["form"] = [exc.message]
+            else:
+                return redirect(f"/console/queues/{queue.name}")
+        else:
+            errors = {field: [str(e) for e in messages] for field, messages in body.errors.items()}
+    return page(request, "queue_form.html", {"values": values, "errors": errors, "fields": FIELDS},
+                status=400 if errors else 200)
+
+
+@member_page()
+def queue_detail(request, name: str):
+    from topics.api.serializers import QueueSerializer
+
+    queue = _queue(request, name)
+    settings = QueueSerializer(queue).data
+    return page(request, "queue.html", {"queue": queue, "settings": settings, "partitions": partition_table(queue)})
+
+
+@member_page()
+def queue_partitions(request, name: str):
+    """The partition table alone (HTMX refreshes it)."""
+    queue = _queue(request, name)
+    return page(request, "queue.html", {"queue": queue, "partitions": partition_table(queue)}, partial="partitions.html")
+
+
+def partition_table(queue) -> dict:
+    """Leader, replicas and ISR from the controller's records; offsets from the brokers (when they answer)."""
+    from clusters.admin import partition_offsets
+    from clusters.models import Partition
+
+    rows = list(Partition.objects.filter(topic__cluster=queue.cluster, topic__name=queue.broker_topic).order_by("index"))
+    try:
+        offsets = partition_offsets(queue.cluster, queue.broker_topic, len(rows))
+        error = ""
+    except Exception as exc:  # noqa: BLE001 - the page shows what it knows and says why the rest is missing
+        offsets, error = {}, f"the brokers did not answer: {exc}"
+    return {"rows": [{"index": p.index, "leader": p.leader, "replicas": p.replicas, "isr": p.isr,
+                      "under_replicated": len(p.isr) < len(p.replicas),
+                      "earliest": offsets.get(p.index, (None, None))[0], "latest": offsets.get(p.index, (None, None))[1]}
+                     for p in rows],
+            "error": error}
+
+
+@member_page(scope="manage")
+def queue_delete(request, name: str):
+    from topics import actions
+
+    queue = _queue(request, name)
+    error = ""
+    if request.method == "POST":
+        if request.POST.get("confirm", "") != queue.name:
+            error = f"type the queue's name ({queue.name}) to delete it"
+        else:
+            try:
+                actions.do_delete_queue(queue, acting=request.principal.actor)
+            except ActionError as exc:
+                error = exc.message
+            else:
+                return redirect("/console/queues")
+    elif request.method != "GET":
+        return HttpResponseNotAllowed(["GET", "POST"])
+    return page(request, "queue_delete.html", {"queue": queue, "error": error}, status=400 if error else 200)
