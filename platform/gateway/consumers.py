@@ -30,13 +30,20 @@ import msgspec
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from brokers import errors as broker_errors
-from gateway import limits, pool
+from gateway import limits
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
+from gateway.operations import (
+    broker_failure,
+    check_lock_seconds,
+    delivery_json,
+    queue_consumer,
+    require_queue_mode,
+    require_scope,
+    settlement,
+)
 from gateway.publishing import start_publish
-from gateway.views.base import Call, broker_failure, broker_group
-from gateway.views.queue_model import MAX_LOCK_SECONDS, delivery_json, settlement
 from gateway.wire import ENCODER, OutgoingMessage
 
 log = logging.getLogger(__name__)
@@ -136,8 +143,7 @@ class QueueSocket(AsyncWebsocketConsumer):
             await self.send_json({"type": "error", "id": frame_id, **broker_failure(exc).body()})
 
     def _need(self, scope: str) -> None:
-        if scope not in self.caller.principal.scopes:
-            raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope", 403)
+        require_scope(self.caller, scope)
 
     # -- frames ------------------------------------------------------------------------------
 
@@ -162,14 +168,11 @@ class QueueSocket(AsyncWebsocketConsumer):
         self._need("consume")
         if self.pumps:
             raise invalid("this connection is already subscribed")
-        if not self.queue.is_queue:
-            raise GatewayError("wrong_mode", f"{self.queue.name!r} is a stream: read it over REST by partition and offset", 409)
+        require_queue_mode(self.queue)
         if not 1 <= frame.prefetch <= PREFETCH_MAX:
             raise invalid(f"prefetch must be 1 to {PREFETCH_MAX}")
-        if frame.visibility_timeout is not None and not 0 < frame.visibility_timeout <= MAX_LOCK_SECONDS:
-            raise invalid(f"visibility_timeout must be more than 0 and at most {MAX_LOCK_SECONDS} seconds")
-        group = broker_group(Call(self.caller, self.queue), frame.group or "default", "q")
-        self.consumer = await pool.queue_consumer(self.queue.bootstrap, group, self.queue.broker_topic)
+        check_lock_seconds(frame.visibility_timeout)
+        self.consumer = await queue_consumer(self.caller, self.queue, frame.group or "default")
         self.prefetch = frame.prefetch
         self.lock_ms = int(frame.visibility_timeout * 1000) if frame.visibility_timeout else 0
         self.base64_always = frame.encoding == "base64"

@@ -9,7 +9,6 @@ and ``call.queue``. Refusals raise ``GatewayError``; broker failures become
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -19,7 +18,7 @@ from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
 from brokers import errors as broker_errors
-from gateway import limits
+from gateway import limits, operations
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
@@ -27,8 +26,6 @@ from gateway.wire import ENCODER
 
 log = logging.getLogger(__name__)
 
-NAME = r"[A-Za-z0-9._-]{1,100}"
-_GROUP = re.compile(rf"^{NAME}$")
 
 
 @dataclass
@@ -42,24 +39,7 @@ def json_response(body, status: int = 200) -> HttpResponse:
 
 
 def broker_group(call: Call, group: str, kind: str) -> str:
-    """The broker-side group id: tenants never share a group, nor do queue (share) and stream groups."""
-    if not _GROUP.match(group):
-        raise invalid(f"group name {group!r} must be 1-100 letters, digits, '.', '_' or '-'")
-    return f"t{call.caller.tenant_id}.{kind}.{group}"
-
-
-def broker_failure(exc: broker_errors.TidewayError) -> GatewayError:
-    if isinstance(exc, broker_errors.InvalidRecordStateError):
-        return GatewayError("receipt_expired", f"the receipt no longer holds the message (its visibility timeout passed, "
-                            f"or it was acked): {exc.message}", 409)
-    if isinstance(exc, broker_errors.OffsetOutOfRangeError):
-        return GatewayError("offset_out_of_range", exc.message, 416)
-    if isinstance(exc, (broker_errors.InvalidRequestError, broker_errors.NotAssignedError, broker_errors.UnknownMemberIdError,
-                        broker_errors.FencedMemberEpochError, broker_errors.InvalidConfigError)):
-        return GatewayError("invalid_request", exc.message, 400)
-    if isinstance(exc, broker_errors.MessageTooLargeError):
-        return GatewayError("message_too_large", exc.message, 413)
-    return GatewayError("unavailable", f"the queue's brokers could not answer: {exc}; retry", 503, retry_after_ms=1000)
+    return operations.broker_group(call.caller, group, kind)
 
 
 class GatewayView(View):
@@ -96,7 +76,7 @@ class GatewayView(View):
             return GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes", 413).response()
         except broker_errors.TidewayError as exc:
             log.info("%s %s: broker error %s", request.method, request.path, exc)
-            return broker_failure(exc).response()
+            return operations.broker_failure(exc).response()
 
     async def authorise(self, request, name: str | None) -> Call:
         caller = await authenticate(request.headers.get("Authorization", ""), request.GET.get("token", ""))
@@ -129,5 +109,4 @@ def int_param(request, name: str, default: int | None, *, low: int = -(2**63), h
 
 
 def require_queue_mode(call: Call) -> None:
-    if not call.queue.is_queue:
-        raise GatewayError("wrong_mode", f"{call.queue.name!r} is a stream: read it by partition and offset, or with a consumer group", 409)
+    operations.require_queue_mode(call.queue)

@@ -1,0 +1,169 @@
+"""The data operations of a queue, with their validation: one implementation for every way in.
+
+The REST views (``views/``), the WebSocket consumer (``consumers.py``) and the
+web console (``webui``) all call these functions with a ``Caller`` (who, with
+which scopes) and a ``QueueInfo`` (which queue); none of them checks a bound
+or builds a broker-side name on its own. Publishing lives in
+``publishing.py`` (with its dedup and schema checks) and is used the same way.
+Refusals raise ``GatewayError``; broker errors are translated by
+``broker_failure``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from brokers import errors as broker_errors
+from brokers.client.queue import parse_receipt
+from brokers.protocol.messages import EARLIEST_TIMESTAMP
+from gateway import limits, pool
+from gateway.auth import Caller
+from gateway.catalog import QueueInfo
+from gateway.errors import GatewayError, invalid
+from gateway.wire import add_body, message_json
+
+NAME = r"[A-Za-z0-9._-]{1,100}"
+_GROUP = re.compile(rf"^{NAME}$")
+MAX_WAIT_SECONDS = 20
+MAX_RECEIVE = 1000
+MAX_LOCK_SECONDS = 12 * 3600
+MIN_LOCK_SECONDS = 0.001  # locks are kept in whole milliseconds
+
+# What a settled call answers: {"acked": 3}, {"released": 3}, {"rejected": 3}.
+SETTLED = {"ack": "acked", "nack": "released", "reject": "rejected"}
+
+
+# -- names and errors ---------------------------------------------------------------------------
+
+
+def broker_group(caller: Caller, group: str, kind: str) -> str:
+    """The broker-side group id: tenants never share a group, nor do queue (share) and stream groups."""
+    if not _GROUP.match(group):
+        raise invalid(f"group name {group!r} must be 1-100 letters, digits, '.', '_' or '-'")
+    return f"t{caller.tenant_id}.{kind}.{group}"
+
+
+def broker_failure(exc: broker_errors.TidewayError) -> GatewayError:
+    """A broker's refusal in the API's vocabulary (docs/api.md, "Errors")."""
+    if isinstance(exc, broker_errors.InvalidRecordStateError):
+        return GatewayError("receipt_expired", f"the receipt no longer holds the message (its visibility timeout passed, "
+                            f"or it was acked): {exc.message}", 409)
+    if isinstance(exc, broker_errors.OffsetOutOfRangeError):
+        return GatewayError("offset_out_of_range", exc.message, 416)
+    if isinstance(exc, (broker_errors.InvalidRequestError, broker_errors.NotAssignedError, broker_errors.UnknownMemberIdError,
+                        broker_errors.FencedMemberEpochError, broker_errors.InvalidConfigError)):
+        return GatewayError("invalid_request", exc.message, 400)
+    if isinstance(exc, broker_errors.MessageTooLargeError):
+        return GatewayError("message_too_large", exc.message, 413)
+    return GatewayError("unavailable", f"the queue's brokers could not answer: {exc}; retry", 503, retry_after_ms=1000)
+
+
+def require_scope(caller: Caller, scope: str) -> None:
+    if scope not in caller.principal.scopes:
+        raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope", 403)
+
+
+def require_queue_mode(queue: QueueInfo) -> None:
+    if not queue.is_queue:
+        raise GatewayError("wrong_mode", f"{queue.name!r} is a stream: read it by partition and offset, or with a consumer group", 409)
+
+
+def check_lock_seconds(value: float | None, name: str = "visibility_timeout") -> None:
+    """A lock length (visibility timeout, extension): 1 ms to 12 h, or None for the queue's own."""
+    if value is not None and not MIN_LOCK_SECONDS <= value <= MAX_LOCK_SECONDS:
+        raise invalid(f"{name} must be {MIN_LOCK_SECONDS} (1 ms) to {MAX_LOCK_SECONDS} seconds")
+
+
+# -- the queue model ------------------------------------------------------------------------------
+
+
+def delivery_json(message, base64_always: bool = False) -> dict:
+    """A delivery as the API shows it (``message_json`` plus receipt, delivery count and lock deadline)."""
+    out: dict = {"partition": message.partition, "offset": message.offset, "timestamp": message.timestamp_ms}
+    add_body(out, message.key, message.value, message.headers, base64_always)
+    out["receipt"] = message.receipt
+    out["delivery_count"] = message.delivery_count
+    out["visible_at"] = message.lock_deadline_ms
+    return out
+
+
+async def queue_consumer(caller: Caller, queue: QueueInfo, group: str):
+    """The pooled queue consumer of ``group`` on ``queue`` (a queue-mode queue)."""
+    require_queue_mode(queue)
+    return await pool.queue_consumer(queue.bootstrap, broker_group(caller, group, "q"), queue.broker_topic)
+
+
+def checked_receipts(receipts: list[str]) -> list[tuple[int, int, int]]:
+    """The receipts, parsed (the broker client takes them so)."""
+    if not receipts:
+        raise invalid("receipts is empty")
+    if len(receipts) > MAX_RECEIVE:
+        raise invalid(f"at most {MAX_RECEIVE} receipts per call")
+    parsed = []
+    for receipt in receipts:
+        try:
+            parsed.append(parse_receipt(receipt))
+        except broker_errors.TidewayError:
+            raise invalid(f"receipt {receipt!r} is not one this queue gave (partition:offset:delivery)") from None
+    return parsed
+
+
+async def receive(caller: Caller, queue: QueueInfo, group: str, *, max_messages: int, wait_seconds: float,
+                  visibility_timeout: float | None):
+    """Lock and return up to ``max_messages`` (waiting up to ``wait_seconds`` for some)."""
+    if not 1 <= max_messages <= MAX_RECEIVE:
+        raise invalid(f"max_messages must be 1 to {MAX_RECEIVE}")
+    if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
+        raise invalid(f"wait_seconds must be 0 to {MAX_WAIT_SECONDS}")
+    check_lock_seconds(visibility_timeout)
+    consumer = await queue_consumer(caller, queue, group)
+    lock_ms = int(visibility_timeout * 1000) if visibility_timeout is not None else 0
+    messages = await consumer.receive(max_messages, wait_ms=int(wait_seconds * 1000), lock_ms=lock_ms)
+    await limits.charge_consumed(caller, sum(len(m.value or b"") + len(m.key or b"") for m in messages))
+    return messages
+
+
+def settlement(consumer, action: str, request):
+    """Check an ack, nack, reject or extend and return the brokers' call for it (not yet awaited).
+
+    ``request`` is a REST body or a WebSocket frame: ``receipts``, and ``delay_seconds`` (nack: redeliver
+    after this long, default the queue's backoff), ``seconds`` (extend: hold the locks this much longer
+    from now) and ``error`` (nack and reject: kept in the dead-letter headers).
+    """
+    receipts = checked_receipts(request.receipts)
+    if action == "ack":
+        return consumer.ack(receipts)
+    if action == "nack":
+        if request.delay_seconds is not None and not 0 <= request.delay_seconds <= MAX_LOCK_SECONDS:
+            raise invalid(f"delay_seconds must be 0 to {MAX_LOCK_SECONDS}")
+        delay_ms = None if request.delay_seconds is None else int(request.delay_seconds * 1000)
+        return consumer.nack(receipts, delay_ms=delay_ms, error=request.error)
+    if action == "reject":
+        return consumer.reject(receipts, error=request.error)
+    if request.seconds is None:
+        raise invalid(f"seconds must be {MIN_LOCK_SECONDS} (1 ms) to {MAX_LOCK_SECONDS}")
+    check_lock_seconds(request.seconds, "seconds")
+    return consumer.extend(receipts, int(request.seconds * 1000))
+
+
+# -- reading without consuming ---------------------------------------------------------------------
+
+
+async def peek(caller: Caller, queue: QueueInfo, *, max_messages: int, partition: int | None = None,
+               offset: int | None = None, base64_always: bool = False) -> list[dict]:
+    """Messages as stored, without consuming or locking them: from ``offset`` (default: each partition's start)."""
+    out, consumed = [], 0
+    broker_client = await pool.client(queue.bootstrap)
+    for number in [partition] if partition is not None else range(queue.partitions):
+        if len(out) >= max_messages:
+            break
+        start = offset
+        if start is None:
+            start, _ = await broker_client.list_offset(queue.broker_topic, number, EARLIEST_TIMESTAMP)
+        records, _next, _hw = await pool.read_partition(queue.bootstrap, queue.broker_topic, number, start,
+                                                        max_records=max_messages - len(out), wait_ms=0)
+        out += [message_json(partition=number, offset=r.offset, timestamp_ms=r.timestamp_ms, key=r.key, value=r.value,
+                             headers=r.headers, base64_always=base64_always) for r in records]
+        consumed += sum(len(r.value or b"") + len(r.key or b"") for r in records)
+    await limits.charge_consumed(caller, consumed)
+    return out
