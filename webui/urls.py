@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from webui.views import auth, dashboard, queues
+from webui.views import auth, dashboard, dead_letters, messages, queues
 
 NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
 
@@ -18,4 +18,10 @@ urlpatterns = [
     re_path(rf"^queues/{NAME}$", queues.queue_detail),
     re_path(rf"^queues/{NAME}/partitions$", queues.queue_partitions),
     re_path(rf"^queues/{NAME}/delete$", queues.queue_delete),
+    re_path(rf"^queues/{NAME}/messages$", messages.messages),
+    re_path(rf"^queues/{NAME}/produce$", messages.produce),
+    re_path(rf"^queues/{NAME}/dead-letters$", dead_letters.dead_letters),
+    re_path(rf"^queues/{NAME}/dead-letters/redrive$", dead_letters.redrive),
+    re_path(rf"^queues/{NAME}/dead-letters/purge$", dead_letters.purge),
+    re_path(rf"^queues/{NAME}/dead-letters/redrives/(?P<job_id>[0-9a-f]{{32}})$", dead_letters.redrive_job),
 ]

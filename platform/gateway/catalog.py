@@ -39,6 +39,11 @@ class QueueInfo:
 _queues: dict[tuple[int, str], tuple[float, QueueInfo | None]] = {}
 
 
+def load(tenant_id: int, name: str) -> QueueInfo | None:
+    """The queue, read from the database now (synchronous callers: the console)."""
+    return _load(tenant_id, name)
+
+
 def _load(tenant_id: int, name: str) -> QueueInfo | None:
     from django.db import close_old_connections
 

@@ -146,6 +146,10 @@ async def charge_consumed(caller: Caller, consumed_bytes: int) -> None:
     try:
         # A bucket already in debt stays so: charge unconditionally (the refill is computed from its time stamp).
         async with connection().pipeline(transaction=False) as pipe:
+            # A bucket not there yet (expired, or never taken from: the console reads without a REST call) starts
+            # full, as _TAKE would make it; without its time stamp it would never refill.
+            pipe.hsetnx(key, "t", max(caller.limits.consume_bytes_per_s, 1))
+            pipe.hsetnx(key, "ts", int(time.time() * 1000))
             pipe.hincrbyfloat(key, "t", -consumed_bytes)
             pipe.pexpire(key, 60_000)
             await pipe.execute()

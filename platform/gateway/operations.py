@@ -12,10 +12,14 @@ Refusals raise ``GatewayError``; broker errors are translated by
 from __future__ import annotations
 
 import re
+import uuid
+
+from asgiref.sync import sync_to_async
 
 from brokers import errors as broker_errors
-from brokers.client.queue import parse_receipt
+from brokers.client.queue import list_dead_letters, parse_receipt, purge_dead_letters
 from brokers.protocol.messages import EARLIEST_TIMESTAMP
+from brokers.security.names import TenantNames
 from gateway import limits, pool
 from gateway.auth import Caller
 from gateway.catalog import QueueInfo
@@ -29,6 +33,8 @@ MAX_RECEIVE = 1000
 MAX_LOCK_SECONDS = 12 * 3600
 MIN_LOCK_SECONDS = 0.001  # locks are kept in whole milliseconds
 
+REDRIVE_JOB_MEMORY_S = 24 * 3600
+
 # What a settled call answers: {"acked": 3}, {"released": 3}, {"rejected": 3}.
 SETTLED = {"ack": "acked", "nack": "released", "reject": "rejected"}
 
@@ -37,10 +43,12 @@ SETTLED = {"ack": "acked", "nack": "released", "reject": "rejected"}
 
 
 def broker_group(caller: Caller, group: str, kind: str) -> str:
-    """The broker-side group id: tenants never share a group, nor do queue (share) and stream groups."""
+    """The broker-side group id (``kind``: "queue" or "stream"): tenants never share a group, nor do queue (share)
+    and stream groups. The same name a tenant's native client gets for its group (brokers.security.names), so a
+    group is one group whichever way it is used, and its dead letters name it by the tenant's own name."""
     if not _GROUP.match(group):
         raise invalid(f"group name {group!r} must be 1-100 letters, digits, '.', '_' or '-'")
-    return f"t{caller.tenant_id}.{kind}.{group}"
+    return TenantNames(caller.tenant_id).group(group, kind)
 
 
 def broker_failure(exc: broker_errors.TidewayError) -> GatewayError:
@@ -90,7 +98,7 @@ def delivery_json(message, base64_always: bool = False) -> dict:
 async def queue_consumer(caller: Caller, queue: QueueInfo, group: str):
     """The pooled queue consumer of ``group`` on ``queue`` (a queue-mode queue)."""
     require_queue_mode(queue)
-    return await pool.queue_consumer(queue.bootstrap, broker_group(caller, group, "q"), queue.broker_topic)
+    return await pool.queue_consumer(queue.bootstrap, broker_group(caller, group, "queue"), queue.broker_topic)
 
 
 def checked_receipts(receipts: list[str]) -> list[tuple[int, int, int]]:
@@ -167,3 +175,49 @@ async def peek(caller: Caller, queue: QueueInfo, *, max_messages: int, partition
         consumed += sum(len(r.value or b"") + len(r.key or b"") for r in records)
     await limits.charge_consumed(caller, consumed)
     return out
+
+
+# -- dead letters ---------------------------------------------------------------------------------
+
+
+async def dead_letters(caller: Caller, queue: QueueInfo, *, limit: int, base64_always: bool = False) -> list[dict]:
+    """Dead letters not redriven yet, oldest first, as the API shows them (headers say where they came from)."""
+    require_queue_mode(queue)
+    letters = await list_dead_letters(await pool.client(queue.bootstrap), queue.dead_letter_topic, limit=limit)
+    return [message_json(partition=d["partition"], offset=d["offset"], timestamp_ms=d["timestamp_ms"], key=d["key"],
+                         value=d["value"], headers=[(k, v.encode()) for k, v in d["headers"].items()],
+                         base64_always=base64_always) for d in letters]
+
+
+async def purge(caller: Caller, queue: QueueInfo) -> int:
+    require_queue_mode(queue)
+    return await purge_dead_letters(await pool.client(queue.bootstrap), queue.dead_letter_topic)
+
+
+def redrive_job_key(queue_id: int, job_id: str) -> str:
+    return f"tw:redrive:{queue_id}:{job_id}"
+
+
+async def start_redrive(caller: Caller, queue: QueueInfo, *, rate_per_s: float, limit: int | None,
+                        selected: list[tuple[int, int]] | None) -> str:
+    """Start moving dead letters back (a Celery job, at ``rate_per_s``): all (the oldest ``limit``) or the
+    ``selected`` (partition, offset) ones. Returns the job id."""
+    require_queue_mode(queue)
+    if not 0 < rate_per_s <= 100_000:
+        raise invalid("rate_per_s must be more than 0 and at most 100000")
+    if limit is not None and limit < 1:
+        raise invalid("limit must be 1 or more (or null for all)")
+    if selected is not None and not 0 < len(selected) <= 1000:
+        raise invalid("messages selects 1 to 1000 dead letters (or leave it out for all)")
+    for partition, _offset in selected or ():
+        # The dead-letter topic has as many partitions as the queue.
+        if not 0 <= partition < queue.partitions:
+            raise invalid(f"dead letters are in partitions 0..{queue.partitions - 1}; there is no partition {partition}",
+                          partition=partition)
+    from gateway.tasks import redrive_dead_letters
+
+    job_id = uuid.uuid4().hex
+    await limits.connection().set(redrive_job_key(queue.id, job_id), 1, ex=REDRIVE_JOB_MEMORY_S)
+    chosen = None if selected is None else [[p, o] for p, o in selected]
+    await sync_to_async(redrive_dead_letters.apply_async)((queue.id, rate_per_s, limit, chosen), task_id=job_id)
+    return job_id

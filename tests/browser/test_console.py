@@ -4,8 +4,12 @@ every form field has a label, and every page visited is saved as a screenshot un
 
 from __future__ import annotations
 
+import json
+import re
+import time
 import uuid
 
+import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
@@ -14,6 +18,16 @@ from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.browser
 SCREENSHOTS = REPO_ROOT / "test-results" / "console"
+
+
+def _post(api: httpx.Client, path: str, body: dict) -> httpx.Response:
+    """A REST call as a well-behaved client makes it: a 429 is retried after its Retry-After."""
+    for _ in range(10):
+        answer = api.post(path, json=body)
+        if answer.status_code != 429:
+            return answer
+        time.sleep(float(answer.headers.get("Retry-After", "1")))
+    return answer
 
 
 def _unlabelled_fields(page) -> list[str]:
@@ -59,6 +73,7 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.get_by_label("Name").fill("orders")
             page.get_by_label("Partitions").fill("2")
             page.get_by_label("Replication factor").fill("3")
+            page.get_by_label("Deliveries before dead-lettering").fill("1")
             page.get_by_role("button", name="Create").click()
             expect(page.get_by_role("heading", name="orders")).to_be_visible(timeout=30_000)
             table = page.get_by_role("table", name="Partitions")
@@ -71,7 +86,60 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
 
             page.goto(f"{gateway.base_url}/console/queues?q=ord")
             expect(page.get_by_role("link", name="orders")).to_be_visible()
+
+            # Produce a test message from the page, then find it by key and by time.
+            before = time.gmtime(time.time() - 2)
+            page.goto(f"{gateway.base_url}/console/queues/orders/messages")
+            check("messages")
+            page.get_by_label("Key", exact=True).fill("order-42")
+            page.get_by_label("Value", exact=True).fill('{"id": 42}')
+            page.get_by_role("button", name="Produce").click()
+            expect(page.get_by_role("status")).to_contain_text("Published: partition")
+            messages = page.get_by_role("table", name="Messages")
+            expect(messages).to_contain_text("order-42")
+            page.get_by_label("Show").select_option("latest")
+            page.get_by_label("Key contains").fill("order-4")
+            page.get_by_role("button", name="Search").click()
+            expect(messages.get_by_role("row")).to_have_count(2)
+            expect(messages).to_contain_text('{"id": 42}')
+            page.get_by_label("Key contains").fill("")
+            page.get_by_label("Show").select_option("time")
+            page.get_by_label("Time").fill(time.strftime("%Y-%m-%dT%H:%M:%S", before))
+            page.get_by_role("button", name="Search").click()
+            expect(messages).to_contain_text("order-42")
+            check("messages-found")
+
+            # An API key made with the console's session (the management API takes it, with its CSRF token).
+            key = page.evaluate("""async () => {
+                const csrf = JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRFToken'];
+                const answer = await fetch('/api/v1/keys/', {method: 'POST', headers: {'Content-Type': 'application/json',
+                    'X-CSRFToken': csrf}, body: JSON.stringify({name: 'browser test', scopes: ['produce', 'consume', 'manage']})});
+                return (await answer.json()).key;
+            }""")
+            assert key.startswith("tw_")
+            with httpx.Client(base_url=gateway.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
+                answer = _post(api, "/api/v1/queues/orders/groups/workers/receive", {"wait_seconds": 5})
+                assert answer.status_code == 200, answer.text
+                received = answer.json()["messages"]
+                assert [m["key"] for m in received] == ["order-42"]
+                nacked = _post(api, "/api/v1/queues/orders/groups/workers/nack",
+                               {"receipts": [received[0]["receipt"]], "error": "cannot parse"})
+                assert nacked.status_code == 200, nacked.text  # max deliveries 1: now a dead letter
+
+                page.goto(f"{gateway.base_url}/console/queues/orders/dead-letters")
+                letters = page.get_by_role("table", name="Dead letters")
+                expect(letters).to_contain_text("cannot parse")
+                assert not re.search(r"\bt[0-9]+\.", letters.inner_text()), "a broker-side name leaked into the page"
+                expect(letters).to_contain_text("workers")  # the group, by the tenant's own name
+                check("dead-letters")
+                page.get_by_label("select").first.check()
+                page.get_by_role("button", name="Redrive selected").click()
+                expect(page.get_by_role("status")).to_contain_text("done, 1 moved", timeout=30_000)
+                check("redriven")
+                again = _post(api, "/api/v1/queues/orders/groups/workers/receive", {"wait_seconds": 10}).json()["messages"]
+                assert [m["key"] for m in again] == ["order-42"]
+                assert json.loads(again[0]["value"]) == {"id": 42}
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 6
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 10

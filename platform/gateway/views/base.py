@@ -107,6 +107,3 @@ def int_param(request, name: str, default: int | None, *, low: int = -(2**63), h
         raise invalid(f"query parameter {name} must be between {low} and {high}, got {value}")
     return value
 
-
-def require_queue_mode(call: Call) -> None:
-    operations.require_queue_mode(call.queue)

@@ -81,7 +81,7 @@ class PartitionOffsetsView(GatewayView):
 
 
 async def _link(call: Call, group: str):
-    return await pool.coordinator(call.queue.bootstrap, broker_group(call, group, "s"))
+    return await pool.coordinator(call.queue.bootstrap, broker_group(call, group, "stream"))
 
 
 async def _check_within_log(call: Call, offsets: dict[int, int]) -> None:

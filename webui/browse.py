@@ -1,0 +1,110 @@
+"""The message browser's search: from the latest messages, an offset or a time, filtered on the server.
+
+Filters (key contains, text contains) are evaluated here, over at most
+``SCAN_BUDGET`` records, reading through the gateway's pooled client, so a
+search over a large queue is bounded and says how far it got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from gateway import limits, pool
+from gateway.auth import Caller
+from gateway.catalog import QueueInfo
+
+SCAN_BUDGET = 20_000
+READ_BATCH = 500
+SHOWN_BYTES = 2_000
+
+
+@dataclass
+class Search:
+    mode: str = "latest"  # latest | offset | time
+    partition: int | None = None
+    offset: int = 0
+    timestamp_ms: int = 0
+    count: int = 50
+    key: str = ""
+    text: str = ""
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.key or self.text)
+
+
+@dataclass
+class Found:
+    messages: list[dict] = field(default_factory=list)
+    scanned: int = 0
+    exhausted: bool = False  # the scan budget ran out before the search did
+
+
+def shown(data: bytes | None) -> tuple[str, bool]:
+    """(text to show, whether it is hex because the bytes are not UTF-8)."""
+    if data is None:
+        return "", False
+    try:
+        return data[:SHOWN_BYTES].decode(), False
+    except UnicodeDecodeError:
+        return data[:SHOWN_BYTES // 2].hex(" "), True
+
+
+def _matches(search: Search, record) -> bool:
+    if search.key and search.key.encode() not in (record.key or b""):
+        return False
+    if search.text and search.text.encode() not in (record.value or b""):
+        return False
+    return True
+
+
+async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
+    client = await pool.client(queue.bootstrap)
+    numbers = [search.partition] if search.partition is not None else list(range(queue.partitions))
+    ranges = {}
+    for number in numbers:
+        earliest, _ = await client.list_offset(queue.broker_topic, number, EARLIEST_TIMESTAMP)
+        latest, _ = await client.list_offset(queue.broker_topic, number, LATEST_TIMESTAMP)
+        if search.mode == "offset":
+            start = min(max(search.offset, earliest), latest)
+        elif search.mode == "time":
+            at, _ = await client.list_offset(queue.broker_topic, number, search.timestamp_ms)
+            start = at if at >= 0 else latest
+        else:  # the latest: enough of each partition's tail to fill the page (or the budget, when filtering)
+            back = SCAN_BUDGET // len(numbers) if search.filtered else search.count
+            start = max(earliest, latest - back)
+        ranges[number] = (start, latest)
+    found = Found()
+    consumed = 0
+    for number, (position, end) in ranges.items():
+        while position < end and found.scanned < SCAN_BUDGET:
+            if search.mode != "latest" and len(found.messages) >= search.count:
+                break
+            records, next_offset, _ = await pool.read_partition(queue.bootstrap, queue.broker_topic, number, position,
+                                                                max_records=min(READ_BATCH, end - position), wait_ms=0)
+            if not records:
+                break
+            for record in records:
+                found.scanned += 1
+                consumed += len(record.value or b"") + len(record.key or b"")
+                if _matches(search, record):
+                    found.messages.append(_row(number, record))
+            position = next_offset
+        if position < end and found.scanned >= SCAN_BUDGET:
+            found.exhausted = True
+    await limits.charge_consumed(caller, consumed)
+    if search.mode == "latest":
+        found.messages.sort(key=lambda m: (m["timestamp"], m["partition"], m["offset"]))
+        found.messages = found.messages[-search.count:][::-1]  # newest first
+    else:
+        found.messages = found.messages[: search.count]
+    return found
+
+
+def _row(partition: int, record) -> dict:
+    key, key_hex = shown(record.key)
+    value, value_hex = shown(record.value)
+    headers = {name: (v or b"").decode(errors="replace") for name, v in record.headers or []}
+    return {"partition": partition, "offset": record.offset, "timestamp": record.timestamp_ms, "key": key,
+            "key_hex": key_hex, "value": value, "value_hex": value_hex, "headers": headers}

@@ -1,0 +1,41 @@
+"""The console's way to a queue's data: the gateway's operations, with the member as the caller.
+
+Console views are synchronous Django views; the gateway's operations are async
+and use the pooled broker clients of the server's event loop. ``run`` hands a
+call to that loop (asgiref's ``async_to_sync``) so the console and the data API
+share one client per cluster and one implementation of every rule.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.http import Http404
+
+from controlplane.api.principal import Principal
+from gateway import catalog
+from gateway.auth import Caller, Limits
+from gateway.catalog import QueueInfo
+from gateway.errors import GatewayError
+
+
+def caller_for(principal: Principal) -> Caller:
+    plan = principal.tenant.plan
+    return Caller(principal, Limits(plan.max_requests_per_s, plan.max_publish_bytes_per_s,
+                                    plan.max_consume_bytes_per_s, plan.max_message_bytes))
+
+
+def queue_info(principal: Principal, name: str) -> QueueInfo:
+    """The ready queue ``name`` of the member's tenant, or 404."""
+    info = catalog.load(principal.tenant.pk, name) if principal.may_touch(name) else None
+    if info is None:
+        raise Http404(f"queue {name!r} does not exist or is not ready")
+    return info
+
+
+def run(operation, *args, **kwargs):
+    """Run a gateway operation (async) from a console view; its GatewayError comes back as a (code, message) pair."""
+    return async_to_sync(operation)(*args, **kwargs)
+
+
+def refusal(exc: GatewayError) -> str:
+    return f"{exc.message} ({exc.code})"

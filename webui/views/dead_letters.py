@@ -1,0 +1,94 @@
+"""A queue's dead letters: where each came from and why; redrive (all or selected, at a rate) or purge."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.shortcuts import redirect
+
+from gateway import operations
+from gateway.errors import GatewayError
+from webui import data
+from webui.access import member_page
+from webui.render import page
+
+LIST_MAX = 500
+
+
+@member_page(scope="consume")
+def dead_letters(request, name: str):
+    info = data.queue_info(request.principal, name)
+    letters, error = [], request.GET.get("error", "")
+    try:
+        letters = data.run(operations.dead_letters, data.caller_for(request.principal), info, limit=LIST_MAX)
+    except GatewayError as exc:
+        error = data.refusal(exc)
+    except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
+        error = f"the brokers did not answer: {exc}"
+    for letter in letters:
+        headers = letter.get("headers", {})
+        letter["error"] = headers.get("tideway-dlq-last-error", "")
+        letter["deliveries"] = headers.get("tideway-dlq-delivery-count", "")
+        letter["origin"] = (f"{headers.get('tideway-dlq-origin-topic', name)} partition "
+                            f"{headers.get('tideway-dlq-origin-partition', '?')}, offset {headers.get('tideway-dlq-origin-offset', '?')}")
+        letter["group"] = headers.get("tideway-dlq-group", "")
+    return page(request, "dead_letters.html", {"queue": info, "letters": letters, "error": error,
+                                               "job": request.GET.get("job", ""),
+                                               "may_manage": request.principal.has_scope("manage")})
+
+
+@member_page(scope="manage")
+def redrive(request, name: str):
+    if request.method != "POST":
+        return redirect(f"/console/queues/{name}/dead-letters")
+    info = data.queue_info(request.principal, name)
+    selected = None
+    if request.POST.get("which") == "selected":
+        selected = []
+        for item in request.POST.getlist("letter"):
+            partition, _, offset = item.partition(":")
+            if partition.isdigit() and offset.isdigit():
+                selected.append((int(partition), int(offset)))
+        if not selected:
+            return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"error": "select dead letters first"}))
+    try:
+        rate = float(request.POST.get("rate_per_s", "100") or 100)
+        job = data.run(operations.start_redrive, data.caller_for(request.principal), info, rate_per_s=rate, limit=None,
+                       selected=selected)
+    except (GatewayError, ValueError) as exc:
+        message = data.refusal(exc) if isinstance(exc, GatewayError) else "the rate must be a number"
+        return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"error": message}))
+    return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"job": job}))
+
+
+@member_page(scope="consume")
+def redrive_job(request, name: str, job_id: str):
+    """The state of a redrive job (HTMX polls it while it runs)."""
+    from celery.result import AsyncResult
+
+    info = data.queue_info(request.principal, name)
+    exists = data.run(_job_exists, info.id, job_id)
+    result = AsyncResult(job_id) if exists else None
+    return page(request, "dead_letters.html", {"queue": info, "job": job_id, "result": result,
+                                               "moved": result.result.get("moved") if result is not None and result.successful() else None},
+                partial="redrive_job.html")
+
+
+async def _job_exists(queue_id: int, job_id: str) -> bool:
+    from gateway import limits
+
+    return bool(await limits.connection().exists(operations.redrive_job_key(queue_id, job_id)))
+
+
+@member_page(scope="manage")
+def purge(request, name: str):
+    if request.method != "POST":
+        return redirect(f"/console/queues/{name}/dead-letters")
+    info = data.queue_info(request.principal, name)
+    if request.POST.get("confirm", "") != name:
+        return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"error": f"type {name} to purge"}))
+    try:
+        data.run(operations.purge, data.caller_for(request.principal), info)
+    except GatewayError as exc:
+        return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"error": data.refusal(exc)}))
+    return redirect(f"/console/queues/{name}/dead-letters")

@@ -1,0 +1,84 @@
+"""A queue's messages: browse (latest, from an offset or a time; filtered on the server) and produce a test message."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+from django.shortcuts import redirect
+
+from gateway.errors import GatewayError
+from gateway.publishing import publish
+from gateway.wire import OutgoingMessage
+from webui import browse, data
+from webui.access import member_page
+from webui.render import page
+
+COUNT_MAX = 500
+
+
+def _int(value: str | None, default: int, low: int, high: int) -> int:
+    try:
+        return min(max(int(value), low), high) if value not in (None, "") else default
+    except ValueError:
+        return default
+
+
+def _search(request, partitions: int) -> tuple[browse.Search, str]:
+    get = request.GET
+    search = browse.Search(mode=get.get("mode", "latest") if get.get("mode") in ("latest", "offset", "time") else "latest",
+                           count=_int(get.get("count"), 50, 1, COUNT_MAX), key=get.get("key", "")[:200],
+                           text=get.get("text", "")[:200])
+    if get.get("partition", "") != "":
+        search.partition = _int(get.get("partition"), 0, 0, partitions - 1)
+    search.offset = _int(get.get("offset"), 0, 0, 2**63 - 1)
+    problem = ""
+    if search.mode == "time":
+        try:
+            moment = datetime.fromisoformat(get.get("time", "")).replace(tzinfo=UTC)
+            search.timestamp_ms = int(moment.timestamp() * 1000)
+        except ValueError:
+            problem, search.mode = "give a time (UTC) to search from", "latest"
+    return search, problem
+
+
+@member_page(scope="consume")
+def messages(request, name: str):
+    info = data.queue_info(request.principal, name)
+    search, problem = _search(request, info.partitions)
+    found, error = None, problem
+    if not problem:
+        try:
+            found = data.run(browse.find, data.caller_for(request.principal), info, search)
+        except GatewayError as exc:
+            error = data.refusal(exc)
+        except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
+            error = f"the brokers did not answer: {exc}"
+    return page(request, "messages.html", {"queue": info, "search": search, "found": found, "error": error,
+                                           "published": request.GET.get("published", ""),
+                                           "may_produce": request.principal.has_scope("produce")},
+                partial="message_rows.html")
+
+
+@member_page(scope="produce")
+def produce(request, name: str):
+    if request.method != "POST":
+        return redirect(f"/console/queues/{name}/messages")
+    info = data.queue_info(request.principal, name)
+    post = request.POST
+    headers = {}
+    for line in post.get("headers", "").splitlines():
+        header, sep, value = line.partition(":")
+        if sep and header.strip():
+            headers[header.strip()] = value.strip()
+    delay_s = _int(post.get("delay_seconds"), 0, 0, 366 * 24 * 3600)
+    message = OutgoingMessage(value=post.get("value", ""), key=post.get("key") or None, headers=headers,
+                              deliver_at=int(time.time() * 1000) + delay_s * 1000 if delay_s else None)
+    try:
+        (placed,) = data.run(publish, data.caller_for(request.principal), info, [message])
+    except GatewayError as exc:
+        return redirect(f"/console/queues/{name}/messages?" + urlencode({"published": "refused: " + data.refusal(exc)}))
+    where = f"partition {placed['partition']}, offset {placed['offset']}"
+    return redirect(f"/console/queues/{name}/messages?" + urlencode(
+        {"mode": "offset", "partition": placed["partition"], "offset": placed["offset"], "published": where}))
