@@ -46,11 +46,19 @@ def console_principal(request) -> Principal | None:
                      role=chosen.role)
 
 
-def member_page(scope: str | None = None):
+def may_manage_members(principal: Principal) -> bool:
+    """Owners and admins (and operators) change members and API keys, as in the API (``members_admin``)."""
+    from tenants.choices import MEMBER_MANAGERS
+
+    return principal.operator or principal.role in MEMBER_MANAGERS
+
+
+def member_page(scope: str | None = None, *, managers_only: bool = False):
     """A console view for a signed-in member acting for a tenant; ``scope`` (e.g. "manage") needed to use it.
 
     The view gets ``request.principal``. Without a tenant the user is sent to sign in (or told they belong to
-    none); without the scope the answer is 403, whatever the page would have shown.
+    none); without the scope the answer is 403, whatever the page would have shown. ``managers_only``: writes
+    (POST) also need the owner or admin role.
     """
 
     def decorate(view):
@@ -63,6 +71,8 @@ def member_page(scope: str | None = None):
                 return HttpResponseForbidden("you are not a member of any tenant")
             if scope is not None and not principal.has_scope(scope):
                 return HttpResponseForbidden(f"your role ({principal.role}) may not do this: it needs the '{scope}' scope")
+            if managers_only and request.method == "POST" and not may_manage_members(principal):
+                return HttpResponseForbidden("only owners and admins may change members and keys")
             request.principal = principal
             return view(request, *args, **kwargs)
 

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from webui.views import auth, dashboard, dead_letters, messages, queues
+from webui.views import auth, dashboard, dead_letters, keys, messages, queues
 
 NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
 
@@ -13,6 +13,8 @@ urlpatterns = [
     path("signout", auth.signout),
     path("password", auth.password_change),
     path("tenant", auth.switch_tenant),
+    path("keys", keys.keys),
+    re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/revoke$", keys.revoke),
     path("queues", queues.queue_list),
     path("create-queue", queues.queue_create),  # not under queues/: a queue may be named "new"
     re_path(rf"^queues/{NAME}$", queues.queue_detail),

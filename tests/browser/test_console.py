@@ -109,14 +109,13 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(messages).to_contain_text("order-42")
             check("messages-found")
 
-            # An API key made with the console's session (the management API takes it, with its CSRF token).
-            key = page.evaluate("""async () => {
-                const csrf = JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRFToken'];
-                const answer = await fetch('/api/v1/keys/', {method: 'POST', headers: {'Content-Type': 'application/json',
-                    'X-CSRFToken': csrf}, body: JSON.stringify({name: 'browser test', scopes: ['produce', 'consume', 'manage']})});
-                return (await answer.json()).key;
-            }""")
+            # An API key from the keys page, shown once.
+            page.get_by_role("link", name="API keys").click()
+            page.get_by_label("Name", exact=True).fill("browser test")
+            page.get_by_role("button", name="Create key").click()
+            key = page.get_by_label("Key", exact=True).input_value()
             assert key.startswith("tw_")
+            check("keys")
             with httpx.Client(base_url=gateway.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
                 answer = _post(api, "/api/v1/queues/orders/groups/workers/receive", {"wait_seconds": 5})
                 assert answer.status_code == 200, answer.text
@@ -139,7 +138,18 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 again = _post(api, "/api/v1/queues/orders/groups/workers/receive", {"wait_seconds": 10}).json()["messages"]
                 assert [m["key"] for m in again] == ["order-42"]
                 assert json.loads(again[0]["value"]) == {"id": 42}
+
+                # Revoked on the keys page: refused over REST (the gateway caches keys for a few seconds).
+                page.goto(f"{gateway.base_url}/console/keys")
+                page.get_by_role("button", name="Revoke browser test").click()
+                expect(page.get_by_role("table", name="API keys")).to_contain_text("revoked")
+                for _ in range(40):
+                    refused = api.post("/api/v1/queues/orders/groups/workers/receive", json={})
+                    if refused.status_code == 401:
+                        break
+                    time.sleep(0.25)
+                assert refused.status_code == 401 and refused.json()["code"] == "invalid_credentials"
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 10
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 11

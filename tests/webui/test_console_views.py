@@ -126,24 +126,76 @@ def _console_urls() -> list[str]:
         assert isinstance(pattern, URLPattern | URLResolver)
         route = str(pattern.pattern).lstrip("^").rstrip("$")
         route = re.sub(r"\(\?P<job_id>[^)]*\)", "0" * 32, route)
+        route = re.sub(r"\(\?P<prefix>[^)]*\)", "<prefix>", route)
         out.append("/console/" + re.sub(r"\(\?P<name>[^)]*\)", "<name>", route))
     return out
 
 
 def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_a, owner_b, cluster):
+    from tenants.actions import do_create_api_key
     from topics.models import Queue
 
     _, tenant_a = owner_a
     make_queue(tenant_a, cluster, "secret-orders")
+    key_a, _ = do_create_api_key(tenant_a, name="a's key", scopes=["consume"], acting="test")
     client = signed_in(Client(), owner_b[0])
     urls = _console_urls()
-    assert "/console/queues/<name>" in urls and "/console/create-queue" in urls
+    assert "/console/queues/<name>" in urls and "/console/create-queue" in urls and "/console/keys/<prefix>/revoke" in urls
     for url in urls:
-        target = url.replace("<name>", "secret-orders")
+        target = url.replace("<name>", "secret-orders").replace("<prefix>", key_a.prefix)
         for method in ("get", "post"):
             answer = getattr(client, method)(target, {"confirm": "secret-orders", "tenant": tenant_a.slug})
             assert "secret-orders" not in answer.content.decode(errors="replace"), (method, target)
             assert answer.status_code in (200, 302, 400, 404, 405), (method, target, answer.status_code)
     assert Queue.objects.filter(name="secret-orders").exists()
+    key_a.refresh_from_db()
+    assert key_a.revoked_at is None
+    assert key_a.prefix not in client.get("/console/keys").text
     dashboard = client.get("/console/")
     assert tenant_a.name not in dashboard.text  # the tenant switch to A was refused
+
+
+def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
+    """Every console URL that takes a POST, as a viewer: refused (403), nothing changed, no audit row."""
+    from tenants.actions import do_add_member, do_create_api_key
+    from tenants.models import AuditEntry
+    from topics.models import Queue
+
+    _, tenant = owner_a
+    make_queue(tenant, cluster, "orders")
+    key, _ = do_create_api_key(tenant, name="ci", scopes=["consume"], acting="test")
+    viewer = do_add_member(tenant, username="vera", role="viewer", password=PASSWORD, acting="test").user
+    client = signed_in(Client(), viewer)
+    audit_rows = AuditEntry.objects.count()
+    own_account = {"/console/signout", "/console/tenant", "/console/password", "/console/signin", "/console/signup"}
+    for url in _console_urls():
+        if url in own_account:
+            continue
+        target = url.replace("<name>", "orders").replace("<prefix>", key.prefix)
+        answer = client.post(target, {"name": "x", "confirm": "orders", "scopes": ["manage"], "value": "v", "which": "all"})
+        assert answer.status_code in (403, 405), (target, answer.status_code)  # refused, or a page that takes no POST
+    assert Queue.objects.filter(name="orders").exists() and Queue.objects.count() == 1
+    key.refresh_from_db()
+    assert key.revoked_at is None and AuditEntry.objects.count() == audit_rows
+
+
+def test_api_keys_are_shown_once_and_revoked_by_owners_only(client, owner_a):
+    from tenants.actions import do_add_member
+    from tenants.models import ApiKey
+
+    user, tenant = owner_a
+    signed_in(client, user)
+    created = client.post("/console/keys", {"name": "ci", "scopes": ["produce", "consume"], "queue_patterns": "orders-*"})
+    assert created.status_code == 200
+    secret = re.search(r'id="new-key" readonly value="(tw_[^"]+)"', created.text).group(1)
+    row = ApiKey.objects.get(tenant=tenant, name="ci")
+    assert row.scopes == ["consume", "produce"] and row.queue_patterns == ["orders-*"]
+    listing = client.get("/console/keys")
+    assert row.prefix in listing.text and secret not in listing.text  # shown once
+    developer = do_add_member(tenant, username="dev", role="developer", password=PASSWORD, acting="test").user
+    as_developer = signed_in(Client(), developer)
+    assert as_developer.get("/console/keys").status_code == 200
+    assert as_developer.post(f"/console/keys/{row.prefix}/revoke").status_code == 403
+    assert client.post(f"/console/keys/{row.prefix}/revoke").status_code == 302
+    row.refresh_from_db()
+    assert row.revoked_at is not None

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django.views.decorators.http import require_safe
+
 from webui.access import member_page
 from webui.render import page
 
 
+@require_safe
 @member_page()
 def dashboard(request):
     from tenants.models import AuditEntry

@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.shortcuts import redirect
+from django.views.decorators.http import require_safe
 
 from gateway import operations
 from gateway.errors import GatewayError
@@ -15,6 +16,7 @@ from webui.render import page
 LIST_MAX = 500
 
 
+@require_safe
 @member_page(scope="consume")
 def dead_letters(request, name: str):
     info = data.queue_info(request.principal, name)
@@ -61,6 +63,7 @@ def redrive(request, name: str):
     return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"job": job}))
 
 
+@require_safe
 @member_page(scope="consume")
 def redrive_job(request, name: str, job_id: str):
     """The state of a redrive job (HTMX polls it while it runs)."""

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from django.shortcuts import redirect
+from django.views.decorators.http import require_safe
 
 from gateway.errors import GatewayError
 from gateway.publishing import publish
@@ -43,6 +44,7 @@ def _search(request, partitions: int) -> tuple[browse.Search, str]:
     return search, problem
 
 
+@require_safe
 @member_page(scope="consume")
 def messages(request, name: str):
     info = data.queue_info(request.principal, name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
+from django.views.decorators.http import require_safe
 
 from controlplane.errors import ActionError
 from webui.access import member_page
@@ -35,6 +36,7 @@ def _queue(request, name: str):
     return queue
 
 
+@require_safe
 @member_page()
 def queue_list(request):
     from topics.models import Queue
@@ -75,6 +77,7 @@ def queue_create(request):
                 status=400 if errors else 200)
 
 
+@require_safe
 @member_page()
 def queue_detail(request, name: str):
     from topics.api.serializers import QueueSerializer
@@ -84,6 +87,7 @@ def queue_detail(request, name: str):
     return page(request, "queue.html", {"queue": queue, "settings": settings, "partitions": partition_table(queue)})
 
 
+@require_safe
 @member_page()
 def queue_partitions(request, name: str):
     """The partition table alone (HTMX refreshes it)."""

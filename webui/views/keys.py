@@ -1,0 +1,53 @@
+"""API keys: list (scopes, queue patterns, last used), create (the key shown once), revoke — the API's actions."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.shortcuts import redirect
+
+from controlplane.errors import ActionError
+from webui.access import may_manage_members, member_page
+from webui.render import page
+
+SCOPES = ("produce", "consume", "manage")
+
+
+@member_page(scope="manage", managers_only=True)
+def keys(request):
+    from tenants.actions import do_create_api_key
+    from tenants.models import ApiKey
+
+    tenant = request.principal.tenant
+    created, error = None, ""
+    if request.method == "POST":
+        name = request.POST.get("name", "").strip()[:100]
+        scopes = [s for s in SCOPES if s in request.POST.getlist("scopes")]
+        patterns = [p.strip() for p in request.POST.get("queue_patterns", "").split(",") if p.strip()] or ["*"]
+        if not name:
+            error = "give the key a name"
+        else:
+            try:
+                row, secret = do_create_api_key(tenant, name=name, scopes=scopes, queue_patterns=patterns,
+                                                acting=request.principal.actor)
+            except ActionError as exc:
+                error = exc.message
+            else:
+                created = {"name": row.name, "key": secret}
+    rows = ApiKey.objects.filter(tenant=tenant).order_by("-created")
+    return page(request, "keys.html", {"keys": rows, "created": created, "error": error, "scopes": SCOPES,
+                                       "may_change": may_manage_members(request.principal)},
+                status=400 if error else 200)
+
+
+@member_page(scope="manage", managers_only=True)
+def revoke(request, prefix: str):
+    from tenants.actions import do_revoke_api_key
+    from tenants.models import ApiKey
+
+    if request.method != "POST":
+        return redirect("/console/keys")
+    row = ApiKey.objects.filter(tenant=request.principal.tenant, prefix=prefix).select_related("tenant").first()
+    if row is None:
+        raise Http404(f"API key {prefix!r} does not exist")
+    do_revoke_api_key(row, acting=request.principal.actor)
+    return redirect("/console/keys")
