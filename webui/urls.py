@@ -19,6 +19,7 @@ urlpatterns = [
     path("create-queue", queues.queue_create),  # not under queues/: a queue may be named "new"
     re_path(rf"^queues/{NAME}$", queues.queue_detail),
     re_path(rf"^queues/{NAME}/partitions$", queues.queue_partitions),
+    re_path(rf"^queues/{NAME}/groups$", queues.queue_groups),
     re_path(rf"^queues/{NAME}/delete$", queues.queue_delete),
     re_path(rf"^queues/{NAME}/messages$", messages.messages),
     re_path(rf"^queues/{NAME}/produce$", messages.produce),

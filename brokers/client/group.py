@@ -30,7 +30,7 @@ from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import Record, decode_records, iter_batches
 
-__all__ = ["CoordinatorLink", "GroupConsumer", "describe_group", "group_lag"]
+__all__ = ["CoordinatorLink", "GroupConsumer", "describe_group", "group_lag", "list_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -334,17 +334,39 @@ async def _timestamp_at(client: TidewayClient, topic: str, partition: int, offse
     return None
 
 
+async def list_groups(client: TidewayClient, topic: str | None = None) -> list[tuple[str, str]]:
+    """(group id, type) of every group (with a position on ``topic``), asked of every broker (each coordinates some)."""
+    if not client.brokers:
+        await client.refresh_metadata()
+    found: set[tuple[str, str]] = set()
+    for node_id in list(client.brokers):
+        try:
+            connection = await client.connection(node_id)
+            response: m.ListGroupsResponse = await connection.request(ApiKey.LIST_GROUPS, m.ListGroupsRequest(topic=topic))
+        except (errors.ConnectionClosedError, errors.ClientTimeoutError) as exc:
+            log.info("listing groups: broker %d did not answer (%s)", node_id, exc)
+            continue
+        found.update((g.group_id, g.group_type) for g in response.groups)
+    return sorted(found)
+
+
 async def group_lag(client: TidewayClient, group_id: str, group_type: str = "stream") -> list[dict]:
     """Per partition: the group's position, the log end, the lag and the age of the oldest unconsumed record.
 
     For a stream group the position is the committed offset; for a queue
-    group it is the oldest record not yet accepted or dead-lettered.
+    group it is the oldest record not yet accepted or dead-lettered (on a
+    partition it has not received from yet, the oldest record there).
     """
     described = await describe_group(client, group_id, group_type)
     positions: dict[TopicPartition, int] = {}
     if described.group_type == "queue":
         for share in described.share_partitions:
             positions[(share.topic, share.partition)] = share.start_offset
+        # A partition the group has not received from yet: it starts at the oldest record there.
+        for topic in {t for t, _ in positions}:
+            for partition in range(len(await client.partitions_for(topic))):
+                if (topic, partition) not in positions:
+                    positions[(topic, partition)], _ = await client.list_offset(topic, partition, m.EARLIEST_TIMESTAMP)
     else:
         for committed in described.offsets:
             positions[(committed.topic, committed.partition)] = committed.offset

@@ -367,6 +367,22 @@ class GroupCoordinator:
             out.append(m.CommittedOffset(topic=tp[0], partition=tp[1], offset=offset, metadata=metadata, commit_timestamp_ms=ts))
         return m.OffsetFetchResponse(offsets=out)
 
+    async def list_groups(self, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
+        """The groups of the internal partitions this broker coordinates (each broker answers for its own)."""
+        topic = request.topic
+        out = []
+        for group_id in sorted(set(self.group_types) | set(self.stream_groups) | self.queues.group_ids()):
+            group = self.stream_groups.get(group_id)
+            kind = self.group_types.get(group_id) or ("stream" if group is not None else "queue")
+            if topic is not None:
+                on_topic = group is not None and (any(t == topic for t, _ in group.offsets)
+                                                  or any(topic in mb.topics for mb in group.members.values()))
+                on_topic = on_topic or any(share.topic == topic for share in self.queues.describe(group_id))
+                if not on_topic:
+                    continue
+            out.append(m.ListedGroup(group_id=group_id, group_type=kind))
+        return m.ListGroupsResponse(groups=out)
+
     async def describe(self, request: m.DescribeGroupRequest) -> m.DescribeGroupResponse:
         self.check_coordinator(request.group_id)
         group_id = request.group_id

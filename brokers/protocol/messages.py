@@ -46,6 +46,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FETCH = 9
     CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848: join, heartbeat, leave; the answer carries the assignment
     DESCRIBE_GROUP = 69
+    LIST_GROUPS = 16  # the groups a coordinator holds (optionally: those with a position on one topic)
     SHARE_ACQUIRE = 78  # queue model: lock and return records
     SHARE_ACKNOWLEDGE = 79  # queue model: accept, release, reject, extend
     SASL_HANDSHAKE = 17  # first request on a connection: mechanisms this listener takes, and a nonce
@@ -495,6 +496,19 @@ class DescribeGroupResponse(_Response):
     share_partitions: list[SharePartitionDescription] = []
 
 
+class ListGroupsRequest(Struct, kw_only=True):
+    topic: str | None = None  # only groups with committed offsets, members or queue state on this topic
+
+
+class ListedGroup(Struct, kw_only=True):
+    group_id: str
+    group_type: str  # stream | queue
+
+
+class ListGroupsResponse(_Response):
+    groups: list[ListedGroup] = []
+
+
 # -- queues (share groups) --------------------------------------------------------
 
 
@@ -623,6 +637,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.OFFSET_FETCH: OffsetFetchRequest,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatRequest,
     ApiKey.DESCRIBE_GROUP: DescribeGroupRequest,
+    ApiKey.LIST_GROUPS: ListGroupsRequest,
     ApiKey.SHARE_ACQUIRE: ShareAcquireRequest,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
@@ -652,6 +667,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.OFFSET_FETCH: OffsetFetchResponse,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse,
     ApiKey.DESCRIBE_GROUP: DescribeGroupResponse,
+    ApiKey.LIST_GROUPS: ListGroupsResponse,
     ApiKey.SHARE_ACQUIRE: ShareAcquireResponse,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,

@@ -509,6 +509,10 @@ class QueueService:
                     (state.group_id, state.topic, state.partition)) is state):
                 await self._dead_letters_written.wait()
 
+    def group_ids(self) -> set[str]:
+        """Queue groups with state held here."""
+        return {group_id for group_id, _topic, _partition in self.shares}
+
     def describe(self, group_id: str) -> list[m.SharePartitionDescription]:
         now = _now_ms()
         out = []

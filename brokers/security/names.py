@@ -67,6 +67,13 @@ class TenantNames:
     def group(self, name: str, kind: str) -> str:
         return self._group_prefixes[kind] + name
 
+    def own_group(self, broker_group: str) -> tuple[str, str] | None:
+        """(the tenant's name, kind) of a broker-side group, or None when it is not this tenant's."""
+        for kind, prefix in self._group_prefixes.items():
+            if broker_group.startswith(prefix):
+                return broker_group[len(prefix):], kind
+        return None
+
     def scrub(self, text: str) -> str:
         """``text`` with this tenant's broker-side prefixes removed (for error messages)."""
         return self._scrub.sub("", text) if text else text

@@ -69,6 +69,7 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.OFFSET_FETCH: Access.TENANT,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Access.TENANT,
     ApiKey.DESCRIBE_GROUP: Access.TENANT,
+    ApiKey.LIST_GROUPS: Access.TENANT,
     ApiKey.SHARE_ACQUIRE: Access.TENANT,
     ApiKey.SHARE_ACKNOWLEDGE: Access.TENANT,
 }
@@ -290,6 +291,23 @@ def _describe_group(principal: Principal, request: m.DescribeGroupRequest) -> Af
     return after
 
 
+def _list_groups(principal: Principal, request: m.ListGroupsRequest) -> AfterResponse:
+    _require(principal, frozenset({CONSUME, MANAGE}), errors.GroupAuthorizationFailedError, "list groups")
+    if request.topic is not None:
+        request.topic = _topic_in(principal, request.topic)
+
+    def after(response: m.ListGroupsResponse) -> None:
+        kept = []
+        for group in response.groups:
+            own = principal.names.own_group(group.group_id)
+            if own is not None:
+                group.group_id, group.group_type = own
+                kept.append(group)
+        response.groups = kept
+
+    return after
+
+
 def _share_acquire(principal: Principal, request: m.ShareAcquireRequest) -> None:
     # Nothing in the answer names a topic or group (dead-letter headers carry the tenant's names).
     _consume_group(principal, request, "queue")
@@ -318,6 +336,7 @@ _TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]]
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _heartbeat,
     ApiKey.DESCRIBE_GROUP: _describe_group,
+    ApiKey.LIST_GROUPS: _list_groups,
     ApiKey.SHARE_ACQUIRE: _share_acquire,
     ApiKey.SHARE_ACKNOWLEDGE: _share_acknowledge,
 }

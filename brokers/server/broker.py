@@ -170,6 +170,7 @@ class Broker:
             ApiKey.OFFSET_FETCH: Route(coordinator.offset_fetch),
             ApiKey.CONSUMER_GROUP_HEARTBEAT: Route(coordinator.heartbeat),
             ApiKey.DESCRIBE_GROUP: Route(coordinator.describe),
+            ApiKey.LIST_GROUPS: Route(coordinator.list_groups),
             ApiKey.SHARE_ACQUIRE: Route(queues.acquire),
             ApiKey.SHARE_ACKNOWLEDGE: Route(queues.acknowledge),
         }

@@ -139,6 +139,29 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 assert [m["key"] for m in again] == ["order-42"]
                 assert json.loads(again[0]["value"]) == {"id": 42}
 
+                # A lagging group on the queue page: its lag in seconds grows while nobody consumes, then falls to
+                # nothing while a consumer drains the queue.
+                published = _post(api, "/api/v1/queues/orders/messages", {"messages": [{"value": f"job {i}"} for i in range(200)]})
+                assert published.status_code == 200, published.text
+                first = _post(api, "/api/v1/queues/orders/groups/drainers/receive", {"max_messages": 1}).json()["messages"]
+                assert _post(api, "/api/v1/queues/orders/groups/drainers/ack", {"receipts": [first[0]["receipt"]]}).status_code == 200
+                time.sleep(2.5)
+                page.goto(f"{gateway.base_url}/console/queues/orders")
+                groups = page.get_by_role("table", name="Consumer groups")
+                drainers = groups.get_by_role("row").filter(has_text="drainers")
+                expect(drainers).to_have_count(1, timeout=15_000)
+                lagging = float(drainers.locator("[data-lag-seconds]").get_attribute("data-lag-seconds"))
+                assert int(drainers.locator("[data-lag]").get_attribute("data-lag")) == 201 and lagging >= 2.0  # 202 records, 1 acked
+                check("queue-lagging")
+                while True:
+                    batch = _post(api, "/api/v1/queues/orders/groups/drainers/receive", {"max_messages": 100}).json()["messages"]
+                    if not batch:
+                        break
+                    _post(api, "/api/v1/queues/orders/groups/drainers/ack", {"receipts": [m["receipt"] for m in batch]})
+                expect(drainers.locator("[data-lag]")).to_have_attribute("data-lag", "0", timeout=15_000)
+                expect(drainers).to_contain_text("caught up")
+                assert float(drainers.locator("[data-lag-seconds]").get_attribute("data-lag-seconds")) < lagging
+
                 # Revoked on the keys page: refused over REST (the gateway caches keys for a few seconds).
                 page.goto(f"{gateway.base_url}/console/keys")
                 page.get_by_role("button", name="Revoke browser test").click()
@@ -152,4 +175,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 11
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 12

@@ -88,6 +88,21 @@ def queue_detail(request, name: str):
 
 
 @require_safe
+@member_page(scope="consume")
+def queue_groups(request, name: str):
+    """The queue's consumer groups with lag and time-to-drain (HTMX refreshes it)."""
+    from webui import data
+    from webui.groups import groups_of
+
+    info = data.queue_info(request.principal, name)
+    try:
+        rows, error = groups_of(info, data.run), ""
+    except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
+        rows, error = [], f"the brokers did not answer: {exc}"
+    return page(request, "queue.html", {"queue": info, "groups": rows, "groups_error": error}, partial="groups.html")
+
+
+@require_safe
 @member_page()
 def queue_partitions(request, name: str):
     """The partition table alone (HTMX refreshes it)."""
