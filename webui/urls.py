@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from webui.views import auth, dashboard, dead_letters, keys, messages, queues
+from webui.views import auth, dashboard, dead_letters, keys, members, messages, queues
 
 NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
 
@@ -13,6 +13,9 @@ urlpatterns = [
     path("signout", auth.signout),
     path("password", auth.password_change),
     path("tenant", auth.switch_tenant),
+    path("members", members.members),
+    path("audit", members.audit),
+    path("audit/export", members.audit_export),
     path("keys", keys.keys),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/revoke$", keys.revoke),
     path("queues", queues.queue_list),

@@ -199,3 +199,24 @@ def test_api_keys_are_shown_once_and_revoked_by_owners_only(client, owner_a):
     assert client.post(f"/console/keys/{row.prefix}/revoke").status_code == 302
     row.refresh_from_db()
     assert row.revoked_at is not None
+
+
+def test_members_are_managed_by_owners_and_every_change_is_in_the_audit_log(client, owner_a, owner_b):
+    user, tenant = owner_a
+    signed_in(client, user)
+    added = client.post("/console/members", {"action": "add", "username": "walt", "role": "viewer", "password": PASSWORD,
+                                             "email": "walt@example.com"})
+    assert added.status_code == 200 and "walt is now a member" in added.text
+    assert client.post("/console/members", {"action": "role", "username": "walt", "role": "developer"}).status_code == 200
+    last_owner = client.post("/console/members", {"action": "remove", "username": "alice"})
+    assert last_owner.status_code == 400 and "at least one owner" in last_owner.text
+    audit = client.get("/console/audit", {"action": "member."})
+    assert "member.change_role" in audit.text and "walt" in audit.text
+    export = client.get("/console/audit/export", {"actor": "user:alice"})
+    assert export["Content-Type"].startswith("text/csv")
+    lines = export.content.decode().splitlines()
+    assert lines[0] == "time,actor,action,target,details" and any("member.change_role" in line for line in lines[1:])
+    # Another tenant's owner sees none of it.
+    other = signed_in(Client(), owner_b[0])
+    assert "walt" not in other.get("/console/audit").text and "walt" not in other.get("/console/members").text
+    assert "walt" not in other.get("/console/audit/export").content.decode()

@@ -1,0 +1,91 @@
+"""Members (invite, change role, remove: owners and admins) and the audit log (filter, export as CSV)."""
+
+from __future__ import annotations
+
+import csv
+
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.views.decorators.http import require_safe
+
+from controlplane.errors import ActionError
+from webui.access import may_manage_members, member_page
+from webui.render import page
+
+ROLES = ("owner", "admin", "developer", "viewer")
+AUDIT_PAGE = 100
+EXPORT_MAX = 10_000
+
+
+@member_page(managers_only=True)
+def members(request):
+    from tenants.actions import do_add_member, do_change_role, do_remove_member
+    from tenants.models import Membership
+
+    tenant = request.principal.tenant
+    error = notice = ""
+    if request.method == "POST":
+        action = request.POST.get("action", "")
+        username = request.POST.get("username", "").strip()
+        role = request.POST.get("role", "")
+        try:
+            if role and role not in ROLES:
+                raise ActionError("invalid_request", f"role must be one of {', '.join(ROLES)}")
+            if action == "add":
+                do_add_member(tenant, username=username, role=role or "developer",
+                              password=request.POST.get("password") or None, email=request.POST.get("email", ""),
+                              acting=request.principal.actor)
+                notice = f"{username} is now a member"
+            else:
+                membership = Membership.objects.filter(tenant=tenant, user__username=username).select_related("user", "tenant").first()
+                if membership is None:
+                    raise ActionError("not_found", f"member {username!r} does not exist")
+                if action == "role":
+                    do_change_role(membership, role, acting=request.principal.actor)
+                    notice = f"{username} is now {role}"
+                elif action == "remove":
+                    do_remove_member(membership, acting=request.principal.actor)
+                    notice = f"{username} was removed"
+                else:
+                    raise ActionError("invalid_request", "unknown action")
+        except ActionError as exc:
+            error = exc.message
+    rows = Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+    return page(request, "members.html", {"members": rows, "roles": ROLES, "error": error, "notice": notice,
+                                          "may_change": may_manage_members(request.principal)},
+                status=400 if error else 200)
+
+
+def _audit_rows(request):
+    from tenants.models import AuditEntry
+
+    rows = AuditEntry.objects.filter(tenant=request.principal.tenant).order_by("-created", "-id")
+    action = request.GET.get("action", "").strip()
+    actor = request.GET.get("actor", "").strip()
+    if action:
+        rows = rows.filter(action__icontains=action)
+    if actor:
+        rows = rows.filter(actor__icontains=actor)
+    return rows, action, actor
+
+
+@require_safe
+@member_page()
+def audit(request):
+    rows, action, actor = _audit_rows(request)
+    listed = Paginator(rows, AUDIT_PAGE).get_page(request.GET.get("page", "1"))
+    return page(request, "audit.html", {"page": listed, "action": action, "actor": actor}, partial="audit_rows.html")
+
+
+@require_safe
+@member_page()
+def audit_export(request):
+    """The filtered audit log as CSV (newest first, at most EXPORT_MAX rows)."""
+    rows, _action, _actor = _audit_rows(request)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="audit-{request.principal.tenant.slug}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(["time", "actor", "action", "target", "details"])
+    for row in rows[:EXPORT_MAX]:
+        writer.writerow([row.created.isoformat(), row.actor, row.action, row.target, row.details])
+    return response
