@@ -11,7 +11,7 @@ import time
 
 from django.core.cache import cache
 
-from brokers.client.group import group_lag, list_groups
+from brokers.client.group import describe_group, group_lag, list_groups
 from brokers.security.names import TenantNames
 from gateway import pool
 from gateway.catalog import QueueInfo
@@ -19,7 +19,7 @@ from gateway.catalog import QueueInfo
 SAMPLE_KEEP_S = 300
 
 
-async def _lags(queue: QueueInfo) -> list[tuple[str, str, list[dict]]]:
+async def _lags(queue: QueueInfo) -> list[tuple[str, str, int, list[dict]]]:
     client = await pool.client(queue.bootstrap)
     names = TenantNames(queue.tenant_id)
     out = []
@@ -27,8 +27,9 @@ async def _lags(queue: QueueInfo) -> list[tuple[str, str, list[dict]]]:
         own = names.own_group(broker_group)
         if own is None:
             continue
+        members = len((await describe_group(client, broker_group, kind)).members)
         rows = [row for row in await group_lag(client, broker_group, kind) if row["topic"] == queue.broker_topic]
-        out.append((own[0], kind, rows))
+        out.append((own[0], kind, members, rows))
     return out
 
 
@@ -36,7 +37,7 @@ def groups_of(queue: QueueInfo, run) -> list[dict]:
     """Rows for the queue page, one per group; ``run`` runs the async part on the server's loop."""
     now = time.monotonic()
     table = []
-    for name, kind, rows in run(_lags, queue):
+    for name, kind, members, rows in run(_lags, queue):
         position = sum(r["position"] for r in rows)
         end = sum(r["log_end"] for r in rows)
         lag = sum(r["lag"] for r in rows)
@@ -51,7 +52,7 @@ def groups_of(queue: QueueInfo, run) -> list[dict]:
             produce_rate = max(end - previous[2], 0) / elapsed
             if lag and consume_rate > produce_rate:
                 drain_s = lag / (consume_rate - produce_rate)
-        table.append({"name": name, "kind": kind, "lag": lag, "lag_seconds": max(ages) / 1000 if ages else 0.0,
+        table.append({"name": name, "kind": kind, "members": members, "lag": lag, "lag_seconds": max(ages) / 1000 if ages else 0.0,
                       "partitions": rows, "consume_rate": consume_rate, "produce_rate": produce_rate,
                       "drain_s": drain_s, "falling_behind": bool(lag) and consume_rate is not None and drain_s is None})
     return table

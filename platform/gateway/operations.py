@@ -17,8 +17,9 @@ import uuid
 from asgiref.sync import sync_to_async
 
 from brokers import errors as broker_errors
+from brokers.client.group import commit_offsets
 from brokers.client.queue import list_dead_letters, parse_receipt, purge_dead_letters
-from brokers.protocol.messages import EARLIEST_TIMESTAMP
+from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from brokers.security.names import TenantNames
 from gateway import limits, pool
 from gateway.auth import Caller
@@ -221,3 +222,55 @@ async def start_redrive(caller: Caller, queue: QueueInfo, *, rate_per_s: float, 
     chosen = None if selected is None else [[p, o] for p, o in selected]
     await sync_to_async(redrive_dead_letters.apply_async)((queue.id, rate_per_s, limit, chosen), task_id=job_id)
     return job_id
+
+
+# -- stream positions ----------------------------------------------------------------------------
+
+
+def partition_number(queue: QueueInfo, partition: int) -> int:
+    if not 0 <= partition < queue.partitions:
+        raise GatewayError("not_found", f"queue {queue.name!r} has no partition {partition} (it has {queue.partitions})", 404)
+    return partition
+
+
+async def offset_at(queue: QueueInfo, partition: int, where: str | int) -> int:
+    """An offset from "earliest", "latest" or a timestamp (ms); for a timestamp past the end, the end."""
+    broker_client = await pool.client(queue.bootstrap)
+    stamp = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}.get(where, where)
+    offset, _ = await broker_client.list_offset(queue.broker_topic, partition, stamp)
+    if offset < 0:
+        offset, _ = await broker_client.list_offset(queue.broker_topic, partition, LATEST_TIMESTAMP)
+    return offset
+
+
+async def stream_link(caller: Caller, queue: QueueInfo, group: str):
+    return await pool.coordinator(queue.bootstrap, broker_group(caller, group, "stream"))
+
+
+async def commit(caller: Caller, queue: QueueInfo, group: str, offsets: dict[int, int], member_id: str = "",
+                 member_epoch: int = -1) -> None:
+    """Commit positions of a stream group: each an offset of the log or its end, nothing past it."""
+    for partition, offset in sorted(offsets.items()):
+        latest = await offset_at(queue, partition, "latest")
+        if offset > latest:
+            raise GatewayError("offset_out_of_range", f"offset {offset} is past the end of partition {partition} "
+                               f"(its next offset is {latest})", 416,
+                               details={"partition": partition, "offset": offset, "latest": latest})
+    topic = queue.broker_topic
+    await commit_offsets(await stream_link(caller, queue, group), {(topic, p): o for p, o in sorted(offsets.items())},
+                         member_id=member_id, member_epoch=member_epoch)
+
+
+async def seek(caller: Caller, queue: QueueInfo, group: str, *, to: str | None = None, offset: int | None = None,
+               timestamp_ms: int | None = None, partitions: list[int] | None = None) -> dict[int, int]:
+    """Move a stream group to "earliest", "latest", an offset or a time, on ``partitions`` (default: all); returns
+    the positions committed."""
+    given = [x for x in (to, offset, timestamp_ms) if x is not None]
+    if len(given) != 1 or (to is not None and to not in ("earliest", "latest")):
+        raise invalid('give exactly one of "to" (earliest or latest), "offset" or "timestamp"')
+    offsets = {}
+    for p in partitions if partitions is not None else range(queue.partitions):
+        number = partition_number(queue, p)
+        offsets[number] = offset if offset is not None else await offset_at(queue, number, to if to is not None else timestamp_ms)
+    await commit(caller, queue, group, offsets)
+    return offsets

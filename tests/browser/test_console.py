@@ -112,6 +112,7 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             # An API key from the keys page, shown once.
             page.get_by_role("link", name="API keys").click()
             page.get_by_label("Name", exact=True).fill("browser test")
+            page.get_by_label("manage").check()
             page.get_by_role("button", name="Create key").click()
             key = page.get_by_label("Key", exact=True).input_value()
             assert key.startswith("tw_")
@@ -162,6 +163,18 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 expect(drainers).to_contain_text("caught up")
                 assert float(drainers.locator("[data-lag-seconds]").get_attribute("data-lag-seconds")) < lagging
 
+                # A stream group with no members is moved back to the start from its queue page.
+                assert api.post("/api/v1/queues/", json={"name": "events", "mode": "stream", "partitions": 1}).status_code == 201
+                assert _post(api, "/api/v1/queues/events/messages", {"messages": [{"value": "e"}] * 5}).status_code == 200
+                assert _post(api, "/api/v1/queues/events/groups/analytics/seek", {"to": "latest"}).status_code == 200
+                page.goto(f"{gateway.base_url}/console/queues/events")
+                page.get_by_label("Move analytics to").select_option("earliest")
+                page.get_by_role("button", name="Reset positions").click()
+                expect(page.get_by_role("status")).to_contain_text("moved")
+                check("group-reset")
+                committed = api.get("/api/v1/queues/events/groups/analytics/offsets").json()["partitions"]
+                assert [(p["committed"], p["lag"]) for p in committed] == [(0, 5)]
+
                 # Revoked on the keys page: refused over REST (the gateway caches keys for a few seconds).
                 page.goto(f"{gateway.base_url}/console/keys")
                 page.get_by_role("button", name="Revoke browser test").click()
@@ -181,4 +194,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 15
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 16

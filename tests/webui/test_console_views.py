@@ -127,6 +127,7 @@ def _console_urls() -> list[str]:
         route = str(pattern.pattern).lstrip("^").rstrip("$")
         route = re.sub(r"\(\?P<job_id>[^)]*\)", "0" * 32, route)
         route = re.sub(r"\(\?P<prefix>[^)]*\)", "<prefix>", route)
+        route = re.sub(r"\(\?P<group>[^)]*\)", "g1", route)
         out.append("/console/" + re.sub(r"\(\?P<name>[^)]*\)", "<name>", route))
     return out
 

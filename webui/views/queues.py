@@ -99,7 +99,53 @@ def queue_groups(request, name: str):
         rows, error = groups_of(info, data.run), ""
     except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
         rows, error = [], f"the brokers did not answer: {exc}"
-    return page(request, "queue.html", {"queue": info, "groups": rows, "groups_error": error}, partial="groups.html")
+    return page(request, "queue.html", {"queue": info, "groups": rows, "groups_error": error,
+                                        "may_consume": request.principal.has_scope("consume")}, partial="groups.html")
+
+
+@member_page(scope="consume")
+def group_reset(request, name: str, group: str):
+    """Move a stream group with no members to the earliest, the latest, an offset or a time (gateway.operations.seek)."""
+    from datetime import UTC, datetime
+
+    from brokers.client.group import describe_group
+    from gateway import operations, pool
+    from gateway.errors import GatewayError
+    from webui import data
+
+    if request.method != "POST":
+        return redirect(f"/console/queues/{name}")
+    info = data.queue_info(request.principal, name)
+    caller = data.caller_for(request.principal)
+    where = request.POST.get("to", "earliest")
+    kwargs: dict = {}
+    try:
+        if where in ("earliest", "latest"):
+            kwargs["to"] = where
+        elif where == "offset":
+            kwargs["offset"] = int(request.POST.get("offset", ""))
+        elif where == "time":
+            moment = datetime.fromisoformat(request.POST.get("time", "")).replace(tzinfo=UTC)
+            kwargs["timestamp_ms"] = int(moment.timestamp() * 1000)
+        else:
+            raise ValueError(where)
+    except ValueError:
+        return page(request, "group_reset.html", {"queue": info, "group": group, "error": "give an offset or a time (UTC)"},
+                    status=400)
+
+    async def reset() -> dict[int, int]:
+        client = await pool.client(info.bootstrap)
+        described = await describe_group(client, operations.broker_group(caller, group, "stream"), "stream")
+        if described.members:
+            raise GatewayError("group_busy", f"group {group!r} has {len(described.members)} member(s): stop its consumers "
+                               "before moving its positions", 409)
+        return await operations.seek(caller, info, group, **kwargs)
+
+    try:
+        positions = data.run(reset)
+    except GatewayError as exc:
+        return page(request, "group_reset.html", {"queue": info, "group": group, "error": data.refusal(exc)}, status=exc.status)
+    return page(request, "group_reset.html", {"queue": info, "group": group, "positions": sorted(positions.items())})
 
 
 @require_safe

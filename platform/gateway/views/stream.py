@@ -8,12 +8,12 @@ keep them, reading and committing each one.
 
 from __future__ import annotations
 
-from brokers.client.group import commit_offsets, fetch_committed
+from brokers.client.group import fetch_committed
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
-from gateway import limits, pool
-from gateway.errors import GatewayError, invalid
-from gateway.views.base import Call, GatewayView, broker_group, int_param, json_response
+from gateway import limits, operations, pool
+from gateway.errors import invalid
+from gateway.views.base import Call, GatewayView, int_param, json_response
 from gateway.wire import CommitBody, HeartbeatBody, SeekBody, decode, message_json
 
 MAX_WAIT_SECONDS = 20
@@ -21,20 +21,11 @@ TIMESTAMP_MAX_MS = 2**53  # far past any real clock; bigger values cannot be a t
 
 
 def _partition(call: Call, partition: str) -> int:
-    number = int(partition)
-    if number >= call.queue.partitions:
-        raise GatewayError("not_found", f"queue {call.queue.name!r} has no partition {number} (it has {call.queue.partitions})", 404)
-    return number
+    return operations.partition_number(call.queue, int(partition))
 
 
 async def _offset_at(call: Call, partition: int, where: str | int) -> int:
-    """An offset from "earliest", "latest" or a timestamp (ms); for a timestamp past the end, the end."""
-    broker_client = await pool.client(call.queue.bootstrap)
-    stamp = {"earliest": m.EARLIEST_TIMESTAMP, "latest": m.LATEST_TIMESTAMP}.get(where, where)
-    offset, _ = await broker_client.list_offset(call.queue.broker_topic, partition, stamp)
-    if offset < 0:
-        offset, _ = await broker_client.list_offset(call.queue.broker_topic, partition, m.LATEST_TIMESTAMP)
-    return offset
+    return await operations.offset_at(call.queue, partition, where)
 
 
 class PartitionMessagesView(GatewayView):
@@ -81,24 +72,7 @@ class PartitionOffsetsView(GatewayView):
 
 
 async def _link(call: Call, group: str):
-    return await pool.coordinator(call.queue.bootstrap, broker_group(call, group, "stream"))
-
-
-async def _check_within_log(call: Call, offsets: dict[int, int]) -> None:
-    """A committed position is an offset of the log or its end (the next to be written), nothing past it."""
-    for partition, offset in sorted(offsets.items()):
-        latest = await _offset_at(call, partition, "latest")
-        if offset > latest:
-            raise GatewayError("offset_out_of_range", f"offset {offset} is past the end of partition {partition} "
-                               f"(its next offset is {latest})", 416,
-                               details={"partition": partition, "offset": offset, "latest": latest})
-
-
-async def _commit(call: Call, group: str, offsets: dict[int, int], member_id: str = "", member_epoch: int = -1) -> None:
-    await _check_within_log(call, offsets)
-    topic = call.queue.broker_topic
-    await commit_offsets(await _link(call, group), {(topic, p): o for p, o in sorted(offsets.items())},
-                         member_id=member_id, member_epoch=member_epoch)
+    return await operations.stream_link(call.caller, call.queue, group)
 
 
 class GroupOffsetsView(GatewayView):
@@ -126,7 +100,7 @@ class GroupOffsetsView(GatewayView):
         offsets = {}
         for entry in body.offsets:
             offsets[_partition(call, str(entry.partition))] = entry.offset
-        await _commit(call, group, offsets, body.member_id, body.member_epoch)
+        await operations.commit(call.caller, call.queue, group, offsets, body.member_id, body.member_epoch)
         return json_response({"committed": [{"partition": p, "offset": o} for p, o in sorted(offsets.items())]})
 
 
@@ -137,18 +111,8 @@ class SeekView(GatewayView):
 
     async def post(self, request, call, name, group):
         body = decode(request.body, SeekBody)
-        given = [x for x in (body.to, body.offset, body.timestamp) if x is not None]
-        if len(given) != 1 or (body.to is not None and body.to not in ("earliest", "latest")):
-            raise invalid('give exactly one of "to" (earliest or latest), "offset" or "timestamp"')
-        partitions = body.partitions if body.partitions is not None else list(range(call.queue.partitions))
-        offsets = {}
-        for p in partitions:
-            number = _partition(call, str(p))
-            if body.offset is not None:
-                offsets[number] = body.offset
-            else:
-                offsets[number] = await _offset_at(call, number, body.to if body.to is not None else body.timestamp)
-        await _commit(call, group, offsets)
+        offsets = await operations.seek(call.caller, call.queue, group, to=body.to, offset=body.offset,
+                                        timestamp_ms=body.timestamp, partitions=body.partitions)
         return json_response({"offsets": [{"partition": p, "offset": o} for p, o in sorted(offsets.items())]})
 
 
