@@ -1,0 +1,110 @@
+"""Benchmark the console's list pages for a large tenant: server time per page.
+
+Sets up the control plane's database (SQLite in a temporary TIDEWAY_HOME),
+a tenant with ``--queues`` queues (rows, as the control plane keeps them) and
+``--events`` audit events, signs a member in with Django's test client (the
+whole view, template and database path, no network), and times each list
+page ``--rounds`` times: dashboard, queues (first page, a search, a later page,
+sorted by age), the HTMX rows partial, the audit log, API keys, members.
+Issue 16's target: every list page under 300 ms.
+
+Prints one JSON object on stdout; progress goes to stderr.
+
+    .venv/bin/python bench/console.py              # 1,000 queues, 2,000 audit events
+    .venv/bin/python bench/console.py --quick      # 200 queues
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "platform")]
+
+from bench.common import progress  # noqa: E402
+
+PAGES = {
+    "dashboard": ("/console/", {}),
+    "queues_first_page": ("/console/queues", {}),
+    "queues_search": ("/console/queues", {"q": "orders-05"}),
+    "queues_page_10": ("/console/queues", {"page": "10"}),
+    "queues_newest_first": ("/console/queues", {"sort": "-created"}),
+    "queues_rows_partial": ("/console/queues", {"q": "orders"}),
+    "audit_log": ("/console/audit", {}),
+    "audit_filtered": ("/console/audit", {"action": "queue"}),
+    "api_keys": ("/console/keys", {}),
+    "members": ("/console/members", {}),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="200 queues and 400 events instead of 1,000 and 2,000")
+    parser.add_argument("--rounds", type=int, default=5, help="times each page is fetched (median reported)")
+    args = parser.parse_args()
+    queues, events = (200, 400) if args.quick else (1_000, 2_000)
+
+    home = tempfile.mkdtemp(prefix="tideway-bench-console-")
+    os.environ["TIDEWAY_HOME"] = home
+    os.environ.pop("DATABASE_URL", None)
+    from tideway_cli.django_setup import setup_django
+
+    progress(f"migrating a fresh database in {home}")
+    setup_django(migrate=True)
+    from django.test import Client
+
+    from clusters.models import Cluster
+    from tenants.actions import do_create_api_key, do_signup
+    from tenants.models import AuditEntry
+    from topics.models import Queue
+
+    user, tenant = do_signup(username="bench", password="a long bench password", email="b@example.com", tenant_name="Bench")
+    cluster = Cluster.objects.create(name="local")
+    progress(f"creating {queues} queues and {events} audit events")
+    Queue.objects.bulk_create([
+        Queue(tenant=tenant, cluster=cluster, name=f"orders-{i:05d}", status="ready", broker_topic=f"t{tenant.id}.orders-{i:05d}",
+              partitions=3, replication_factor=3, retention_ms=86_400_000, retention_bytes=1 << 20, max_message_bytes=1 << 20)
+        for i in range(queues)])
+    AuditEntry.objects.bulk_create([
+        AuditEntry(tenant=tenant, tenant_slug=tenant.slug, actor="user:bench", action="queue.create", target=f"orders-{i:05d}")
+        for i in range(events)])
+    for i in range(20):
+        do_create_api_key(tenant, name=f"key {i}", scopes=["consume"], acting="bench")
+
+    client = Client(SERVER_NAME="127.0.0.1")
+    client.force_login(user)
+    results = {}
+    for name, (path, params) in PAGES.items():
+        headers = {"HTTP_HX_REQUEST": "true"} if name.endswith("partial") else {}
+        timings = []
+        for _ in range(args.rounds):
+            started = time.perf_counter()
+            answer = client.get(path, params, **headers)
+            timings.append((time.perf_counter() - started) * 1000)
+            assert answer.status_code == 200, (path, answer.status_code)
+        results[name] = {"median_ms": round(statistics.median(timings), 1), "max_ms": round(max(timings), 1)}
+        progress(f"{name}: {results[name]['median_ms']} ms")
+    print(json.dumps({
+        "benchmark": "console",
+        "mode": "quick" if args.quick else "full",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "tenant": {"queues": queues, "audit_events": events, "api_keys": 20},
+        "what": "server time of each page through Django's test client (view, templates, SQLite), median of "
+                f"{args.rounds}",
+        "pages": results,
+        "slowest_median_ms": max(r["median_ms"] for r in results.values()),
+        "target_ms": 300,
+    }, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
