@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from webui.views import auth, dashboard, dead_letters, keys, members, messages, queues
+from webui.views import auth, dashboard, dead_letters, keys, members, messages, operators, queues
 
 NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
 
@@ -13,6 +13,9 @@ urlpatterns = [
     path("signout", auth.signout),
     path("password", auth.password_change),
     path("tenant", auth.switch_tenant),
+    path("operator/clusters", operators.clusters),
+    path("operator/tenants", operators.tenants),
+    path("operator/plans", operators.plans),
     path("members", members.members),
     path("audit", members.audit),
     path("audit/export", members.audit_export),

@@ -1,0 +1,61 @@
+"""Operators' pages (staff users): clusters and their brokers, tenants with their use, plans."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.db.models import Count, F, Q, Sum
+from django.http import HttpResponseForbidden
+from django.shortcuts import redirect
+from django.views.decorators.http import require_safe
+
+from webui.access import console_principal
+from webui.render import page
+
+
+def operator_page(view):
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect(f"/console/signin?next={request.path}")
+        if not request.user.is_staff:
+            return HttpResponseForbidden("operators only")
+        request.principal = console_principal(request)
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+@require_safe
+@operator_page
+def clusters(request):
+    from clusters.models import Broker, Cluster, Partition
+
+    rows = []
+    for cluster in Cluster.objects.order_by("name"):
+        partitions = Partition.objects.filter(topic__cluster=cluster)
+        counts = partitions.aggregate(total=Count("id"), offline=Count("id", filter=Q(leader=-1)))
+        under = sum(1 for isr, replicas in partitions.values_list("isr", "replicas") if len(isr) < len(replicas))
+        rows.append({"cluster": cluster, "brokers": Broker.objects.filter(cluster=cluster).order_by("broker_id"),
+                     "partitions": counts["total"], "offline": counts["offline"], "under_replicated": under})
+    return page(request, "operator_clusters.html", {"clusters": rows})
+
+
+@require_safe
+@operator_page
+def tenants(request):
+    from tenants.models import Tenant
+
+    rows = (Tenant.objects.select_related("plan").order_by("slug")
+            .annotate(queue_count=Count("queues", distinct=True), partition_total=Sum("queues__partitions"),
+                      member_count=Count("memberships", distinct=True),
+                      storage=Sum(F("queues__partitions") * F("queues__retention_bytes"))))
+    return page(request, "operator_tenants.html", {"tenants": rows})
+
+
+@require_safe
+@operator_page
+def plans(request):
+    from billing.models import Plan
+
+    return page(request, "operator_plans.html", {"plans": Plan.objects.order_by("monthly_price_cents")})
