@@ -69,6 +69,16 @@ def do_signup(*, username: str, password: str, email: str, tenant_name: str) -> 
     return user, tenant
 
 
+def do_set_message_export(tenant: Tenant, enabled: bool, *, acting: str) -> Tenant:
+    """Allow or forbid downloading messages from the console, for the whole tenant."""
+    with transaction.atomic():
+        if tenant.message_export != enabled:
+            tenant.message_export = enabled
+            tenant.save(update_fields=["message_export"])
+            audit.record(tenant, acting, "tenant.message_export", tenant.slug, enabled=enabled)
+    return tenant
+
+
 def do_create_api_key(tenant: Tenant, *, name: str, scopes: list[str], queue_patterns: list[str] | None = None,
                       acting: str) -> tuple[ApiKey, str]:
     """A new key; returns the row and the full key string, which is never shown again."""

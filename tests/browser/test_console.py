@@ -108,6 +108,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.get_by_role("button", name="Search").click()
             expect(messages).to_contain_text("order-42")
             check("messages-found")
+            with page.expect_download() as download:
+                page.get_by_role("link", name="JSON").click()
+            exported = json.loads(open(download.value.path()).read())
+            assert [m["key"] for m in exported["messages"]] == ["order-42"]
 
             # An API key from the keys page, shown once.
             page.get_by_role("link", name="API keys").click()

@@ -243,3 +243,21 @@ def test_operator_pages_are_for_staff_only(client, owner_a, owner_b, cluster):
     tenants = client.get("/console/operator/tenants")
     assert tenant.slug in tenants.text and owner_b[1].slug in tenants.text
     assert "Team" in client.get("/console/operator/plans").text
+
+
+def test_message_export_can_be_turned_off_for_the_tenant_by_its_owners(client, owner_a, cluster):
+    from tenants.actions import do_add_member
+    from tenants.models import AuditEntry
+
+    user, tenant = owner_a
+    make_queue(tenant, cluster, "orders")
+    developer = do_add_member(tenant, username="dora", role="developer", password=PASSWORD, acting="test").user
+    as_developer = signed_in(Client(), developer)
+    assert as_developer.post("/console/settings", {}).status_code == 403  # owners and admins only
+    signed_in(client, user)
+    assert client.post("/console/settings", {}).status_code == 200  # unchecked: export off
+    tenant.refresh_from_db()
+    assert tenant.message_export is False
+    assert AuditEntry.objects.filter(tenant=tenant, action="tenant.message_export").exists()
+    refused = as_developer.get("/console/queues/orders/messages/export", {"format": "csv"})
+    assert refused.status_code == 403 and "turned message export off" in refused.text

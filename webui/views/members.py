@@ -56,6 +56,20 @@ def members(request):
                 status=400 if error else 200)
 
 
+@member_page(managers_only=True)
+def settings(request):
+    """Tenant settings the console owns: whether members may export messages."""
+    from tenants.actions import do_set_message_export
+
+    tenant = request.principal.tenant
+    saved = False
+    if request.method == "POST":
+        do_set_message_export(tenant, "message_export" in request.POST, acting=request.principal.actor)
+        saved = True
+    return page(request, "settings.html", {"tenant": tenant, "saved": saved,
+                                           "may_change": may_manage_members(request.principal)})
+
+
 def _audit_rows(request):
     from tenants.models import AuditEntry
 

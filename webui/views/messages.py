@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import time
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from django.http import HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
 
@@ -59,8 +62,41 @@ def messages(request, name: str):
             error = f"the brokers did not answer: {exc}"
     return page(request, "messages.html", {"queue": info, "search": search, "found": found, "error": error,
                                            "published": request.GET.get("published", ""),
-                                           "may_produce": request.principal.has_scope("produce")},
+                                           "may_produce": request.principal.has_scope("produce"),
+                                           "may_export": request.principal.tenant.message_export,
+                                           "query": request.GET.urlencode()},
                 partial="message_rows.html")
+
+
+@require_safe
+@member_page(scope="consume")
+def export(request, name: str):
+    """The messages the browser shows for these search parameters, as JSON or CSV (unless the tenant turned it off)."""
+    from tenants import audit
+
+    tenant = request.principal.tenant
+    if not tenant.message_export:
+        return HttpResponseForbidden("an owner or admin of this tenant turned message export off")
+    info = data.queue_info(request.principal, name)
+    search, problem = _search(request, info.partitions)
+    if problem:
+        return HttpResponse(problem, status=400, content_type="text/plain")
+    found = data.run(browse.find, data.caller_for(request.principal), info, search)
+    audit.record(tenant, request.principal.actor, "messages.export", name, count=len(found.messages),
+                 format=request.GET.get("format", "json"))
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}-messages.csv"'
+        writer = csv.writer(response)
+        writer.writerow(["partition", "offset", "timestamp_ms", "key", "value", "headers", "hex"])
+        for m in found.messages:
+            writer.writerow([m["partition"], m["offset"], m["timestamp"], m["key"], m["value"], json.dumps(m["headers"]),
+                             "key" * m["key_hex"] + " value" * m["value_hex"]])
+        return response
+    response = HttpResponse(json.dumps({"queue": name, "messages": found.messages}, indent=1),
+                            content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{name}-messages.json"'
+    return response
 
 
 @member_page(scope="produce")

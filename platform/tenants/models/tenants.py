@@ -16,6 +16,8 @@ class Tenant(models.Model):
         "clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="dedicated_tenants"
     )
     created = models.DateTimeField(auto_now_add=True)
+    # Whether members may download messages from the console (JSON or CSV); an owner or admin turns it off.
+    message_export = models.BooleanField(default=True)
 
     class Meta:
         ordering = ["slug"]
