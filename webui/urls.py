@@ -2,7 +2,17 @@
 
 from django.urls import path, re_path
 
-from webui.views import auth, dashboard, dead_letters, keys, members, messages, operators, queues
+from webui.views import (
+    auth,
+    dashboard,
+    dead_letters,
+    keys,
+    members,
+    messages,
+    operators,
+    queues,
+    schemas,
+)
 
 NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
 
@@ -16,6 +26,8 @@ urlpatterns = [
     path("operator/clusters", operators.clusters),
     path("operator/tenants", operators.tenants),
     path("operator/plans", operators.plans),
+    path("schemas", schemas.subjects),
+    re_path(r"^schemas/(?P<subject>[A-Za-z0-9._:-]{1,255})$", schemas.subject),
     path("members", members.members),
     path("settings", members.settings),
     path("audit", members.audit),

@@ -12,6 +12,11 @@ from tests.webui.conftest import PASSWORD, make_queue, signed_in
 
 pytestmark = pytest.mark.django_db
 
+AVRO_V1 = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}'
+AVRO_V2 = ('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, '
+           '{"name": "note", "type": "string", "default": ""}]}')
+AVRO_BREAKING = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "string"}]}'
+
 
 def test_the_root_leads_to_the_console_and_the_console_to_sign_in(client):
     assert client.get("/").headers["Location"] == "/console/"
@@ -128,6 +133,7 @@ def _console_urls() -> list[str]:
         route = re.sub(r"\(\?P<job_id>[^)]*\)", "0" * 32, route)
         route = re.sub(r"\(\?P<prefix>[^)]*\)", "<prefix>", route)
         route = re.sub(r"\(\?P<group>[^)]*\)", "g1", route)
+        route = re.sub(r"\(\?P<subject>[^)]*\)", "<name>", route)
         out.append("/console/" + re.sub(r"\(\?P<name>[^)]*\)", "<name>", route))
     return out
 
@@ -139,6 +145,9 @@ def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_
     _, tenant_a = owner_a
     make_queue(tenant_a, cluster, "secret-orders")
     key_a, _ = do_create_api_key(tenant_a, name="a's key", scopes=["consume"], acting="test")
+    from registry.actions import do_register
+
+    do_register(tenant_a, "secret-orders", text=AVRO_V1, acting="test")
     client = signed_in(Client(), owner_b[0])
     urls = _console_urls()
     assert "/console/queues/<name>" in urls and "/console/create-queue" in urls and "/console/keys/<prefix>/revoke" in urls
@@ -261,3 +270,27 @@ def test_message_export_can_be_turned_off_for_the_tenant_by_its_owners(client, o
     assert AuditEntry.objects.filter(tenant=tenant, action="tenant.message_export").exists()
     refused = as_developer.get("/console/queues/orders/messages/export", {"format": "csv"})
     assert refused.status_code == 403 and "turned message export off" in refused.text
+
+
+def test_schemas_show_versions_a_diff_and_check_a_new_version_before_registering(client, owner_a):
+    from registry.actions import do_register
+    from registry.models import SubjectVersion
+    from tenants.actions import do_add_member
+
+    user, tenant = owner_a
+    do_register(tenant, "orders-value", text=AVRO_V1, acting="test")
+    do_register(tenant, "orders-value", text=AVRO_V2, acting="test")
+    signed_in(client, user)
+    listing = client.get("/console/schemas")
+    assert "orders-value" in listing.text
+    subject = client.get("/console/schemas/orders-value", {"a": 1, "b": 2})
+    assert subject.status_code == 200 and '+      &quot;name&quot;: &quot;note&quot;' in subject.text  # the added field, in the diff
+    refused = client.post("/console/schemas/orders-value", {"action": "check", "schema_type": "AVRO", "schema": AVRO_BREAKING})
+    assert "Incompatible" in refused.text
+    registered = client.post("/console/schemas/orders-value", {"action": "register", "schema_type": "AVRO", "schema": AVRO_BREAKING})
+    assert "Incompatible" in registered.text and SubjectVersion.objects.filter(subject="orders-value").count() == 2
+    assert client.post("/console/schemas/orders-value", {"action": "level", "level": "NONE"}).status_code == 200
+    viewer = do_add_member(tenant, username="vic", role="viewer", password=PASSWORD, acting="test").user
+    assert signed_in(Client(), viewer).post("/console/schemas/orders-value", {"action": "level", "level": "FULL"}).status_code == 403
+    accepted = client.post("/console/schemas/orders-value", {"action": "register", "schema_type": "AVRO", "schema": AVRO_BREAKING})
+    assert "registered as version 3" in accepted.text

@@ -1,0 +1,102 @@
+"""Schemas of the tenant's registry: subjects, versions, a diff of two versions, the compatibility level,
+and a check of a new version before registering it — the registry's own actions."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from django.db.models import Count, Max
+from django.http import Http404
+from django.views.decorators.http import require_safe
+
+from controlplane.errors import ActionError
+from webui.access import member_page
+from webui.render import page
+
+TYPES = ("AVRO", "JSON", "PROTOBUF")
+
+
+def _pretty(text: str) -> list[str]:
+    try:
+        return json.dumps(json.loads(text), indent=2, sort_keys=True).splitlines()
+    except ValueError:
+        return text.splitlines()
+
+
+@require_safe
+@member_page()
+def subjects(request):
+    from registry.actions import level_for
+    from registry.models import SubjectVersion
+
+    rows = (SubjectVersion.objects.filter(tenant=request.principal.tenant, deleted=False).values("subject")
+            .annotate(versions=Count("id"), latest=Max("version")).order_by("subject"))
+    table = [{**row, "level": level_for(request.principal.tenant, row["subject"])} for row in rows]
+    return page(request, "schemas.html", {"subjects": table})
+
+
+@member_page()
+def subject(request, subject: str):
+    from registry import compatibility
+    from registry.actions import (
+        do_register,
+        do_set_level,
+        incompatibilities,
+        level_for,
+        live_versions,
+        parse_or_raise,
+    )
+
+    tenant = request.principal.tenant
+    versions = list(live_versions(tenant, subject))
+    if not versions and request.method == "GET":
+        raise Http404(f"subject {subject!r} does not exist")
+    check = {}
+    if request.method == "POST":
+        if not request.principal.has_scope("manage"):
+            return _forbidden()
+        try:
+            if request.POST.get("action") == "level":
+                do_set_level(tenant, subject, request.POST.get("level", ""), acting=request.principal.actor)
+                check = {"ok": f"compatibility level set to {request.POST.get('level')}"}
+            else:
+                schema_type, text = request.POST.get("schema_type", "AVRO"), request.POST.get("schema", "")
+                parsed = parse_or_raise(schema_type, text)
+                level = level_for(tenant, subject)
+                problems = incompatibilities(tenant, subject, schema_type, parsed, versions, level)
+                check = {"problems": problems, "level": level, "text": text, "schema_type": schema_type}
+                if not problems and request.POST.get("action") == "register":
+                    registered = do_register(tenant, subject, text=text, schema_type=schema_type, acting=request.principal.actor)
+                    check["ok"] = f"registered as version {registered.version}"
+                    versions = list(live_versions(tenant, subject))
+                elif not problems:
+                    check["ok"] = f"compatible ({level}): it can be registered"
+        except ActionError as exc:
+            check = {"error": exc.message, "text": request.POST.get("schema", "")}
+    by_number = {v.version: v for v in versions}
+    numbers = sorted(by_number)
+    a = _number(request.GET.get("a"), numbers[-2] if len(numbers) > 1 else (numbers[0] if numbers else 0))
+    b = _number(request.GET.get("b"), numbers[-1] if numbers else 0)
+    diff = []
+    if a in by_number and b in by_number:
+        diff = list(difflib.unified_diff(_pretty(by_number[a].schema.text), _pretty(by_number[b].schema.text),
+                                         f"version {a}", f"version {b}", lineterm=""))
+    return page(request, "schema.html", {"subject": subject, "versions": versions, "a": a, "b": b, "diff": diff,
+                                         "level": level_for(tenant, subject), "levels": compatibility.LEVELS,
+                                         "types": TYPES, "check": check,
+                                         "may_manage": request.principal.has_scope("manage")},
+                status=400 if check.get("error") else 200)
+
+
+def _forbidden():
+    from django.http import HttpResponseForbidden
+
+    return HttpResponseForbidden("your role may not change schemas: it needs the 'manage' scope")
+
+
+def _number(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
