@@ -189,7 +189,7 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                         break
                     time.sleep(0.25)
                 assert refused.status_code == 401 and refused.json()["code"] == "invalid_credentials"
-            for name in ("members", "audit", "keys"):
+            for name in ("members", "audit", "schemas", "settings", "keys"):
                 page.goto(f"{gateway.base_url}/console/{name}")
                 check(f"{name}-page")
             expect(page.get_by_role("table", name="API keys")).to_contain_text("revoked")
@@ -198,4 +198,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 16
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 18
