@@ -137,6 +137,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 expect(letters).to_contain_text("workers")  # the group, by the tenant's own name
                 check("dead-letters")
                 page.get_by_label("select").first.check()
+                page.get_by_role("button", name="Dry run (selected)").click()
+                expect(page.get_by_role("status")).to_contain_text("would move 1 dead letter back to orders; nothing was moved")
+                expect(letters).to_contain_text("cannot parse")  # still there
+                page.get_by_label("select").first.check()
                 page.get_by_role("button", name="Redrive selected").click()
                 expect(page.get_by_role("status")).to_contain_text("done, 1 moved", timeout=30_000)
                 check("redriven")

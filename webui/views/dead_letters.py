@@ -35,7 +35,7 @@ def dead_letters(request, name: str):
                             f"{headers.get('tideway-dlq-origin-partition', '?')}, offset {headers.get('tideway-dlq-origin-offset', '?')}")
         letter["group"] = headers.get("tideway-dlq-group", "")
     return page(request, "dead_letters.html", {"queue": info, "letters": letters, "error": error,
-                                               "job": request.GET.get("job", ""),
+                                               "job": request.GET.get("job", ""), "notice": request.GET.get("notice", ""),
                                                "may_manage": request.principal.has_scope("manage")})
 
 
@@ -44,8 +44,11 @@ def redrive(request, name: str):
     if request.method != "POST":
         return redirect(f"/console/queues/{name}/dead-letters")
     info = data.queue_info(request.principal, name)
+    which = request.POST.get("which", "all")
+    if which.startswith("dry-run"):
+        return _dry_run(request, info, which == "dry-run-selected")
     selected = None
-    if request.POST.get("which") == "selected":
+    if which == "selected":
         selected = []
         for item in request.POST.getlist("letter"):
             partition, _, offset = item.partition(":")
@@ -61,6 +64,17 @@ def redrive(request, name: str):
         message = data.refusal(exc) if isinstance(exc, GatewayError) else "the rate must be a number"
         return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"error": message}))
     return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"job": job}))
+
+
+def _dry_run(request, info, only_selected: bool):
+    """What a redrive would move, without moving anything: how many letters, back to which queue."""
+    chosen = {item for item in request.POST.getlist("letter")} if only_selected else None
+    letters = data.run(operations.dead_letters, data.caller_for(request.principal), info, limit=LIST_MAX)
+    moving = [letter for letter in letters if chosen is None or f"{letter['partition']}:{letter['offset']}" in chosen]
+    origins = sorted({letter.get("headers", {}).get("tideway-dlq-origin-topic", info.name) for letter in moving})
+    summary = (f"A redrive would move {len(moving)} dead letter{'s' if len(moving) != 1 else ''} back to "
+               f"{', '.join(origins) or info.name}; nothing was moved.")
+    return redirect(f"/console/queues/{info.name}/dead-letters?" + urlencode({"notice": summary}))
 
 
 @require_safe
