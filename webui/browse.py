@@ -63,6 +63,7 @@ async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
     client = await pool.client(queue.bootstrap)
     numbers = [search.partition] if search.partition is not None else list(range(queue.partitions))
     ranges = {}
+    older_left = False  # a "latest" search with filters looks at the newest SCAN_BUDGET records only
     for number in numbers:
         earliest, _ = await client.list_offset(queue.broker_topic, number, EARLIEST_TIMESTAMP)
         latest, _ = await client.list_offset(queue.broker_topic, number, LATEST_TIMESTAMP)
@@ -74,8 +75,9 @@ async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
         else:  # the latest: enough of each partition's tail to fill the page (or the budget, when filtering)
             back = SCAN_BUDGET // len(numbers) if search.filtered else search.count
             start = max(earliest, latest - back)
+            older_left = older_left or (search.filtered and start > earliest)
         ranges[number] = (start, latest)
-    found = Found()
+    found = Found(exhausted=older_left)
     consumed = 0
     for number, (position, end) in ranges.items():
         while position < end and found.scanned < SCAN_BUDGET:

@@ -64,7 +64,7 @@ def messages(request, name: str):
                                            "published": request.GET.get("published", ""),
                                            "may_produce": request.principal.has_scope("produce"),
                                            "may_export": request.principal.tenant.message_export,
-                                           "query": request.GET.urlencode()},
+                                           "query": request.GET.urlencode(), "budget": browse.SCAN_BUDGET},
                 partial="message_rows.html")
 
 
