@@ -7,10 +7,11 @@ search over a large queue is bounded and says how far it got.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from gateway import limits, pool
+from gateway import limits, pool, schemas
 from gateway.auth import Caller
 from gateway.catalog import QueueInfo
 
@@ -28,10 +29,43 @@ class Search:
     count: int = 50
     key: str = ""
     text: str = ""
+    json_path: str = ""  # "a.b.0.c" (the field exists) or "a.b=value" (it equals the value), on the decoded value
 
     @property
     def filtered(self) -> bool:
-        return bool(self.key or self.text)
+        return bool(self.key or self.text or self.json_path)
+
+
+def _path_parts(expression: str) -> tuple[list[str], str | None]:
+    """'$.customer.id = 42' -> (['customer', 'id'], '42'); without '=', None (the field must exist)."""
+    path, sep, expected = expression.partition("=")
+    parts = [p for p in path.strip().removeprefix("$").strip(".").split(".") if p]
+    return parts, expected.strip() if sep else None
+
+
+def _at_path(data, parts: list[str]):
+    for part in parts:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            raise KeyError(part)
+    return data
+
+
+def _json_matches(decoded, expression: str) -> bool:
+    parts, expected = _path_parts(expression)
+    try:
+        found = _at_path(decoded, parts)
+    except KeyError:
+        return False
+    if expected is None:
+        return True
+    try:
+        return found == json.loads(expected)  # 42, "x", true, null
+    except ValueError:
+        return str(found) == expected  # a bare word: compared as text
 
 
 @dataclass
@@ -51,16 +85,19 @@ def shown(data: bytes | None) -> tuple[str, bool]:
         return data[:SHOWN_BYTES // 2].hex(" "), True
 
 
-def _matches(search: Search, record) -> bool:
+def _matches(search: Search, record, decoded) -> bool:
     if search.key and search.key.encode() not in (record.key or b""):
         return False
     if search.text and search.text.encode() not in (record.value or b""):
+        return False
+    if search.json_path and (decoded is None or not _json_matches(decoded[0], search.json_path)):
         return False
     return True
 
 
 async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
     client = await pool.client(queue.bootstrap)
+    subject = await schemas.subject_schemas(queue)
     numbers = [search.partition] if search.partition is not None else list(range(queue.partitions))
     ranges = {}
     older_left = False  # a "latest" search with filters looks at the newest SCAN_BUDGET records only
@@ -90,8 +127,11 @@ async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
             for record in records:
                 found.scanned += 1
                 consumed += len(record.value or b"") + len(record.key or b"")
-                if _matches(search, record):
-                    found.messages.append(_row(number, record))
+                decoded = schemas.decode(queue, subject, record.value) if search.json_path else None
+                if _matches(search, record, decoded):
+                    if not search.json_path:
+                        decoded = schemas.decode(queue, subject, record.value)
+                    found.messages.append(_row(number, record, decoded))
             position = next_offset
         if position < end and found.scanned >= SCAN_BUDGET:
             found.exhausted = True
@@ -104,9 +144,13 @@ async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
     return found
 
 
-def _row(partition: int, record) -> dict:
+def _row(partition: int, record, decoded) -> dict:
     key, key_hex = shown(record.key)
     value, value_hex = shown(record.value)
     headers = {name: (v or b"").decode(errors="replace") for name, v in record.headers or []}
-    return {"partition": partition, "offset": record.offset, "timestamp": record.timestamp_ms, "key": key,
-            "key_hex": key_hex, "value": value, "value_hex": value_hex, "headers": headers}
+    row = {"partition": partition, "offset": record.offset, "timestamp": record.timestamp_ms, "key": key,
+           "key_hex": key_hex, "value": value, "value_hex": value_hex, "headers": headers}
+    if decoded is not None and decoded[1] != "JSON":  # schema-encoded: show the data, not the wire bytes
+        row["decoded"] = json.dumps(decoded[0], indent=1, default=str)[:SHOWN_BYTES]
+        row["decoded_as"] = decoded[1]
+    return row

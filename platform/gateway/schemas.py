@@ -131,3 +131,27 @@ async def validate(queue: QueueInfo, values: list[bytes | None]) -> None:
             raise _violation(index, exc.message, queue) from None
         except Exception as exc:  # fastavro and json raise many kinds; each means "does not match"
             raise _violation(index, str(exc) or type(exc).__name__, queue) from None
+
+
+async def subject_schemas(queue: QueueInfo) -> SubjectSchemas | None:
+    """The queue's subject, compiled (cached as for validation); None when the queue requires none."""
+    return await _schemas(queue) if queue.schema_subject else None
+
+
+def decode(queue: QueueInfo, schemas: SubjectSchemas | None, value: bytes | None) -> tuple[object, str] | None:
+    """A stored value as data, for people (the console's browser): (decoded, how), or None when it is not
+    decodable. The same wire rules as ``validate``: Confluent's format with a version of the subject, or JSON."""
+    if value is None:
+        return None
+    try:
+        if schemas is not None and queue.schema_encoding != "json" and len(value) >= 5 and value[0] == 0:
+            schema_id = int.from_bytes(value[1:5], "big")
+            compiled = schemas.by_id.get(schema_id)
+            if compiled is not None and compiled.schema_type == "AVRO":
+                return fastavro.schemaless_reader(io.BytesIO(value[5:]), compiled.check), f"Avro, schema id {schema_id}"
+            if compiled is not None and compiled.schema_type == "JSON":
+                return json.loads(value[5:]), f"JSON, schema id {schema_id}"
+            return None
+        return json.loads(value), "JSON"
+    except Exception:  # noqa: BLE001 - not decodable: shown as text or hex
+        return None

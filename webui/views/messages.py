@@ -33,7 +33,7 @@ def _search(request, partitions: int) -> tuple[browse.Search, str]:
     get = request.GET
     search = browse.Search(mode=get.get("mode", "latest") if get.get("mode") in ("latest", "offset", "time") else "latest",
                            count=_int(get.get("count"), 50, 1, COUNT_MAX), key=get.get("key", "")[:200],
-                           text=get.get("text", "")[:200])
+                           text=get.get("text", "")[:200], json_path=get.get("json_path", "")[:200])
     if get.get("partition", "") != "":
         search.partition = _int(get.get("partition"), 0, 0, partitions - 1)
     search.offset = _int(get.get("offset"), 0, 0, 2**63 - 1)
