@@ -39,6 +39,7 @@ urlpatterns = [
     re_path(rf"^queues/{NAME}$", queues.queue_detail),
     re_path(rf"^queues/{NAME}/partitions$", queues.queue_partitions),
     re_path(rf"^queues/{NAME}/groups$", queues.queue_groups),
+    re_path(rf"^queues/{NAME}/counters$", queues.queue_counters),
     re_path(rf"^queues/{NAME}/groups/(?P<group>[A-Za-z0-9._-]{{1,100}})/reset$", queues.group_reset),
     re_path(rf"^queues/{NAME}/delete$", queues.queue_delete),
     re_path(rf"^queues/{NAME}/messages$", messages.messages),

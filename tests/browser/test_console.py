@@ -175,6 +175,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                         break
                     _post(api, "/api/v1/queues/orders/groups/drainers/ack", {"receipts": [m["receipt"] for m in batch]})
                 expect(drainers.locator("[data-lag]")).to_have_attribute("data-lag", "0", timeout=15_000)
+                expect(page.locator("#throughput canvas")).to_have_count(1)  # the live chart (uPlot, served by the app)
+                expect(page.locator("#throughput")).to_have_attribute("data-consumed", re.compile(r"^\d"))
+                totals = page.request.get(f"{gateway.base_url}/console/queues/orders/counters").json()
+                assert totals["produced"] == 202 and totals["consumed"] >= 202  # every record, and drainers took them all
                 expect(drainers).to_contain_text("caught up")
                 assert float(drainers.locator("[data-lag-seconds]").get_attribute("data-lag-seconds")) < lagging
 

@@ -149,6 +149,23 @@ def group_reset(request, name: str, group: str):
 
 
 @require_safe
+@member_page(scope="consume")
+def queue_counters(request, name: str):
+    """Cumulative counters the throughput chart turns into rates: messages produced (the partitions' high
+    watermarks) and consumed (the groups' positions), with the server's time."""
+    import time
+
+    from django.http import JsonResponse
+
+    from webui import data
+    from webui.groups import counters
+
+    info = data.queue_info(request.principal, name)
+    produced, consumed = data.run(counters, info)
+    return JsonResponse({"t": round(time.time(), 3), "produced": produced, "consumed": consumed})
+
+
+@require_safe
 @member_page()
 def queue_partitions(request, name: str):
     """The partition table alone (HTMX refreshes it)."""
