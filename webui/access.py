@@ -38,7 +38,7 @@ def console_principal(request) -> Principal | None:
         if tenant is not None:
             return Principal(tenant=tenant, scopes=ALL_SCOPES, actor=f"operator:{user.username}", user=user,
                              role="owner", operator=True)
-    rows = list(memberships(user))
+    rows = [m for m in memberships(user) if m.tenant.suspended_at is None]  # a suspended tenant is closed to its members
     chosen = next((m for m in rows if m.tenant.slug == wanted), rows[0] if rows else None)
     if chosen is None:
         return None
@@ -68,6 +68,8 @@ def member_page(scope: str | None = None, *, managers_only: bool = False):
                 return redirect(f"/console/signin?next={request.path}")
             principal = console_principal(request)
             if principal is None:
+                if memberships(request.user).exists():
+                    return HttpResponseForbidden("your tenant is suspended: ask the operators")
                 return HttpResponseForbidden("you are not a member of any tenant")
             if scope is not None and not principal.has_scope(scope):
                 return HttpResponseForbidden(f"your role ({principal.role}) may not do this: it needs the '{scope}' scope")

@@ -25,6 +25,7 @@ urlpatterns = [
     path("tenant", auth.switch_tenant),
     path("operator/clusters", operators.clusters),
     path("operator/tenants", operators.tenants),
+    re_path(r"^operator/tenants/(?P<slug>[a-z0-9-]{1,50})/suspend$", operators.suspend),
     path("operator/plans", operators.plans),
     path("schemas", schemas.subjects),
     re_path(r"^schemas/(?P<subject>[A-Za-z0-9._:-]{1,255})$", schemas.subject),

@@ -82,7 +82,9 @@ def _load_key(prefix: str) -> _KeyRow | None:
     principal = Principal(tenant=row.tenant, scopes=frozenset(row.scopes), actor=f"key:{row.prefix}",
                           queue_patterns=tuple(row.queue_patterns) or ("*",), api_key=row)
     limits = Limits(plan.max_requests_per_s, plan.max_publish_bytes_per_s, plan.max_consume_bytes_per_s, plan.max_message_bytes)
-    return _KeyRow(row.secret_sha256, row.revoked_at is not None, Caller(principal, limits))
+    # A suspended tenant's keys are refused like revoked ones (within KEY_CACHE_SECONDS).
+    refused = row.revoked_at is not None or row.tenant.suspended_at is not None
+    return _KeyRow(row.secret_sha256, refused, Caller(principal, limits))
 
 
 async def _key_row(prefix: str) -> _KeyRow | None:

@@ -69,6 +69,16 @@ def do_signup(*, username: str, password: str, email: str, tenant_name: str) -> 
     return user, tenant
 
 
+def do_suspend_tenant(tenant: Tenant, suspended: bool, *, acting: str) -> Tenant:
+    """Suspend (or resume) a tenant: its keys and members are refused everywhere while it is suspended."""
+    with transaction.atomic():
+        if (tenant.suspended_at is not None) != suspended:
+            tenant.suspended_at = timezone.now() if suspended else None
+            tenant.save(update_fields=["suspended_at"])
+            audit.record(tenant, acting, "tenant.suspend" if suspended else "tenant.resume", tenant.slug)
+    return tenant
+
+
 def do_set_message_export(tenant: Tenant, enabled: bool, *, acting: str) -> Tenant:
     """Allow or forbid downloading messages from the console, for the whole tenant."""
     with transaction.atomic():

@@ -134,6 +134,7 @@ def _console_urls() -> list[str]:
         route = re.sub(r"\(\?P<prefix>[^)]*\)", "<prefix>", route)
         route = re.sub(r"\(\?P<group>[^)]*\)", "g1", route)
         route = re.sub(r"\(\?P<subject>[^)]*\)", "<name>", route)
+        route = re.sub(r"\(\?P<slug>[^)]*\)", "<slug>", route)
         out.append("/console/" + re.sub(r"\(\?P<name>[^)]*\)", "<name>", route))
     return out
 
@@ -152,14 +153,15 @@ def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_
     urls = _console_urls()
     assert "/console/queues/<name>" in urls and "/console/create-queue" in urls and "/console/keys/<prefix>/revoke" in urls
     for url in urls:
-        target = url.replace("<name>", "secret-orders").replace("<prefix>", key_a.prefix)
+        target = url.replace("<name>", "secret-orders").replace("<prefix>", key_a.prefix).replace("<slug>", tenant_a.slug)
         for method in ("get", "post"):
             answer = getattr(client, method)(target, {"confirm": "secret-orders", "tenant": tenant_a.slug})
             assert "secret-orders" not in answer.content.decode(errors="replace"), (method, target)
             assert answer.status_code in (200, 302, 400, 403, 404, 405), (method, target, answer.status_code)
     assert Queue.objects.filter(name="secret-orders").exists()
     key_a.refresh_from_db()
-    assert key_a.revoked_at is None
+    tenant_a.refresh_from_db()
+    assert key_a.revoked_at is None and tenant_a.suspended_at is None
     assert key_a.prefix not in client.get("/console/keys").text
     dashboard = client.get("/console/")
     assert tenant_a.name not in dashboard.text  # the tenant switch to A was refused
@@ -181,7 +183,7 @@ def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
     for url in _console_urls():
         if url in own_account:
             continue
-        target = url.replace("<name>", "orders").replace("<prefix>", key.prefix)
+        target = url.replace("<name>", "orders").replace("<prefix>", key.prefix).replace("<slug>", tenant.slug)
         answer = client.post(target, {"name": "x", "confirm": "orders", "scopes": ["manage"], "value": "v", "which": "all"})
         assert answer.status_code in (403, 405), (target, answer.status_code)  # refused, or a page that takes no POST
     assert Queue.objects.filter(name="orders").exists() and Queue.objects.count() == 1
@@ -294,3 +296,26 @@ def test_schemas_show_versions_a_diff_and_check_a_new_version_before_registering
     assert signed_in(Client(), viewer).post("/console/schemas/orders-value", {"action": "level", "level": "FULL"}).status_code == 403
     accepted = client.post("/console/schemas/orders-value", {"action": "register", "schema_type": "AVRO", "schema": AVRO_BREAKING})
     assert "registered as version 3" in accepted.text
+
+
+def test_an_operator_suspends_a_tenant_and_its_members_and_keys_are_refused_until_resumed(client, owner_a, owner_b):
+    from django.contrib.auth import get_user_model
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from controlplane.api.auth import principal_for_key
+    from tenants.actions import do_create_api_key
+
+    user, tenant = owner_a
+    _, key = do_create_api_key(tenant, name="ci", scopes=["consume"], acting="test")
+    staff = get_user_model().objects.create_user("otto", password=PASSWORD, is_staff=True)
+    operator = signed_in(client, staff)
+    assert signed_in(Client(), owner_b[0]).post(f"/console/operator/tenants/{tenant.slug}/suspend", {"suspended": "1"}).status_code == 403
+    assert operator.post(f"/console/operator/tenants/{tenant.slug}/suspend", {"suspended": "1"}).status_code == 302
+    member = signed_in(Client(), user)
+    refused = member.get("/console/queues")
+    assert refused.status_code == 403 and "suspended" in refused.text
+    with pytest.raises(AuthenticationFailed, match="suspended"):
+        principal_for_key(key)
+    assert signed_in(Client(), owner_b[0]).get("/console/queues").status_code == 200  # others go on
+    operator.post(f"/console/operator/tenants/{tenant.slug}/suspend", {"suspended": "0"})
+    assert member.get("/console/queues").status_code == 200 and principal_for_key(key).tenant == tenant

@@ -53,6 +53,23 @@ def tenants(request):
     return page(request, "operator_tenants.html", {"tenants": rows})
 
 
+@operator_page
+def suspend(request, slug: str):
+    """Suspend or resume a tenant (POST ``suspended`` = 1 or 0)."""
+    from django.http import Http404
+
+    from tenants.actions import do_suspend_tenant
+    from tenants.models import Tenant
+
+    if request.method != "POST":
+        return redirect("/console/operator/tenants")
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        raise Http404(f"tenant {slug!r} does not exist")
+    do_suspend_tenant(tenant, request.POST.get("suspended") == "1", acting=f"operator:{request.user.username}")
+    return redirect("/console/operator/tenants")
+
+
 @require_safe
 @operator_page
 def plans(request):

@@ -339,12 +339,14 @@ def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
     """What a broker needs to check an API key: its secret's digest, tenant, scopes, patterns, revocation."""
     from tenants.models import ApiKey
 
-    row = ApiKey.objects.filter(prefix=prefix).only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at").first()
+    row = (ApiKey.objects.filter(prefix=prefix).select_related("tenant")
+           .only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at", "tenant__suspended_at").first())
     if row is None:
         return m.DescribeCredentialResponse(found=False)
     return m.DescribeCredentialResponse(
         found=True, tenant_id=row.tenant_id, secret_sha256=row.secret_sha256, scopes=list(row.scopes),
-        queue_patterns=list(row.queue_patterns), revoked=row.revoked_at is not None,
+        queue_patterns=list(row.queue_patterns),
+        revoked=row.revoked_at is not None or row.tenant.suspended_at is not None,  # a suspended tenant's keys too
     )
 
 

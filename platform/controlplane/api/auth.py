@@ -46,6 +46,8 @@ def principal_for_key(key: str) -> Principal:
         raise exceptions.AuthenticationFailed("the API key is not valid")
     if row.revoked_at is not None:
         raise exceptions.AuthenticationFailed("the API key was revoked")
+    if row.tenant.suspended_at is not None:
+        raise exceptions.AuthenticationFailed(f"tenant {row.tenant.slug!r} is suspended")
     now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_WRITE_INTERVAL:
         ApiKey.objects.filter(pk=row.pk).update(last_used_at=now)
@@ -78,6 +80,8 @@ def principal_for_user(request, user) -> Principal:
     if len(memberships) > 1:
         raise exceptions.PermissionDenied("you are a member of several tenants: name one in the X-Tideway-Tenant header")
     membership = memberships[0]
+    if membership.tenant.suspended_at is not None:
+        raise exceptions.PermissionDenied(f"tenant {membership.tenant.slug!r} is suspended")
     return Principal(tenant=membership.tenant, scopes=ROLE_SCOPES[membership.role], actor=f"user:{user.username}",
                      user=user, role=membership.role)
 

@@ -18,6 +18,8 @@ class Tenant(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     # Whether members may download messages from the console (JSON or CSV); an owner or admin turns it off.
     message_export = models.BooleanField(default=True)
+    # Set by an operator: every key and member of the tenant is refused (API, gateway, brokers, console) until cleared.
+    suspended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["slug"]
