@@ -18,6 +18,7 @@ NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
 
 urlpatterns = [
     path("", dashboard.dashboard),
+    path("behind", dashboard.behind),
     path("signin", auth.signin),
     path("signup", auth.signup),
     path("signout", auth.signout),

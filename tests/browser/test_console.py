@@ -204,6 +204,9 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                         break
                     time.sleep(0.25)
                 assert refused.status_code == 401 and refused.json()["code"] == "invalid_credentials"
+            page.goto(f"{gateway.base_url}/console/")
+            expect(page.get_by_role("table", name="Groups furthest behind")).to_contain_text("workers", timeout=15_000)
+            check("dashboard-behind")
             for name in ("members", "audit", "schemas", "settings", "keys"):
                 page.goto(f"{gateway.base_url}/console/{name}")
                 check(f"{name}-page")
@@ -213,4 +216,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 18
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 19

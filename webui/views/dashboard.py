@@ -7,6 +7,9 @@ from django.views.decorators.http import require_safe
 from webui.access import member_page
 from webui.render import page
 
+BEHIND_QUEUES_MAX = 25  # queues looked at for "furthest behind" (each asks the brokers about its groups)
+BEHIND_SHOWN = 10
+
 
 @require_safe
 @member_page()
@@ -27,3 +30,25 @@ def dashboard(request):
     events = AuditEntry.objects.filter(tenant=tenant).order_by("-created")[:10]
     return page(request, "dashboard.html", {"tenant": tenant, "plan": plan, "bars": bars, "events": events,
                                             "queue_count": used.queues})
+
+
+@require_safe
+@member_page(scope="consume")
+def behind(request):
+    """The groups furthest behind, in seconds, over the tenant's most recently changed queues (HTMX loads it)."""
+    from topics.models import Queue
+    from webui import data
+    from webui.groups import groups_of
+
+    rows, error = [], ""
+    names = Queue.objects.filter(tenant=request.principal.tenant, status="ready").order_by("-updated") \
+        .values_list("name", flat=True)[:BEHIND_QUEUES_MAX]
+    try:
+        for name in names:
+            info = data.queue_info(request.principal, name)
+            rows += [{**group, "queue": name} for group in groups_of(info, data.run) if group["lag"]]
+    except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
+        error = f"the brokers did not answer: {exc}"
+    rows.sort(key=lambda g: (-g["lag_seconds"], -g["lag"]))
+    return page(request, "dashboard.html", {"behind": rows[:BEHIND_SHOWN], "behind_error": error,
+                                            "looked_at": len(names)}, partial="behind.html")
