@@ -170,16 +170,17 @@ class TidewayClient:
     # -- reads ------------------------------------------------------------------------
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20, wait_ms: int = 0,
-                    retry_for_s: float | None = None) -> m.FetchPartitionResult:
+                    retry_for_s: float | None = None, replica_id: int = m.CONSUMER) -> m.FetchPartitionResult:
         """Whole batches of one partition from ``offset``, read at its leader.
 
         Waits up to ``wait_ms`` for data when there is none yet. While the
         leader moves (not leader, no leader, a broken connection, a damaged
         replica) it refreshes metadata and tries again, with backoff, for up to
         ``retry_for_s`` (default: the request timeout; 0: once). Other errors,
-        such as an offset outside the log, are raised at once.
+        such as an offset outside the log, are raised at once. ``replica_id``
+        QUEUE_READER is for brokers reading for a queue group (not metered).
         """
-        request = m.FetchRequest(max_wait_ms=wait_ms, min_bytes=1 if wait_ms > 0 else 0, max_bytes=max_bytes, partitions=[
+        request = m.FetchRequest(replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=1 if wait_ms > 0 else 0, max_bytes=max_bytes, partitions=[
             m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])
         response: m.FetchResponse = await self._at_leader(topic, partition, ApiKey.FETCH, request, retry_for_s=retry_for_s,
                                                           extra_timeout_s=wait_ms / 1000)

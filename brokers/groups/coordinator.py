@@ -96,7 +96,7 @@ class GroupCoordinator:
         self.loaded: dict[int, int] = {}  # internal partition -> the leader epoch its groups were loaded in
         self.group_types: dict[str, str] = {}
         self.stream_groups: dict[str, StreamGroup] = {}
-        self.queues = QueueService(self, peer_client)
+        self.queues = QueueService(self, peer_client, on_delivered=replicas.metrics.traffic.add_out)
         self._creating: asyncio.Task | None = None
         self._sweeper: asyncio.Task | None = None
 

@@ -53,9 +53,12 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36  # PLAIN (API key or service key) or TIDEWAY-CLUSTER (internal peers)
     DESCRIBE_CREDENTIAL = 1005  # broker -> controller: an API key's digest, tenant, scopes and patterns
     REPLICA_DAMAGED = 1006  # broker -> controller: a replica here holds a batch that fails its CRC
+    DESCRIBE_TRAFFIC = 1100  # anyone -> broker: messages and bytes in and out, per topic and per tenant per minute
 
 
 ACKS_ALL = -1
+CONSUMER = -1  # FetchRequest.replica_id of a consumer
+QUEUE_READER = -2  # ... of a broker reading a remote partition for a queue group it coordinates (peers only; not metered)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
@@ -108,7 +111,7 @@ class FetchPartition(Struct, kw_only=True):
 
 
 class FetchRequest(Struct, kw_only=True):
-    replica_id: int = -1  # a follower's broker id; -1 for consumers
+    replica_id: int = -1  # a follower's broker id; CONSUMER (-1) for consumers; QUEUE_READER (-2) for a queue coordinator
     max_wait_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 50 << 20
@@ -509,6 +512,36 @@ class ListGroupsResponse(_Response):
     groups: list[ListedGroup] = []
 
 
+# -- traffic ---------------------------------------------------------------------------
+
+
+class DescribeTrafficRequest(Struct, kw_only=True):
+    topics: list[str] = []  # counters of these topics (unknown ones: zeros)
+    history_scope: str | None = None  # the last hour, minute by minute, of a tenant's topics ("t2."); tenants: their own
+
+
+class TopicTraffic(Struct, array_like=True):
+    topic: str
+    messages_in: int
+    bytes_in: int
+    messages_out: int
+    bytes_out: int
+
+
+class TrafficMinute(Struct, array_like=True):
+    minute: int  # its start, unix seconds
+    messages_in: int
+    bytes_in: int
+    messages_out: int
+    bytes_out: int
+
+
+class DescribeTrafficResponse(_Response):
+    started_ms: int = 0  # the counters count from here (this broker's start): a counter that went down means a restart
+    topics: list[TopicTraffic] = []
+    history: list[TrafficMinute] = []  # minutes that carried anything, oldest first; the last is the current one so far
+
+
 # -- queues (share groups) --------------------------------------------------------
 
 
@@ -638,6 +671,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatRequest,
     ApiKey.DESCRIBE_GROUP: DescribeGroupRequest,
     ApiKey.LIST_GROUPS: ListGroupsRequest,
+    ApiKey.DESCRIBE_TRAFFIC: DescribeTrafficRequest,
     ApiKey.SHARE_ACQUIRE: ShareAcquireRequest,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
@@ -668,6 +702,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse,
     ApiKey.DESCRIBE_GROUP: DescribeGroupResponse,
     ApiKey.LIST_GROUPS: ListGroupsResponse,
+    ApiKey.DESCRIBE_TRAFFIC: DescribeTrafficResponse,
     ApiKey.SHARE_ACQUIRE: ShareAcquireResponse,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,

@@ -106,9 +106,17 @@ class Coordinator(Protocol):
         """This broker's replica of ``topic``-``partition``, if it holds one."""
 
 
+def _delivered_bytes(record: m.AcquiredRecord) -> int:
+    """A delivery's size as metered: key, value and headers (names and values)."""
+    return (len(record.key or b"") + len(record.value or b"")
+            + sum(len(name) + len(value or b"") for name, value in record.headers))
+
+
 class QueueService:
-    def __init__(self, coordinator: Coordinator, peer_client: Callable[[], TidewayClient]) -> None:
+    def __init__(self, coordinator: Coordinator, peer_client: Callable[[], TidewayClient],
+                 on_delivered: Callable[[str, int, int], None] = lambda topic, messages, size: None) -> None:
         self.coordinator = coordinator
+        self._on_delivered = on_delivered  # (topic, messages, bytes) delivered to receivers: the broker's traffic
         self._peer_client = peer_client  # a client of the cluster acting as this broker (remote leaders, dead letters)
         self.shares: dict[tuple[str, str, int], _Share] = {}
         self._restored: dict[tuple[str, str, int], dict] = {}  # replayed state logs, with "seq" (see restore)
@@ -233,7 +241,8 @@ class QueueService:
     async def _fetch_remote(self, state: _Share, offset: int) -> tuple[bytes, int]:
         client = await self._cluster_client()
         try:
-            result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES, retry_for_s=0)
+            result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES, retry_for_s=0,
+                                        replica_id=m.QUEUE_READER)
         except errors.OffsetOutOfRangeError:
             start = await self._log_start(state.topic, state.partition)
             if offset < start:
@@ -350,6 +359,8 @@ class QueueService:
             if touched:
                 for state in touched:
                     self._write_soon(index, state)
+                if got:
+                    self._on_delivered(request.topic, len(got), sum(_delivered_bytes(record) for record in got))
                 return m.ShareAcquireResponse(records=got)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -425,7 +436,7 @@ class QueueService:
             client = await self._cluster_client()
             offset = state.share.end_offset
             result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES,
-                                        wait_ms=WATCH_WAIT_MS, retry_for_s=0)
+                                        wait_ms=WATCH_WAIT_MS, retry_for_s=0, replica_id=m.QUEUE_READER)
             async with state.reading:
                 if state.share.end_offset == offset and self.shares.get((state.group_id, state.topic, state.partition)) is state:
                     self._add(state, config, result.records, offset, result.high_watermark)

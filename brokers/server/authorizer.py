@@ -5,7 +5,8 @@ refused (a new API must be classified before anyone can call it):
 
 * ``ANYONE``: API_VERSIONS and the SASL requests, before authentication;
 * ``INTERNAL``: replication and controller RPCs, for cluster peers on an
-  internal listener only (a replica FETCH, ``replica_id >= 0``, counts as one);
+  internal listener only (a FETCH by a follower or a queue coordinator,
+  ``replica_id`` other than -1, counts as one);
 * ``OPERATOR``: topic admin and DESCRIBE_CLUSTER: peers and service principals;
   tenants create and change queues through the control plane, which checks
   their quotas;
@@ -70,6 +71,7 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Access.TENANT,
     ApiKey.DESCRIBE_GROUP: Access.TENANT,
     ApiKey.LIST_GROUPS: Access.TENANT,
+    ApiKey.DESCRIBE_TRAFFIC: Access.TENANT,
     ApiKey.SHARE_ACQUIRE: Access.TENANT,
     ApiKey.SHARE_ACKNOWLEDGE: Access.TENANT,
 }
@@ -103,7 +105,7 @@ class Authorizer:
             raise errors.SaslAuthenticationFailedError(
                 f"{api.name} before authentication: send SASL_HANDSHAKE and SASL_AUTHENTICATE first "
                 "(clients: pass an API key with api_key=, --api-key or TIDEWAY_API_KEY)")
-        if access is Access.INTERNAL or (api is ApiKey.FETCH and request.replica_id >= 0):
+        if access is Access.INTERNAL or (api is ApiKey.FETCH and request.replica_id != m.CONSUMER):
             if session.listener is not Listener.INTERNAL or principal.kind is not Kind.PEER:
                 raise errors.AuthorizationFailedError(f"{api.name} is internal: cluster peers only, on the internal listener")
             return None
@@ -308,6 +310,21 @@ def _list_groups(principal: Principal, request: m.ListGroupsRequest) -> AfterRes
     return after
 
 
+def _describe_traffic(principal: Principal, request: m.DescribeTrafficRequest) -> AfterResponse:
+    _require(principal, ANY_SCOPE, errors.TopicAuthorizationFailedError, "read traffic")
+    request.topics = [_topic_in(principal, name) for name in request.topics]
+    if request.history_scope is not None:
+        if principal.grant.queue_patterns and "*" not in principal.grant.queue_patterns:
+            raise errors.TopicAuthorizationFailedError(
+                "the traffic history covers all the tenant's queues; this key is limited to some (ask per queue)")
+        request.history_scope = principal.names.topic_prefix  # a tenant's history is its own, whatever it asked
+
+    def after(response: m.DescribeTrafficResponse) -> None:
+        response.topics = _rename_items(principal, response.topics)
+
+    return after
+
+
 def _share_acquire(principal: Principal, request: m.ShareAcquireRequest) -> None:
     # Nothing in the answer names a topic or group (dead-letter headers carry the tenant's names).
     _consume_group(principal, request, "queue")
@@ -337,6 +354,7 @@ _TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]]
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _heartbeat,
     ApiKey.DESCRIBE_GROUP: _describe_group,
     ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.DESCRIBE_TRAFFIC: _describe_traffic,
     ApiKey.SHARE_ACQUIRE: _share_acquire,
     ApiKey.SHARE_ACKNOWLEDGE: _share_acknowledge,
 }

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 _RECORD_COUNT = struct.Struct(">i")
 FETCH_WAIT_MS_MAX = 30_000
+MAX_TRAFFIC_TOPICS = 10_000  # topics one DESCRIBE_TRAFFIC may name
 
 
 @dataclass
@@ -171,6 +172,7 @@ class Broker:
             ApiKey.CONSUMER_GROUP_HEARTBEAT: Route(coordinator.heartbeat),
             ApiKey.DESCRIBE_GROUP: Route(coordinator.describe),
             ApiKey.LIST_GROUPS: Route(coordinator.list_groups),
+            ApiKey.DESCRIBE_TRAFFIC: Route(self._describe_traffic),
             ApiKey.SHARE_ACQUIRE: Route(queues.acquire),
             ApiKey.SHARE_ACKNOWLEDGE: Route(queues.acknowledge),
         }
@@ -239,6 +241,7 @@ class Broker:
             loop.create_task(self._every(self.config.isr_check_interval_ms, self._maintain_isr)),
             loop.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.flush_due)),
             loop.create_task(self._every(self.config.checkpoint_interval_ms, self._checkpoint)),
+            loop.create_task(self._every(1000, self._roll_traffic)),
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
             loop.create_task(self._every(self.config.log_cleaner_interval_ms, self._compact_logs)),
         ]
@@ -358,6 +361,19 @@ class Broker:
 
     async def _scrub(self) -> None:
         self.metrics.scrubbed_bytes.inc(self.scrubber.step())
+
+    async def _roll_traffic(self) -> None:
+        self.metrics.traffic.roll()
+
+    async def _describe_traffic(self, request: m.DescribeTrafficRequest) -> m.DescribeTrafficResponse:
+        if len(request.topics) > MAX_TRAFFIC_TOPICS:
+            raise errors.InvalidRequestError(f"ask about at most {MAX_TRAFFIC_TOPICS} topics at a time")
+        traffic = self.metrics.traffic
+        response = m.DescribeTrafficResponse(started_ms=traffic.started_ms)
+        response.topics = [m.TopicTraffic(topic, *traffic.totals(topic)) for topic in request.topics]
+        if request.history_scope is not None:
+            response.history = [m.TrafficMinute(*minute) for minute in traffic.history(request.history_scope)]
+        return response
 
     async def _report_damage(self, request: m.ReplicaDamagedRequest) -> m.ReplicaDamagedResponse:
         """Tell the controller a replica here is damaged (ReplicaRepair retries on errors)."""

@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from brokers.server.traffic import Traffic
 
 if TYPE_CHECKING:
     from brokers.storage import LogManager
@@ -32,17 +34,30 @@ class _LogSizeCollector:
         return [size, end, start]
 
 
+class _TrafficCollector:
+    """Reports the traffic counters per topic at scrape time (counting stays a few additions)."""
+
+    def __init__(self, traffic: Traffic) -> None:
+        self._traffic = traffic
+
+    def collect(self) -> Iterable[Metric]:
+        families = [
+            CounterMetricFamily("tideway_messages_in", "Records appended for producers", labels=["topic"]),
+            CounterMetricFamily("tideway_bytes_in", "Batch bytes appended for producers", labels=["topic"]),
+            CounterMetricFamily("tideway_messages_out", "Records served to consumers and queue receivers", labels=["topic"]),
+            CounterMetricFamily("tideway_bytes_out", "Bytes served to consumers and queue receivers", labels=["topic"]),
+        ]
+        for topic, counts in self._traffic.topics():
+            for family, value in zip(families, counts):
+                family.add_metric([topic], value)
+        return families
+
+
 class BrokerMetrics:
     def __init__(self, logs: Callable[[], LogManager]) -> None:
         self.registry = CollectorRegistry()
-        self.messages_in = Counter(
-            "tideway_messages_in", "Records appended", ["topic"], registry=self.registry
-        )
-        self.bytes_in = Counter("tideway_bytes_in", "Batch bytes appended", ["topic"], registry=self.registry)
-        self.messages_out = Counter(
-            "tideway_messages_out", "Records served to fetches", ["topic"], registry=self.registry
-        )
-        self.bytes_out = Counter("tideway_bytes_out", "Batch bytes served to fetches", ["topic"], registry=self.registry)
+        self.traffic = Traffic()
+        self.registry.register(_TrafficCollector(self.traffic))
         self.request_latency = Histogram(
             "tideway_request_latency_seconds",
             "Time from a request's arrival to its answer",

@@ -57,6 +57,7 @@ class ReplicaManager:
 
     def remove_topic(self, name: str) -> None:
         """Drop the replicas of a deleted topic (their logs are deleted by the LogManager)."""
+        self.metrics.traffic.forget(name)
         for key in [key for key in self.partitions if key[0] == name]:
             partition = self.partitions.pop(key)
             partition.become_follower(leader_id=-1, leader_epoch=partition.leader_epoch,
@@ -112,8 +113,7 @@ class ReplicaManager:
                 log_ = partition.log
                 result.base_offset = appended.base_offset
                 result.log_start_offset = log_.log_start_offset
-                self.metrics.messages_in.labels(part.topic).inc(appended.record_count)
-                self.metrics.bytes_in.labels(part.topic).inc(appended.size_bytes)
+                self.metrics.traffic.add_in(part.topic, appended.record_count, appended.size_bytes)
                 self.wake(part.topic, part.partition)  # consumers and followers
                 if log_.config.flush_interval_ms == 0:
                     durable_waits.append((log_, appended.last_offset))
@@ -211,15 +211,15 @@ class ReplicaManager:
                         waiters.discard(waiter)
                         if not waiters:
                             del self._data_waiters[key]
-        if request.replica_id >= 0:
-            return m.FetchResponse(partitions=results)  # replication is not consumption
+        if request.replica_id != m.CONSUMER:
+            return m.FetchResponse(partitions=results)  # replication, or a queue coordinator's read: not consumption
+        traffic = self.metrics.traffic
         for result in results:
             if result.records:
                 count = 0
                 for position, _base, _size in iter_batches(result.records):
                     count += _RECORD_COUNT.unpack_from(result.records, position + 57)[0]
-                self.metrics.messages_out.labels(result.topic).inc(count)
-                self.metrics.bytes_out.labels(result.topic).inc(len(result.records))
+                traffic.add_out(result.topic, count, len(result.records))
         return m.FetchResponse(partitions=results)
 
     def _read_partitions(self, request: m.FetchRequest) -> tuple[list[m.FetchPartitionResult], int, bool]:

@@ -245,7 +245,8 @@ def test_every_api_refuses_every_caller_it_must_and_changes_nothing(deployment, 
         "key outside its patterns": (ApiKey(a["other_queues"]), "orders", "g1"),
     }
     # What each key may do (not sent: a produce would change A's log, as it should).
-    allowed = {"produce-only key consuming": {Api.PRODUCE, Api.METADATA, Api.LIST_OFFSETS, Api.DESCRIBE_TOPICS}}
+    allowed = {"produce-only key consuming": {Api.PRODUCE, Api.METADATA, Api.LIST_OFFSETS, Api.DESCRIBE_TOPICS,
+                                              Api.DESCRIBE_TRAFFIC}}
     time.sleep(5)  # the revocation reaches the brokers within 5 s
     failures = []
 
@@ -443,3 +444,46 @@ def test_tenants_never_see_broker_side_names_in_errors_or_dead_letter_headers(de
     assert any("orders" in text for text in texts), texts
     assert headers["tideway-dlq-origin-topic"] == b"orders"
     assert headers["tideway-dlq-group"] == b"dead-letter-check"
+
+
+def test_traffic_counts_a_tenants_messages_once_and_shows_only_its_own(deployment, tenants):
+    """DESCRIBE_TRAFFIC with tenant keys: A's produce and queue deliveries counted exactly once (a queue
+    coordinator's reads from remote leaders are not deliveries), in A's names; B sees none of it."""
+    from brokers.client import Producer, QueueConsumer
+    from brokers.client.traffic import describe_traffic
+
+    a, b = tenants["a"], tenants["b"]
+    bootstrap = deployment.deployment.bootstrap
+    with deployment.client(a["key"]) as api:
+        created = api.post("/api/v1/queues/", json={"name": "metered", "mode": "queue", "partitions": 3,
+                                                     "replication_factor": 1})
+        assert created.status_code == 201, created.text
+
+    async def run() -> None:
+        async with TidewayClient(bootstrap, api_key=a["key"]) as client:
+            async with Producer(client, acks="all") as producer:
+                for i in range(12):
+                    await producer.send("metered", b"metered %d" % i, partition=i % 3)
+            received = []
+            async with QueueConsumer(client, "metering", "metered") as queue:
+                deadline = time.monotonic() + 30
+                while len(received) < 12 and time.monotonic() < deadline:
+                    messages = await queue.receive(12, wait_ms=1000)
+                    await queue.ack(messages)
+                    received += messages
+            assert sorted(message.value for message in received) == sorted(b"metered %d" % i for i in range(12))
+            seen = await describe_traffic(client, ["metered"], history_scope="t999.")  # asks for another scope
+            assert seen.missing == []
+            messages_in, bytes_in, messages_out, bytes_out = seen.topics["metered"]
+            assert (messages_in, messages_out) == (12, 12)
+            assert bytes_in > 12 * len(b"metered 0") and bytes_out >= 12 * len(b"metered 0")
+            totals = [sum(minute[i] for minute in seen.history.values()) for i in range(4)]
+            assert totals[0] >= 12 + 40 and totals[2] >= 12  # its own whole tenant: the earlier events and orders too
+        async with TidewayClient(bootstrap, api_key=b["key"]) as client:
+            theirs = await describe_traffic(client, ["metered"], history_scope=f"t{a['id']}.")
+            assert theirs.topics == {"metered": [0, 0, 0, 0]} and theirs.history == {}
+        limited = await _send(deployment.deployment.brokers[1].port, Api.DESCRIBE_TRAFFIC,
+                              m.DescribeTrafficRequest(topics=[], history_scope=""), credentials=ApiKey(a["other_queues"]))
+        assert limited[0] == TOPIC_DENIED  # a key limited to some queues may not read the tenant's whole history
+
+    asyncio.run(run())
