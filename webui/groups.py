@@ -33,24 +33,6 @@ async def _lags(queue: QueueInfo) -> list[tuple[str, str, int, list[dict]]]:
     return out
 
 
-async def counters(queue: QueueInfo) -> tuple[int, int]:
-    """(messages produced: the sum of high watermarks, messages consumed: the sum of every group's positions)."""
-    from brokers.protocol.messages import LATEST_TIMESTAMP
-
-    client = await pool.client(queue.bootstrap)
-    produced = 0
-    for partition in range(queue.partitions):
-        produced += (await client.list_offset(queue.broker_topic, partition, LATEST_TIMESTAMP))[0]
-    consumed = 0
-    for broker_group, kind in await list_groups(client, topic=queue.broker_topic):
-        described = await describe_group(client, broker_group, kind)
-        if kind == "queue":
-            consumed += sum(s.start_offset for s in described.share_partitions if s.topic == queue.broker_topic)
-        else:
-            consumed += sum(max(o.offset, 0) for o in described.offsets if o.topic == queue.broker_topic)
-    return produced, consumed
-
-
 def groups_of(queue: QueueInfo, run) -> list[dict]:
     """Rows for the queue page, one per group; ``run`` runs the async part on the server's loop."""
     now = time.monotonic()

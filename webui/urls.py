@@ -19,6 +19,8 @@ NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
 urlpatterns = [
     path("", dashboard.dashboard),
     path("behind", dashboard.behind),
+    path("traffic", dashboard.traffic),
+    path("dead-letter-totals", dashboard.dead_letter_totals),
     path("signin", auth.signin),
     path("signup", auth.signup),
     path("signout", auth.signout),

@@ -197,6 +197,34 @@ async def list_dead_letters(client: TidewayClient, dlq_topic: str, *, limit: int
     return out
 
 
+async def count_dead_letters(client: TidewayClient, dlq_topic: str, *, exact_up_to: int = 1000) -> tuple[int, bool]:
+    """(how many dead letters wait, whether that is exact).
+
+    Everything past the redrive position waits, less the letters redriven one
+    by one and their markers; counting those means reading the letters, which
+    is done when at most ``exact_up_to`` records lie past the position. Beyond
+    that the answer is that number, an upper bound (cheap: one offset look per
+    partition).
+    """
+    link = CoordinatorLink(client, _redrive_group(dlq_topic))
+    partitions = [info.partition for info in await client.partitions_for(dlq_topic)]
+    positions = await fetch_committed(link, [(dlq_topic, p) for p in partitions])
+    past = 0
+    for partition in partitions:
+        end, _ = await client.list_offset(dlq_topic, partition, m.LATEST_TIMESTAMP)
+        start = positions[(dlq_topic, partition)]
+        if start < 0:
+            start, _ = await client.list_offset(dlq_topic, partition, m.EARLIEST_TIMESTAMP)
+        past += max(0, end - start)
+    if past == 0 or past > exact_up_to:
+        return past, past == 0
+    waiting = 0
+    async with aclosing(_not_redriven(client, link, dlq_topic)) as letters:
+        async for _letter in letters:
+            waiting += 1
+    return waiting, True
+
+
 async def redrive(client: TidewayClient, dlq_topic: str, *, rate_per_s: float = 100.0, limit: int | None = None,
                   selected: set[tuple[int, int]] | None = None) -> int:
     """Publish dead letters back to their origin topic at ``rate_per_s``; return how many.

@@ -47,7 +47,7 @@ async def describe_traffic(client: TidewayClient, topics: list[str], history_sco
     nodes = list(client.brokers)
     answers = await asyncio.gather(*(ask(node_id) for node_id in nodes))
     out = ClusterTraffic(topics={topic: [0, 0, 0, 0] for topic in topics})
-    for node_id, response in zip(nodes, answers):
+    for node_id, response in zip(nodes, answers, strict=True):
         if response is None:
             out.missing.append(node_id)
             continue

@@ -48,7 +48,7 @@ class _TrafficCollector:
             CounterMetricFamily("tideway_bytes_out", "Bytes served to consumers and queue receivers", labels=["topic"]),
         ]
         for topic, counts in self._traffic.topics():
-            for family, value in zip(families, counts):
+            for family, value in zip(families, counts, strict=True):
                 family.add_metric([topic], value)
         return families
 

@@ -116,10 +116,10 @@ class Traffic:
         points = [*snapshots, current]
         oldest = self._minute - HISTORY_MINUTES + 1
         out = []
-        for (minute, before), (_next_minute, after) in zip(points, points[1:]):
+        for (minute, before), (_next_minute, after) in zip(points, points[1:], strict=False):
             # What changed between two snapshots happened in the earlier one's minute: a quiet minute moves
             # the last snapshot forward instead of adding one (roll runs at least once a minute).
             if minute < oldest or before == after:
                 continue
-            out.append((minute * 60, *(a - b for a, b in zip(after, before))))
+            out.append((minute * 60, *(a - b for a, b in zip(after, before, strict=True))))
         return out

@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 
 from brokers import errors as broker_errors
 from brokers.client.group import commit_offsets
-from brokers.client.queue import list_dead_letters, parse_receipt, purge_dead_letters
+from brokers.client.queue import count_dead_letters, list_dead_letters, parse_receipt, purge_dead_letters
 from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from brokers.security.names import TenantNames
 from gateway import limits, pool
@@ -188,6 +188,12 @@ async def dead_letters(caller: Caller, queue: QueueInfo, *, limit: int, base64_a
     return [message_json(partition=d["partition"], offset=d["offset"], timestamp_ms=d["timestamp_ms"], key=d["key"],
                          value=d["value"], headers=[(k, v.encode()) for k, v in d["headers"].items()],
                          base64_always=base64_always) for d in letters]
+
+
+async def dead_letter_count(caller: Caller, queue: QueueInfo) -> tuple[int, bool]:
+    """How many dead letters wait (exact up to 1,000; beyond, an upper bound: the flag says which)."""
+    require_queue_mode(queue)
+    return await count_dead_letters(await pool.client(queue.bootstrap), queue.dead_letter_topic)
 
 
 async def purge(caller: Caller, queue: QueueInfo) -> int:

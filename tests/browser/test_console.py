@@ -136,6 +136,9 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 nacked = _post(api, "/api/v1/queues/orders/groups/workers/nack",
                                {"receipts": [received[0]["receipt"]], "error": "cannot parse"})
                 assert nacked.status_code == 200, nacked.text  # max deliveries 1: now a dead letter
+                page.goto(f"{gateway.base_url}/console/")
+                expect(page.locator("#dead-letter-total")).to_have_attribute("data-total", "1", timeout=15_000)
+                expect(page.get_by_role("table", name="Dead letters per queue")).to_contain_text("orders")
 
                 page.goto(f"{gateway.base_url}/console/queues/orders/dead-letters")
                 letters = page.get_by_role("table", name="Dead letters")
@@ -175,10 +178,13 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                         break
                     _post(api, "/api/v1/queues/orders/groups/drainers/ack", {"receipts": [m["receipt"] for m in batch]})
                 expect(drainers.locator("[data-lag]")).to_have_attribute("data-lag", "0", timeout=15_000)
-                expect(page.locator("#throughput canvas")).to_have_count(1)  # the live chart (uPlot, served by the app)
-                expect(page.locator("#throughput")).to_have_attribute("data-consumed", re.compile(r"^\d"))
+                expect(page.locator("#throughput canvas")).to_have_count(2)  # messages and bytes
+                expect(page.locator("#throughput")).to_have_attribute("data-bytes-out", re.compile(r"^\d"))
                 totals = page.request.get(f"{gateway.base_url}/console/queues/orders/counters").json()
-                assert totals["produced"] == 202 and totals["consumed"] >= 202  # every record, and drainers took them all
+                # 202 records in (the test message, its redrive, 200 jobs); out: every delivery (workers 2, drainers 202)
+                # and what the message browser read.
+                assert totals["messages_in"] == 202 and totals["messages_out"] >= 204, totals
+                assert totals["bytes_in"] > 202 * len("job 0") and totals["bytes_out"] > 202 * len("job 0"), totals
                 expect(drainers).to_contain_text("caught up")
                 assert float(drainers.locator("[data-lag-seconds]").get_attribute("data-lag-seconds")) < lagging
 
@@ -206,6 +212,12 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 assert refused.status_code == 401 and refused.json()["code"] == "invalid_credentials"
             page.goto(f"{gateway.base_url}/console/")
             expect(page.get_by_role("table", name="Groups furthest behind")).to_contain_text("workers", timeout=15_000)
+            hour = page.locator("#traffic-hour")
+            expect(hour.locator("canvas")).to_have_count(2)
+            expect(hour).to_have_attribute("data-messages-in", re.compile(r"^\d"))
+            assert int(hour.get_attribute("data-messages-in")) >= 202 + 5  # orders and events, this hour
+            expect(page.locator("#traffic-hour-summary")).to_contain_text("Last hour:")
+            expect(page.get_by_text("No dead letters waiting")).to_be_visible()  # redriven
             check("dashboard-behind")
             for name in ("members", "audit", "schemas", "settings", "keys"):
                 page.goto(f"{gateway.base_url}/console/{name}")

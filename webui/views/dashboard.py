@@ -1,4 +1,5 @@
-"""The dashboard: the tenant's queues, quota use and recent audit events."""
+"""The dashboard: the tenant's queues, traffic over the last hour, the groups furthest behind, dead letters,
+quota use and recent audit events (the parts that ask the brokers load separately, so the page never waits)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from webui.render import page
 
 BEHIND_QUEUES_MAX = 25  # queues looked at for "furthest behind" (each asks the brokers about its groups)
 BEHIND_SHOWN = 10
+DEAD_LETTER_QUEUES_MAX = 100  # queue-mode queues looked at for dead letters (most recently changed first)
 
 
 @require_safe
@@ -52,3 +54,46 @@ def behind(request):
     rows.sort(key=lambda g: (-g["lag_seconds"], -g["lag"]))
     return page(request, "dashboard.html", {"behind": rows[:BEHIND_SHOWN], "behind_error": error,
                                             "looked_at": len(names)}, partial="behind.html")
+
+
+@require_safe
+@member_page()
+def traffic(request):
+    """The tenant's messages and bytes in and out, minute by minute over the last hour (JSON for the chart)."""
+    from django.http import JsonResponse
+
+    from clusters.admin import bootstrap_of
+    from clusters.models import Cluster
+    from webui import data
+    from webui.traffic import tenant_last_hour
+
+    tenant = request.principal.tenant
+    clusters = Cluster.objects.filter(queues__tenant=tenant).distinct()
+    bootstraps = sorted({bootstrap_of(cluster) for cluster in clusters})
+    return JsonResponse(data.run(tenant_last_hour, tenant.pk, bootstraps))
+
+
+@require_safe
+@member_page(scope="consume")
+def dead_letter_totals(request):
+    """Dead letters waiting, per queue and in all, over the tenant's most recently changed queue-mode queues."""
+    from gateway import operations
+    from topics.models import Queue
+    from webui import data
+
+    rows, error = [], ""
+    names = Queue.objects.filter(tenant=request.principal.tenant, status="ready", mode="queue").order_by("-updated") \
+        .values_list("name", flat=True)[:DEAD_LETTER_QUEUES_MAX]
+    caller = data.caller_for(request.principal)
+    try:
+        for name in names:
+            count, exact = data.run(operations.dead_letter_count, caller, data.queue_info(request.principal, name))
+            if count:
+                rows.append({"queue": name, "count": count, "exact": exact})
+    except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
+        error = f"the brokers did not answer: {exc}"
+    rows.sort(key=lambda row: -row["count"])
+    return page(request, "dashboard.html", {"dead_letters": rows, "dead_letter_total": sum(r["count"] for r in rows),
+                                            "dead_letter_error": error, "looked_at": len(names),
+                                            "all_exact": all(r["exact"] for r in rows)},
+                partial="dead_letter_totals.html")

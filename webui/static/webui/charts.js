@@ -1,0 +1,78 @@
+// The console's traffic charts (uPlot, served by the app), two of each: messages per second and bytes per second.
+//  - data-live: a queue's counters polled every second; two looks make a rate; the last two minutes are shown.
+//  - data-hour: a tenant's last hour, one point per minute, fetched every 30 s.
+// The latest figures are also written on the element (data-*) so they can be read without the canvas.
+(function () {
+  const palette = {in: "#0b6bcb", out: "#067647"};
+
+  function pair(box, unit) {
+    const width = Math.min(Math.max((box.clientWidth || 900) / 2 - 16, 280), 560);
+    const make = (title) => new uPlot({
+      title: title, width: width, height: 200,
+      series: [{}, {label: "in " + unit, stroke: palette.in}, {label: "out " + unit, stroke: palette.out}],
+      axes: [{}, {size: 70}],
+    }, [[], [], []], box);
+    return [make("messages", unit), make("bytes", unit)];
+  }
+
+  function live(box) {
+    const charts = pair(box, "/ s");
+    const points = 120, messages = [[], [], []], bytes = [[], [], []];
+    let previous = null;
+    async function tick() {
+      try {
+        const answer = await fetch(box.dataset.live, {headers: {"Accept": "application/json"}});
+        if (!answer.ok) return;
+        const now = await answer.json();
+        if (now.error) return;
+        if (previous) {
+          const seconds = (now.t - previous.t) || 1;
+          // A counter that went down is a broker that restarted: count from zero, never a negative rate.
+          const rate = (field) => Math.max(0, now[field] - previous[field]) / seconds;
+          messages[0].push(now.t); bytes[0].push(now.t);
+          messages[1].push(rate("messages_in")); messages[2].push(rate("messages_out"));
+          bytes[1].push(rate("bytes_in")); bytes[2].push(rate("bytes_out"));
+          if (messages[0].length > points) { messages.forEach(s => s.shift()); bytes.forEach(s => s.shift()); }
+          charts[0].setData(messages); charts[1].setData(bytes);
+          box.dataset.messagesIn = messages[1].at(-1).toFixed(1);
+          box.dataset.messagesOut = messages[2].at(-1).toFixed(1);
+          box.dataset.bytesIn = bytes[1].at(-1).toFixed(0);
+          box.dataset.bytesOut = bytes[2].at(-1).toFixed(0);
+        }
+        previous = now;
+      } catch (e) { /* the next tick tries again */ }
+    }
+    tick();
+    setInterval(tick, 1000);
+  }
+
+  function hour(box) {
+    const charts = pair(box, "/ min");
+    const sum = (values) => values.reduce((a, b) => a + b, 0);
+    async function load() {
+      try {
+        const answer = await fetch(box.dataset.hour, {headers: {"Accept": "application/json"}});
+        if (!answer.ok) return;
+        const h = await answer.json();
+        charts[0].setData([h.minutes, h.messages_in, h.messages_out]);
+        charts[1].setData([h.minutes, h.bytes_in, h.bytes_out]);
+        box.dataset.messagesIn = sum(h.messages_in);
+        box.dataset.messagesOut = sum(h.messages_out);
+        const summary = document.getElementById(box.id + "-summary");
+        if (summary) {
+          summary.textContent = `Last hour: ${sum(h.messages_in).toLocaleString()} messages in ` +
+            `(${sum(h.bytes_in).toLocaleString()} bytes), ${sum(h.messages_out).toLocaleString()} out ` +
+            `(${sum(h.bytes_out).toLocaleString()} bytes)` +
+            (h.missing_brokers ? ` — ${h.missing_brokers} broker(s) did not answer` : "") +
+            (h.errors.length ? ` — not reached: ${h.errors.join("; ")}` : "") + ".";
+        }
+      } catch (e) { /* the next load tries again */ }
+    }
+    load();
+    setInterval(load, 30000);
+  }
+
+  if (!window.uPlot) return;
+  document.querySelectorAll("[data-live]").forEach(live);
+  document.querySelectorAll("[data-hour]").forEach(hour);
+})();

@@ -1,0 +1,48 @@
+"""What a queue and a tenant carried, from the brokers' own traffic counters (DESCRIBE_TRAFFIC).
+
+A queue's counters (messages and bytes in and out since the brokers started) feed the queue page's live
+chart, which turns two looks into rates. A tenant's last hour, minute by minute, feeds the dashboard's
+chart; it is the sum over the clusters the tenant's queues live on. Brokers keep both in memory: a
+broker's restart starts its counts again (the charts treat a fall as a restart, not as negative traffic).
+"""
+
+from __future__ import annotations
+
+import time
+
+from brokers import errors
+from brokers.client.traffic import describe_traffic
+from brokers.security.names import TenantNames
+from gateway import pool
+from gateway.catalog import QueueInfo
+
+FIELDS = ("messages_in", "bytes_in", "messages_out", "bytes_out")
+
+
+async def queue_counters(queue: QueueInfo) -> dict:
+    """Cumulative figures of the queue's topic, summed over the brokers, with the time they were read."""
+    traffic = await describe_traffic(await pool.client(queue.bootstrap), [queue.broker_topic])
+    counts = traffic.topics.get(queue.broker_topic, [0, 0, 0, 0])
+    return {"t": round(time.time(), 3), **dict(zip(FIELDS, counts, strict=True)), "missing_brokers": traffic.missing}
+
+
+async def tenant_last_hour(tenant_id: int, bootstraps: list[str]) -> dict:
+    """The tenant's last 60 minutes: one point per minute (zeros where nothing moved), oldest first."""
+    scope = TenantNames(tenant_id).topic_prefix
+    minutes: dict[int, list[int]] = {}
+    missing, failed = 0, []
+    for bootstrap in bootstraps:
+        try:
+            traffic = await describe_traffic(await pool.client(bootstrap), [], history_scope=scope)
+        except (errors.TidewayError, OSError) as exc:
+            failed.append(str(exc))  # a whole cluster unreachable: the chart shows the others, and says so
+            continue
+        missing += len(traffic.missing)
+        for minute, counts in traffic.history.items():
+            into = minutes.setdefault(minute, [0, 0, 0, 0])
+            for i, value in enumerate(counts):
+                into[i] += value
+    now_minute = int(time.time()) // 60 * 60
+    starts = [now_minute - 60 * back for back in range(59, -1, -1)]
+    series = {field: [minutes.get(start, [0, 0, 0, 0])[i] for start in starts] for i, field in enumerate(FIELDS)}
+    return {"minutes": starts, **series, "missing_brokers": missing, "errors": failed}
