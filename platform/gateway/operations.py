@@ -18,7 +18,12 @@ from asgiref.sync import sync_to_async
 
 from brokers import errors as broker_errors
 from brokers.client.group import commit_offsets
-from brokers.client.queue import count_dead_letters, list_dead_letters, parse_receipt, purge_dead_letters
+from brokers.client.queue import (
+    count_dead_letters,
+    list_dead_letters,
+    parse_receipt,
+    purge_dead_letters,
+)
 from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from brokers.security.names import TenantNames
 from gateway import limits, pool

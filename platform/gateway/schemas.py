@@ -6,7 +6,8 @@ Two encodings, chosen per queue:
   big-endian schema id, then the payload. The id must be a (not deleted)
   version of the queue's subject; Avro payloads must decode completely with
   that schema, JSON payloads must validate against it. Protobuf payloads are
-  checked for the id only.
+  checked for the id only (``decode`` reads them for the console, with
+  ``registry.protobuf_reader``).
 * ``json``: the value is JSON text, validated against the subject's latest
   version (JSON Schema, or Avro's JSON form).
 
@@ -35,6 +36,7 @@ SCHEMA_CACHE_SECONDS = 10.0
 class _Compiled:
     schema_type: str
     check: object  # callable(decoded value) raising on a violation, or None (Protobuf: id only)
+    reader: object = None  # Protobuf: a ProtobufReader for showing messages (None when the schema cannot be loaded)
 
 
 @dataclass
@@ -52,6 +54,13 @@ def _compile(schema_type: str, text: str) -> _Compiled:
         schema = json.loads(text)
         validator_class = jsonschema.validators.validator_for(schema)
         return _Compiled("JSON", validator_class(schema))
+    if schema_type == "PROTOBUF":
+        from registry.protobuf_reader import ProtobufReader
+
+        try:
+            return _Compiled("PROTOBUF", None, ProtobufReader(text))
+        except Exception:  # noqa: BLE001 - e.g. references to other subjects: ids still check, messages show as bytes
+            return _Compiled("PROTOBUF", None)
     return _Compiled(schema_type, None)
 
 
@@ -151,6 +160,9 @@ def decode(queue: QueueInfo, schemas: SubjectSchemas | None, value: bytes | None
                 return fastavro.schemaless_reader(io.BytesIO(value[5:]), compiled.check), f"Avro, schema id {schema_id}"
             if compiled is not None and compiled.schema_type == "JSON":
                 return json.loads(value[5:]), f"JSON, schema id {schema_id}"
+            if compiled is not None and compiled.reader is not None:
+                decoded, type_name = compiled.reader.decode(value[5:])
+                return decoded, f"Protobuf {type_name}, schema id {schema_id}"
             return None
         return json.loads(value), "JSON"
     except Exception:  # noqa: BLE001 - not decodable: shown as text or hex

@@ -155,10 +155,9 @@ def queue_counters(request, name: str):
     server's time: the throughput chart turns two of them into rates."""
     from django.http import JsonResponse
 
+    from brokers import errors
     from webui import data
     from webui.traffic import queue_counters as counters
-
-    from brokers import errors
 
     info = data.queue_info(request.principal, name)
     try:
