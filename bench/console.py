@@ -8,6 +8,12 @@ page ``--rounds`` times: dashboard, queues (first page, a search, a later page,
 sorted by age), the HTMX rows partial, the audit log, API keys, members.
 Issue 16's target: every list page under 300 ms.
 
+With ``--groups N`` (default 2,000; 0 skips it) it starts a real broker, gives
+a 3-partition queue N consumer groups with committed positions, and times
+the queue page's group table (the HTMX partial the page refreshes every 2 s:
+lag in messages and seconds, rates, sorted by lag, 50 per page), a search in
+it, and the dashboard's "furthest behind" partial. Target: under 300 ms.
+
 With ``--messages N`` (default 1,000,000; 0 skips it) it also starts a real
 broker, writes N keyed 100-byte messages to a 3-partition queue and times the
 message browser's filtered searches (``webui.browse.find``, the code behind
@@ -56,6 +62,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 queues and 400 events instead of 1,000 and 2,000")
     parser.add_argument("--rounds", type=int, default=5, help="times each page is fetched (median reported)")
+    parser.add_argument("--groups", type=int, default=None,
+                        help="consumer groups on one queue for the group-table phase (default 2,000, --quick 200; 0 skips it)")
     parser.add_argument("--messages", type=int, default=None,
                         help="messages for the search phase (default 1,000,000, --quick 100,000; 0 skips it)")
     args = parser.parse_args()
@@ -101,6 +109,8 @@ def main() -> int:
             assert answer.status_code == 200, (path, answer.status_code)
         results[name] = {"median_ms": round(statistics.median(timings), 1), "max_ms": round(max(timings), 1)}
         progress(f"{name}: {results[name]['median_ms']} ms")
+    group_count = args.groups if args.groups is not None else (200 if args.quick else 2_000)
+    groups = groups_phase(tenant, cluster, client, group_count, args.rounds) if group_count else None
     messages = args.messages if args.messages is not None else (100_000 if args.quick else 1_000_000)
     search = search_phase(tenant, messages) if messages else None
     print(json.dumps({
@@ -113,9 +123,75 @@ def main() -> int:
         "pages": results,
         "slowest_median_ms": max(r["median_ms"] for r in results.values()),
         "target_ms": 300,
+        "groups": groups,
         "search": search,
     }, indent=2))
     return 0
+
+
+def groups_phase(tenant, cluster, client, count: int, rounds: int) -> dict:
+    """A real broker; a queue with ``count`` stream groups at spread-out positions; time the group pages."""
+    import asyncio
+
+    from bench.broker import start_broker
+    from bench.common import free_port
+    from brokers.client import Producer, TidewayClient
+    from brokers.client.group import CoordinatorLink, commit_offsets
+    from topics.models import Queue
+
+    data_dir = tempfile.mkdtemp(prefix="tideway-bench-console-groups-")
+    port = free_port()
+    broker = start_broker(data_dir, port)
+    bootstrap = f"127.0.0.1:{port}"
+    topic = f"t{tenant.id}.busy"
+    try:
+        async def fill() -> None:
+            async with TidewayClient(bootstrap) as admin:
+                await admin.create_topic(topic, partitions=3)
+                async with Producer(admin, acks=1, linger_ms=5) as producer:
+                    for i in range(3_000):
+                        await producer.send(topic, b"v" * 100, partition=i % 3)
+                    await producer.flush()
+                sem = asyncio.Semaphore(32)
+
+                async def commit(i: int) -> None:
+                    async with sem:
+                        link = CoordinatorLink(admin, f"t{tenant.id}.stream.group-{i:05d}")
+                        await commit_offsets(link, {(topic, p): (i * 7 + p) % 1_000 for p in range(3)})
+
+                await asyncio.gather(*(commit(i) for i in range(count)))
+
+        progress(f"writing 3,000 messages and committing positions for {count} groups")
+        started = time.perf_counter()
+        asyncio.run(fill())
+        progress(f"done in {time.perf_counter() - started:.1f}s; timing the group pages")
+        cluster.bootstrap = bootstrap
+        cluster.save(update_fields=["bootstrap"])
+        # The list pages' queues have no topics on this broker: the dashboard would look at them first.
+        Queue.objects.filter(tenant=tenant, name__startswith="orders-").delete()
+        Queue.objects.create(tenant=tenant, cluster=cluster, name="busy", status="ready", broker_topic=topic, mode="stream",
+                             partitions=3, replication_factor=1, retention_ms=86_400_000, retention_bytes=1 << 30,
+                             max_message_bytes=1 << 20)
+        out = {"groups": count, "partitions": 3}
+        for name, path, params in (
+            ("queue_groups_first_page", "/console/queues/busy/groups", {}),
+            ("queue_groups_page_20", "/console/queues/busy/groups", {"page": "20"}),
+            ("queue_groups_search", "/console/queues/busy/groups", {"q": "group-0199"}),
+            ("dashboard_behind", "/console/behind", {}),
+        ):
+            timings = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                answer = client.get(path, params, HTTP_HX_REQUEST="true")
+                timings.append((time.perf_counter() - started) * 1000)
+                assert answer.status_code == 200, (path, answer.status_code)
+                assert b"the brokers did not answer" not in answer.content, answer.content[:500]
+            out[name] = {"median_ms": round(statistics.median(timings), 1), "max_ms": round(max(timings), 1)}
+            progress(f"{name}: {out[name]['median_ms']} ms")
+        return out
+    finally:
+        broker.terminate()
+        broker.wait(30)
 
 
 def search_phase(tenant, count: int) -> dict:

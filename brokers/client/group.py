@@ -30,7 +30,8 @@ from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import Record, decode_records, iter_batches
 
-__all__ = ["CoordinatorLink", "GroupConsumer", "describe_group", "group_lag", "list_groups"]
+__all__ = ["CoordinatorLink", "GroupConsumer", "describe_group", "group_lag", "group_positions", "list_groups",
+           "timestamp_at"]
 
 log = logging.getLogger(__name__)
 
@@ -319,10 +320,14 @@ async def describe_group(client: TidewayClient, group_id: str, group_type: str =
     return await link.request(ApiKey.DESCRIBE_GROUP, m.DescribeGroupRequest(group_id=group_id, group_type=group_type))
 
 
-async def _timestamp_at(client: TidewayClient, topic: str, partition: int, offset: int) -> int | None:
-    """The timestamp of the first record at or after ``offset`` (None if there is none)."""
+async def timestamp_at(client: TidewayClient, topic: str, partition: int, offset: int,
+                       replica_id: int = m.CONSUMER) -> int | None:
+    """The timestamp of the first record at or after ``offset`` (None if there is none).
+
+    Platform services pass ``replica_id=INSPECTOR``: their looks are not the tenant's consumption.
+    """
     try:
-        result = await client.fetch(topic, partition, offset, max_bytes=1, retry_for_s=0)
+        result = await client.fetch(topic, partition, offset, max_bytes=1, retry_for_s=0, replica_id=replica_id)
     except errors.TidewayError:
         return None
     if not result.records:
@@ -348,6 +353,24 @@ async def list_groups(client: TidewayClient, topic: str | None = None) -> list[t
             continue
         found.update((g.group_id, g.group_type) for g in response.groups)
     return sorted(found)
+
+
+async def group_positions(client: TidewayClient, topic: str) -> list[m.ListedGroup]:
+    """Every group with a position on ``topic``, with its member count and positions there: one request per broker."""
+    if not client.brokers:
+        await client.refresh_metadata()
+    found: dict[str, m.ListedGroup] = {}
+    for node_id in list(client.brokers):
+        try:
+            connection = await client.connection(node_id)
+            response: m.ListGroupsResponse = await connection.request(
+                ApiKey.LIST_GROUPS, m.ListGroupsRequest(topic=topic, with_positions=True))
+        except (errors.ConnectionClosedError, errors.ClientTimeoutError) as exc:
+            log.info("listing groups: broker %d did not answer (%s)", node_id, exc)
+            continue
+        for group in response.groups:
+            found.setdefault(group.group_id, group)  # one coordinator holds a group; after a move, the first answer
+    return sorted(found.values(), key=lambda g: g.group_id)
 
 
 async def group_lag(client: TidewayClient, group_id: str, group_type: str = "stream") -> list[dict]:
@@ -378,7 +401,7 @@ async def group_lag(client: TidewayClient, group_id: str, group_type: str = "str
         except errors.UnknownTopicOrPartitionError:
             continue
         lag = max(0, end - position)
-        oldest = await _timestamp_at(client, topic, partition, position) if lag else None
+        oldest = await timestamp_at(client, topic, partition, position) if lag else None
         rows.append(
             {
                 "topic": topic, "partition": partition, "position": position, "log_end": end, "lag": lag,

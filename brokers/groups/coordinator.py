@@ -368,19 +368,33 @@ class GroupCoordinator:
         return m.OffsetFetchResponse(offsets=out)
 
     async def list_groups(self, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
-        """The groups of the internal partitions this broker coordinates (each broker answers for its own)."""
+        """The groups of the internal partitions this broker coordinates (each broker answers for its own).
+
+        One pass over the groups and one over the queue state, whatever their number (a console lists
+        thousands of groups of one queue with this, positions included, in one request per broker).
+        """
         topic = request.topic
+        queue_positions = self.queues.positions()
         out = []
-        for group_id in sorted(set(self.group_types) | set(self.stream_groups) | self.queues.group_ids()):
+        for group_id in sorted(set(self.group_types) | set(self.stream_groups) | set(queue_positions)):
             group = self.stream_groups.get(group_id)
             kind = self.group_types.get(group_id) or ("stream" if group is not None else "queue")
+            shares = queue_positions.get(group_id, ())
             if topic is not None:
                 on_topic = group is not None and (any(t == topic for t, _ in group.offsets)
                                                   or any(topic in mb.topics for mb in group.members.values()))
-                on_topic = on_topic or any(share.topic == topic for share in self.queues.describe(group_id))
+                on_topic = on_topic or any(t == topic for t, _p, _o in shares)
                 if not on_topic:
                     continue
-            out.append(m.ListedGroup(group_id=group_id, group_type=kind))
+            listed = m.ListedGroup(group_id=group_id, group_type=kind)
+            if request.with_positions:
+                positions = [m.GroupPosition(t, p, o) for t, p, o in shares]
+                if group is not None:
+                    listed.members = len(group.members)
+                    positions += [m.GroupPosition(t, p, o) for (t, p), (o, _md, _ts) in group.offsets.items()]
+                listed.positions = sorted((p for p in positions if topic is None or p.topic == topic),
+                                          key=lambda p: (p.topic, p.partition))
+            out.append(listed)
         return m.ListGroupsResponse(groups=out)
 
     async def describe(self, request: m.DescribeGroupRequest) -> m.DescribeGroupResponse:

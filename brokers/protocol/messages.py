@@ -59,6 +59,7 @@ class ApiKey(enum.IntEnum):
 ACKS_ALL = -1
 CONSUMER = -1  # FetchRequest.replica_id of a consumer
 QUEUE_READER = -2  # ... of a broker reading a remote partition for a queue group it coordinates (peers only; not metered)
+INSPECTOR = -3  # ... of a platform service looking at a record for itself, e.g. a lag's age (services only; not metered)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
@@ -111,7 +112,7 @@ class FetchPartition(Struct, kw_only=True):
 
 
 class FetchRequest(Struct, kw_only=True):
-    replica_id: int = -1  # a follower's broker id; CONSUMER (-1) for consumers; QUEUE_READER (-2) for a queue coordinator
+    replica_id: int = -1  # a follower's broker id; CONSUMER (-1), QUEUE_READER (-2) or INSPECTOR (-3), below
     max_wait_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 50 << 20
@@ -501,11 +502,20 @@ class DescribeGroupResponse(_Response):
 
 class ListGroupsRequest(Struct, kw_only=True):
     topic: str | None = None  # only groups with committed offsets, members or queue state on this topic
+    with_positions: bool = False  # also each group's member count and positions (on ``topic`` when it is given)
+
+
+class GroupPosition(Struct, array_like=True):
+    topic: str
+    partition: int
+    offset: int  # a stream group's committed offset; a queue group's oldest record not yet accepted or dead-lettered
 
 
 class ListedGroup(Struct, kw_only=True):
     group_id: str
     group_type: str  # stream | queue
+    members: int = 0  # with_positions: stream group members
+    positions: list[GroupPosition] = []  # with_positions
 
 
 class ListGroupsResponse(_Response):

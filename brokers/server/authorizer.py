@@ -6,7 +6,8 @@ refused (a new API must be classified before anyone can call it):
 * ``ANYONE``: API_VERSIONS and the SASL requests, before authentication;
 * ``INTERNAL``: replication and controller RPCs, for cluster peers on an
   internal listener only (a FETCH by a follower or a queue coordinator,
-  ``replica_id`` other than -1, counts as one);
+  ``replica_id`` other than -1 or -3, counts as one; -3, a service's
+  unmetered look, is for services and peers);
 * ``OPERATOR``: topic admin and DESCRIBE_CLUSTER: peers and service principals;
   tenants create and change queues through the control plane, which checks
   their quotas;
@@ -105,6 +106,10 @@ class Authorizer:
             raise errors.SaslAuthenticationFailedError(
                 f"{api.name} before authentication: send SASL_HANDSHAKE and SASL_AUTHENTICATE first "
                 "(clients: pass an API key with api_key=, --api-key or TIDEWAY_API_KEY)")
+        if api is ApiKey.FETCH and request.replica_id == m.INSPECTOR:
+            if principal.kind is Kind.TENANT:
+                raise errors.AuthorizationFailedError("a FETCH as inspector (not metered) is for the platform's services")
+            return None
         if access is Access.INTERNAL or (api is ApiKey.FETCH and request.replica_id != m.CONSUMER):
             if session.listener is not Listener.INTERNAL or principal.kind is not Kind.PEER:
                 raise errors.AuthorizationFailedError(f"{api.name} is internal: cluster peers only, on the internal listener")
@@ -304,6 +309,7 @@ def _list_groups(principal: Principal, request: m.ListGroupsRequest) -> AfterRes
             own = principal.names.own_group(group.group_id)
             if own is not None:
                 group.group_id, group.group_type = own
+                group.positions = _rename_items(principal, group.positions)
                 kept.append(group)
         response.groups = kept
 

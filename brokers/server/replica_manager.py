@@ -212,7 +212,7 @@ class ReplicaManager:
                         if not waiters:
                             del self._data_waiters[key]
         if request.replica_id != m.CONSUMER:
-            return m.FetchResponse(partitions=results)  # replication, or a queue coordinator's read: not consumption
+            return m.FetchResponse(partitions=results)  # replication, a queue coordinator's or a service's read: not consumption
         traffic = self.metrics.traffic
         for result in results:
             if result.records:

@@ -450,6 +450,7 @@ def test_traffic_counts_a_tenants_messages_once_and_shows_only_its_own(deploymen
     """DESCRIBE_TRAFFIC with tenant keys: A's produce and queue deliveries counted exactly once (a queue
     coordinator's reads from remote leaders are not deliveries), in A's names; B sees none of it."""
     from brokers.client import Producer, QueueConsumer
+    from brokers.client.group import group_positions
     from brokers.client.traffic import describe_traffic
 
     a, b = tenants["a"], tenants["b"]
@@ -477,13 +478,20 @@ def test_traffic_counts_a_tenants_messages_once_and_shows_only_its_own(deploymen
             messages_in, bytes_in, messages_out, bytes_out = seen.topics["metered"]
             assert (messages_in, messages_out) == (12, 12)
             assert bytes_in > 12 * len(b"metered 0") and bytes_out >= 12 * len(b"metered 0")
+            listed = await group_positions(client, "metered")  # the console's view of a queue's groups, with A's key
+            assert [(g.group_id, g.group_type) for g in listed] == [("metering", "queue")]
+            assert {(p.topic, p.partition) for p in listed[0].positions} == {("metered", 0), ("metered", 1), ("metered", 2)}
             totals = [sum(minute[i] for minute in seen.history.values()) for i in range(4)]
-            assert totals[0] >= 12 + 40 and totals[2] >= 12  # its own whole tenant: the earlier events and orders too
+            assert totals[0] >= 12 and totals[2] >= 12  # its own whole tenant (with what other tests sent)
         async with TidewayClient(bootstrap, api_key=b["key"]) as client:
             theirs = await describe_traffic(client, ["metered"], history_scope=f"t{a['id']}.")
             assert theirs.topics == {"metered": [0, 0, 0, 0]} and theirs.history == {}
         limited = await _send(deployment.deployment.brokers[1].port, Api.DESCRIBE_TRAFFIC,
                               m.DescribeTrafficRequest(topics=[], history_scope=""), credentials=ApiKey(a["other_queues"]))
         assert limited[0] == TOPIC_DENIED  # a key limited to some queues may not read the tenant's whole history
+        unmetered = m.FetchRequest(replica_id=m.INSPECTOR, partitions=[
+            m.FetchPartition(topic="metered", partition=0, fetch_offset=0, partition_max_bytes=1 << 16)])
+        inspecting = await _send(deployment.deployment.brokers[1].port, Api.FETCH, unmetered, credentials=ApiKey(a["key"]))
+        assert inspecting[0] == DENIED  # a tenant cannot read without being metered
 
     asyncio.run(run())

@@ -90,17 +90,24 @@ def queue_detail(request, name: str):
 @require_safe
 @member_page(scope="consume")
 def queue_groups(request, name: str):
-    """The queue's consumer groups with lag and time-to-drain (HTMX refreshes it)."""
+    """One page of the queue's consumer groups, furthest behind first, with lag and time-to-drain (HTMX refreshes it;
+    ``q`` searches the names, ``page`` picks the page)."""
     from webui import data
-    from webui.groups import groups_of
+    from webui.groups import GroupPage, groups_of
 
     info = data.queue_info(request.principal, name)
+    search = request.GET.get("q", "").strip()[:100]
     try:
-        rows, error = groups_of(info, data.run), ""
+        number = int(request.GET.get("page", "1"))
+    except ValueError:
+        number = 1
+    try:
+        shown, error = groups_of(info, data.run, search=search, page=number), ""
     except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
-        rows, error = [], f"the brokers did not answer: {exc}"
-    return page(request, "queue.html", {"queue": info, "groups": rows, "groups_error": error,
-                                        "may_consume": request.principal.has_scope("consume")}, partial="groups.html")
+        shown, error = GroupPage(), f"the brokers did not answer: {exc}"
+    return page(request, "queue.html", {"queue": info, "groups": shown.groups, "group_page": shown, "group_search": search,
+                                        "groups_error": error, "may_consume": request.principal.has_scope("consume")},
+                partial="groups.html")
 
 
 @member_page(scope="consume")
