@@ -1,6 +1,6 @@
 """The message browser's search: from the latest messages, an offset or a time, filtered on the server.
 
-Filters (key contains, text contains) are evaluated here, over at most
+Filters (key contains, value contains, a header, a JSON path) are evaluated here, over at most
 ``SCAN_BUDGET`` records, reading through the gateway's pooled client, so a
 search over a large queue is bounded and says how far it got.
 """
@@ -30,10 +30,20 @@ class Search:
     key: str = ""
     text: str = ""
     json_path: str = ""  # "a.b.0.c" (the field exists) or "a.b=value" (it equals the value), on the decoded value
+    header: str = ""  # "name" (the record has that header) or "name=value" (one with that value)
 
     @property
     def filtered(self) -> bool:
-        return bool(self.key or self.text or self.json_path)
+        return bool(self.key or self.text or self.json_path or self.header)
+
+
+def _header_matches(headers, expression: str) -> bool:
+    name, sep, expected = expression.partition("=")
+    name, expected = name.strip(), expected.strip()
+    for header, value in headers or ():
+        if header == name and (not sep or (value or b"").decode(errors="replace") == expected):
+            return True
+    return False
 
 
 def _path_parts(expression: str) -> tuple[list[str], str | None]:
@@ -90,12 +100,15 @@ def _matches(search: Search, record, decoded) -> bool:
         return False
     if search.text and search.text.encode() not in (record.value or b""):
         return False
+    if search.header and not _header_matches(record.headers, search.header):
+        return False
     if search.json_path and (decoded is None or not _json_matches(decoded[0], search.json_path)):
         return False
     return True
 
 
-async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
+async def find(caller: Caller, queue: QueueInfo, search: Search, progress=None) -> Found:
+    """The messages the search selects; ``progress(scanned)`` is told after every read (the page shows it)."""
     client = await pool.client(queue.bootstrap)
     subject = await schemas.subject_schemas(queue)
     numbers = [search.partition] if search.partition is not None else list(range(queue.partitions))
@@ -133,6 +146,8 @@ async def find(caller: Caller, queue: QueueInfo, search: Search) -> Found:
                         decoded = schemas.decode(queue, subject, record.value)
                     found.messages.append(_row(number, record, decoded))
             position = next_offset
+            if progress is not None:
+                progress(found.scanned)
         if position < end and found.scanned >= SCAN_BUDGET:
             found.exhausted = True
     await limits.charge_consumed(caller, consumed)

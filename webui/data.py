@@ -8,7 +8,7 @@ share one client per cluster and one implementation of every rule.
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from django.http import Http404
 
 from controlplane.api.principal import Principal
@@ -39,3 +39,10 @@ def run(operation, *args, **kwargs):
 
 def refusal(exc: GatewayError) -> str:
     return f"{exc.message} ({exc.code})"
+
+
+def in_server_loop() -> bool:
+    """True when ``run`` hands calls to a long-lived server loop (ASGI), where a task may outlive the request;
+    False under a test client or WSGI, where each call gets a loop of its own."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    return loop is not None and loop.is_running()

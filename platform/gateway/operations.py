@@ -12,19 +12,20 @@ Refusals raise ``GatewayError``; broker errors are translated by
 from __future__ import annotations
 
 import re
+import time
 import uuid
 
 from asgiref.sync import sync_to_async
 
 from brokers import errors as broker_errors
-from brokers.client.group import commit_offsets
+from brokers.client.group import commit_offsets, describe_group, timestamp_at
 from brokers.client.queue import (
     count_dead_letters,
     list_dead_letters,
     parse_receipt,
     purge_dead_letters,
 )
-from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from brokers.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
 from brokers.security.names import TenantNames
 from gateway import limits, pool
 from gateway.auth import Caller
@@ -285,3 +286,48 @@ async def seek(caller: Caller, queue: QueueInfo, group: str, *, to: str | None =
         offsets[number] = offset if offset is not None else await offset_at(queue, number, to if to is not None else timestamp_ms)
     await commit(caller, queue, group, offsets)
     return offsets
+
+
+# -- a group, described ---------------------------------------------------------------------------
+
+
+async def group_view(caller: Caller, queue: QueueInfo, group: str, kind: str) -> dict:
+    """A group of the queue as a person reads it: members with their assigned partitions of this queue, and per
+    partition the position, log end, lag and age of the oldest record not yet consumed (for a queue group also
+    what is in flight, delayed and being dead-lettered). 404 ``group_not_found`` when it has neither."""
+    if kind not in ("stream", "queue"):
+        raise invalid('kind is "stream" or "queue"')
+    client = await pool.client(queue.bootstrap)
+    topic = queue.broker_topic
+    described = await describe_group(client, broker_group(caller, group, kind), kind)
+    members = []
+    for member in described.members:
+        assigned = sorted(ref.partition for ref in member.assigned if ref.topic == topic)
+        if assigned or topic in member.topics:
+            members.append({"member_id": member.member_id, "client_id": member.client_id, "epoch": member.member_epoch,
+                            "assigned": assigned,
+                            "revoking": sorted(ref.partition for ref in member.revoking if ref.topic == topic)})
+    shares = {s.partition: s for s in described.share_partitions if s.topic == topic}
+    positions = {c.partition: c.offset for c in described.offsets if c.topic == topic and c.offset >= 0}
+    if kind == "queue":
+        positions = {p: s.start_offset for p, s in shares.items()}
+    if not members and not positions:
+        raise GatewayError("group_not_found", f"group {group!r} has no members and no position on {queue.name!r}", 404)
+    partitions = []
+    now = int(time.time() * 1000)
+    for number in range(queue.partitions):
+        end, _ = await client.list_offset(topic, number, LATEST_TIMESTAMP)
+        position = positions.get(number)
+        if position is None and kind == "queue":  # not received from yet: it starts at the oldest record there
+            position, _ = await client.list_offset(topic, number, EARLIEST_TIMESTAMP)
+        lag = max(0, end - position) if position is not None else None
+        stamp = await timestamp_at(client, topic, number, position, replica_id=INSPECTOR) if lag else None
+        row = {"partition": number, "position": position, "log_end": end, "lag": lag,
+               "oldest_age_ms": None if stamp is None else max(0, now - stamp),
+               "members": [m["member_id"] for m in members if number in m["assigned"]]}
+        share = shares.get(number)
+        if share is not None:
+            row.update(available=share.available, in_flight=share.in_flight, delayed=share.delayed,
+                       dead_lettering=share.dead_lettering, read_offset=share.read_offset)
+        partitions.append(row)
+    return {"group": group, "kind": kind, "members": members, "partitions": partitions}

@@ -20,6 +20,18 @@ pytestmark = pytest.mark.browser
 SCREENSHOTS = REPO_ROOT / "test-results" / "console"
 
 
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    """The browser tests' deployment, with filtered searches showing their progress at once (not after 0.5 s)."""
+    from tests.api.conftest import running_control_plane
+
+    home = tmp_path_factory.mktemp("console")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TIDEWAY_CONSOLE_SEARCH_WAIT_S", "0")
+        with running_control_plane(home, f"sqlite://{home}/control.sqlite3") as plane:
+            yield plane
+
+
 def _post(api: httpx.Client, path: str, body: dict) -> httpx.Response:
     """A REST call as a well-behaved client makes it: a 429 is retried after its Retry-After."""
     for _ in range(10):
@@ -83,6 +95,12 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 expect(cells.nth(1)).to_contain_text("broker ")  # a leader
                 assert len(cells.nth(3).inner_text().split(",")) == 3, "every replica in sync"
             check("queue")
+            page.get_by_role("link", name="Edit settings…").click()
+            expect(page.get_by_label("Name")).to_be_disabled()  # fixed at creation
+            page.get_by_label("Visibility timeout (ms)").fill("45000")
+            check("queue-edit")
+            page.get_by_role("button", name="Save").click()
+            expect(page.get_by_role("table", name="Settings")).to_contain_text("45000")
 
             page.goto(f"{gateway.base_url}/console/queues?q=ord")
             expect(page.get_by_role("link", name="orders")).to_be_visible()
@@ -93,6 +111,7 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             check("messages")
             page.get_by_label("Key", exact=True).fill("order-42")
             page.get_by_label("Value", exact=True).fill('{"id": 42}')
+            page.get_by_label("Headers (one").fill("source: console")
             page.get_by_role("button", name="Produce").click()
             expect(page.get_by_role("status")).to_contain_text("Published: partition")
             messages = page.get_by_role("table", name="Messages")
@@ -100,9 +119,18 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.get_by_label("Show").select_option("latest")
             page.get_by_label("Key contains").fill("order-4")
             page.get_by_role("button", name="Search").click()
-            expect(messages.get_by_role("row")).to_have_count(2)
+            expect(page.locator("#search-progress progress")).to_be_attached()  # a filtered search shows its progress
+            expect(messages.get_by_role("row")).to_have_count(2)  # then its results
+            expect(page.locator("#search-progress")).to_have_count(0)
             expect(messages).to_contain_text('{"id": 42}')
             page.get_by_label("Key contains").fill("")
+            page.get_by_label("Header", exact=True).fill("source=console")
+            page.get_by_role("button", name="Search").click()
+            expect(messages.get_by_role("row")).to_have_count(2)
+            page.get_by_label("Header", exact=True).fill("source=web")
+            page.get_by_role("button", name="Search").click()
+            expect(messages).to_contain_text("No message matches")
+            page.get_by_label("Header", exact=True).fill("")
             page.get_by_label("JSON path").fill("id=42")
             page.get_by_role("button", name="Search").click()
             expect(messages.get_by_role("row")).to_have_count(2)
@@ -187,6 +215,11 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 assert totals["bytes_in"] > 202 * len("job 0") and totals["bytes_out"] > 202 * len("job 0"), totals
                 expect(drainers).to_contain_text("caught up")
                 assert float(drainers.locator("[data-lag-seconds]").get_attribute("data-lag-seconds")) < lagging
+                drainers.get_by_role("link", name="drainers").click()
+                expect(page.get_by_role("heading", name="orders: group drainers")).to_be_visible()
+                expect(page.locator("#group-lag")).to_have_attribute("data-lag", "0")
+                expect(page.get_by_role("table", name="Group partitions").get_by_role("row")).to_have_count(3)
+                check("group")
 
                 # A stream group with no members is moved back to the start from its queue page.
                 assert api.post("/api/v1/queues/", json={"name": "events", "mode": "stream", "partitions": 1}).status_code == 201
@@ -228,4 +261,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 19
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 21

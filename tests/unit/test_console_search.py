@@ -1,6 +1,6 @@
 """The message browser's JSON-path filter (webui.browse), on decoded values."""
 
-from webui.browse import _json_matches
+from webui.browse import _header_matches, _json_matches
 
 
 def test_a_path_matches_when_the_field_exists_or_equals_the_value():
@@ -102,3 +102,11 @@ def test_a_protobuf_schema_the_reader_cannot_load_still_checks_ids():
 
     compiled = _compile("PROTOBUF", 'syntax = "proto3"; import "other.proto"; message A { other.B b = 1; }')
     assert compiled.schema_type == "PROTOBUF" and compiled.reader is None
+
+
+def test_a_header_filter_matches_a_name_or_a_name_and_value():
+    headers = [("source", b"web"), ("trace", None), ("source", b"batch")]
+    assert _header_matches(headers, "source") and _header_matches(headers, "trace")
+    assert _header_matches(headers, "source=batch") and _header_matches(headers, " source = web ")
+    assert not _header_matches(headers, "source=app") and not _header_matches(headers, "missing")
+    assert _header_matches(headers, "trace=") and not _header_matches([], "source")

@@ -40,7 +40,7 @@ def owner_b(db):
 def make_queue(tenant, cluster, name: str, **values):
     from topics.models import Queue
 
-    return Queue.objects.create(tenant=tenant, cluster=cluster, name=name, status="active", broker_topic=f"t{tenant.id}.{name}",
+    return Queue.objects.create(tenant=tenant, cluster=cluster, name=name, status=values.pop("status", "active"), broker_topic=f"t{tenant.id}.{name}",
                                 partitions=values.pop("partitions", 2), replication_factor=3,
                                 retention_ms=86_400_000, retention_bytes=1 << 20, max_message_bytes=1 << 20, **values)
 

@@ -19,7 +19,7 @@ GROUPS = 120
 
 
 def _rows(html: str) -> list[tuple[str, int]]:
-    return [(name, int(lag)) for name, lag in re.findall(r'<tr><td>(g-\d+)</td><td>stream</td><td>\d+</td><td data-lag="(\d+)"', html)]
+    return [(name, int(lag)) for name, lag in re.findall(r'>(g-\d+)</a></td><td>stream</td><td>\d+</td><td data-lag="(\d+)"', html)]
 
 
 def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
@@ -64,6 +64,14 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
     found = client.get("/console/queues/busy/groups", {"q": "G-01"}, HTTP_HX_REQUEST="true")
     assert {name for name, _lag in _rows(found.text)} == {f"g-{i:03d}" for i in range(10, 20)}
     assert "10 groups matching" in found.text
+
+    one = client.get("/console/queues/busy/groups/g-055")  # consumed 55: 50 of partition 0, 5 of partition 1
+    assert one.status_code == 200 and 'data-lag="45"' in one.text
+    cells = re.findall(r"<tr><td>(\d)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>", one.text)
+    assert cells == [("0", "50", "50", "0"), ("1", "5", "50", "45")]  # partition, position, log end, lag
+    assert "No member is connected" in one.text and "Reset positions" in one.text
+    missing = client.get("/console/queues/busy/groups/nobody")
+    assert missing.status_code == 404 and "group_not_found" in missing.text
 
     async def out() -> int:
         async with TidewayClient(broker.bootstrap) as admin:

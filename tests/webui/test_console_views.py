@@ -89,6 +89,26 @@ def test_the_create_form_shows_the_apis_validation_messages_and_creates_nothing(
     assert "name" in refused.text and not Queue.objects.exists()
 
 
+def test_the_edit_form_changes_only_what_may_change_with_the_apis_messages(client, owner_a, cluster):
+    from topics.models import Queue
+
+    user, tenant = owner_a
+    make_queue(tenant, cluster, "orders", partitions=2, status="ready")
+    signed_in(client, user)
+    form = client.get("/console/queues/orders/edit")
+    assert form.status_code == 200
+    labels = set(re.findall(r'<label for="([^"]+)"', form.text))
+    assert set(re.findall(r'<(?:input|select)[^>]* id="([^"]+)"', form.text)) <= labels
+    assert re.search(r'id="f-name" name="name" required disabled', form.text)  # fixed at creation: shown, not sent
+    assert 'value="2"' in form.text  # the current partition count
+    shrink = client.post("/console/queues/orders/edit", {"partitions": "1", "schema_subject": ""})
+    assert shrink.status_code == 400 and "can only grow" in shrink.text  # the control plane's own rule and message
+    short = client.post("/console/queues/orders/edit", {"retention_ms": "5", "schema_subject": ""})
+    assert short.status_code == 400 and "greater than or equal to 60000" in short.text  # the API serializer's message
+    queue = Queue.objects.get(name="orders")
+    assert queue.partitions == 2 and queue.retention_ms == 86_400_000  # nothing changed
+
+
 def test_a_viewer_sees_no_controls_and_a_forged_post_is_refused(client, owner_a, cluster):
     from tenants.actions import do_add_member
     from topics.models import Queue
@@ -100,6 +120,9 @@ def test_a_viewer_sees_no_controls_and_a_forged_post_is_refused(client, owner_a,
     listing = client.get("/console/queues")
     assert listing.status_code == 200 and "orders" in listing.text and "Create a queue" not in listing.text
     assert "Delete this queue" not in client.get("/console/queues/orders").text
+    assert "Edit settings" not in client.get("/console/queues/orders").text
+    assert client.get("/console/queues/orders/edit").status_code == 403
+    assert client.post("/console/queues/orders/edit", {"max_deliveries": "9"}).status_code == 403
     assert client.get("/console/create-queue").status_code == 403
     assert client.post("/console/create-queue", {"name": "sneaky", "mode": "queue"}).status_code == 403
     assert client.post("/console/queues/orders/delete", {"confirm": "orders"}).status_code == 403

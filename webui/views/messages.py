@@ -15,7 +15,7 @@ from django.views.decorators.http import require_safe
 from gateway.errors import GatewayError
 from gateway.publishing import publish
 from gateway.wire import OutgoingMessage
-from webui import browse, data
+from webui import browse, data, searches
 from webui.access import member_page
 from webui.render import page
 
@@ -33,7 +33,8 @@ def _search(request, partitions: int) -> tuple[browse.Search, str]:
     get = request.GET
     search = browse.Search(mode=get.get("mode", "latest") if get.get("mode") in ("latest", "offset", "time") else "latest",
                            count=_int(get.get("count"), 50, 1, COUNT_MAX), key=get.get("key", "")[:200],
-                           text=get.get("text", "")[:200], json_path=get.get("json_path", "")[:200])
+                           text=get.get("text", "")[:200], json_path=get.get("json_path", "")[:200],
+                           header=get.get("header", "")[:200])
     if get.get("partition", "") != "":
         search.partition = _int(get.get("partition"), 0, 0, partitions - 1)
     search.offset = _int(get.get("offset"), 0, 0, 2**63 - 1)
@@ -54,18 +55,60 @@ def messages(request, name: str):
     search, problem = _search(request, info.partitions)
     found, error = None, problem
     if not problem:
+        caller = data.caller_for(request.principal)
+        if request.headers.get("HX-Request") == "true" and search.filtered and data.in_server_loop():
+            # A filtered search may scan up to the budget: run it as a job and show its progress if it takes a while.
+            job_id = data.run(searches.start, caller, info, search, _owner(request))
+            if job_id is not None:
+                return _search_job(request, info, job_id, searches.FIRST_WAIT_S)
         try:
-            found = data.run(browse.find, data.caller_for(request.principal), info, search)
+            found = data.run(browse.find, caller, info, search)
         except GatewayError as exc:
             error = data.refusal(exc)
         except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
             error = f"the brokers did not answer: {exc}"
+    return _rows(request, info, search, found, error)
+
+
+def _owner(request) -> tuple[int, int]:
+    return request.user.pk, request.principal.tenant.pk
+
+
+def _rows(request, info, search, found, error, query: str | None = None):
     return page(request, "messages.html", {"queue": info, "search": search, "found": found, "error": error,
                                            "published": request.GET.get("published", ""),
                                            "may_produce": request.principal.has_scope("produce"),
                                            "may_export": request.principal.tenant.message_export,
-                                           "query": request.GET.urlencode(), "budget": browse.SCAN_BUDGET},
+                                           "query": request.GET.urlencode() if query is None else query,
+                                           "budget": browse.SCAN_BUDGET},
                 partial="message_rows.html")
+
+
+def _search_job(request, info, job_id: str, wait_s: float):
+    """The job's results when it has ended within ``wait_s``, else how far it got (the page asks again)."""
+    job = searches.owned(job_id, _owner(request), info.name)
+    if job is None:
+        return page(request, "messages.html", {"queue": info, "error": "this search is over; search again",
+                                               "search": browse.Search()}, partial="message_rows.html", status=404)
+    job = data.run(searches.wait, job_id, wait_s)
+    query = request.GET.urlencode()
+    if job.done.is_set():
+        error = ""
+        if isinstance(job.error, GatewayError):
+            error = data.refusal(job.error)
+        elif job.error is not None:
+            error = f"the brokers did not answer: {job.error}"
+        return _rows(request, info, job.search, job.found, error, query=query)
+    return page(request, "messages.html", {"queue": info, "job_id": job_id, "scanned": job.scanned, "query": query,
+                                           "budget": browse.SCAN_BUDGET}, partial="search_progress.html")
+
+
+@require_safe
+@member_page(scope="consume")
+def search_job(request, name: str, job_id: str):
+    """A running search's progress, or its results once it has ended (the page polls this)."""
+    info = data.queue_info(request.principal, name)
+    return _search_job(request, info, job_id, 0.25)
 
 
 @require_safe

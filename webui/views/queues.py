@@ -77,6 +77,41 @@ def queue_create(request):
                 status=400 if errors else 200)
 
 
+# What an edit may change (the control plane's rule: topics.actions._MUTABLE); the rest is shown, disabled.
+EDITABLE = ["partitions", "retention_ms", "retention_bytes", "compaction", "max_message_bytes", "visibility_timeout_ms",
+            "max_deliveries", "delivery_delay_ms", "schema_subject", "schema_encoding"]
+
+
+@member_page(scope="manage")
+def queue_edit(request, name: str):
+    """Change what may change, through the API's serializer and the control plane's action (same checks, same audit)."""
+    from topics import actions
+    from topics.api.serializers import QueueSerializer, QueueUpdateSerializer
+
+    queue = _queue(request, name)
+    values = {field: value for field, value in QueueSerializer(queue).data.items() if field in FIELDS}
+    errors: dict[str, list[str]] = {}
+    if request.method == "POST":
+        posted = {field: request.POST.get(field, "") for field in EDITABLE if field not in BOOLEAN_FIELDS}
+        posted = {field: value for field, value in posted.items() if value != "" or field == "schema_subject"}
+        posted["compaction"] = "compaction" in request.POST
+        values.update(posted)
+        body = QueueUpdateSerializer(data=posted, partial=True)
+        if body.is_valid():
+            try:
+                actions.do_update_queue(queue, body.validated_data, acting=request.principal.actor)
+            except ActionError as exc:
+                errors[exc.details.get("field", "form") if exc.details else "form"] = [exc.message]
+            else:
+                return redirect(f"/console/queues/{queue.name}")
+        else:
+            errors = {field: [str(e) for e in messages] for field, messages in body.errors.items()}
+    elif request.method != "GET":
+        return HttpResponseNotAllowed(["GET", "POST"])
+    return page(request, "queue_edit.html", {"queue": queue, "values": values, "errors": errors, "editing": True},
+                status=400 if errors else 200)
+
+
 @require_safe
 @member_page()
 def queue_detail(request, name: str):
@@ -108,6 +143,29 @@ def queue_groups(request, name: str):
     return page(request, "queue.html", {"queue": info, "groups": shown.groups, "group_page": shown, "group_search": search,
                                         "groups_error": error, "may_consume": request.principal.has_scope("consume")},
                 partial="groups.html")
+
+
+@require_safe
+@member_page(scope="consume")
+def group_detail(request, name: str, group: str):
+    """One group on one queue: its members and their partitions, and per partition its position and lag."""
+    from gateway import operations
+    from gateway.errors import GatewayError
+    from webui import data
+
+    info = data.queue_info(request.principal, name)
+    kind = request.GET.get("kind") or ("queue" if info.is_queue else "stream")
+    try:
+        view = data.run(operations.group_view, data.caller_for(request.principal), info, group, kind)
+    except GatewayError as exc:
+        return page(request, "group.html", {"queue": info, "group": group, "kind": kind, "error": data.refusal(exc)},
+                    status=exc.status)
+    except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
+        return page(request, "group.html", {"queue": info, "group": group, "kind": kind,
+                                            "error": f"the brokers did not answer: {exc}"})
+    return page(request, "group.html", {"queue": info, "group": group, "kind": kind, "view": view,
+                                        "lag": sum(p["lag"] or 0 for p in view["partitions"]),
+                                        "may_consume": request.principal.has_scope("consume")})
 
 
 @member_page(scope="consume")
