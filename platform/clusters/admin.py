@@ -93,16 +93,23 @@ def delete_topic(cluster: Cluster, name: str) -> None:
     _run(bootstrap_of(cluster), lambda c: c.delete_topic(name))
 
 
-def partition_offsets(cluster: Cluster, name: str, partitions: int) -> dict[int, tuple[int, int]]:
-    """Per partition of topic ``name``: (earliest offset, high watermark), asked of each leader."""
-    from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+def partition_states(cluster: Cluster, name: str) -> dict[int, dict]:
+    """Per partition of topic ``name``, as its leader sees it: first offset, high watermark, log end, bytes on disk
+    and segments (DESCRIBE_TOPICS asked of every broker; each answers for its own replicas)."""
+    from brokers.protocol import messages as m
+    from brokers.protocol.messages import ApiKey as Api
 
-    async def offsets(client: TidewayClient) -> dict[int, tuple[int, int]]:
-        out = {}
-        for partition in range(partitions):
-            earliest, _ = await client.list_offset(name, partition, EARLIEST_TIMESTAMP, retry_for_s=2)
-            latest, _ = await client.list_offset(name, partition, LATEST_TIMESTAMP, retry_for_s=2)
-            out[partition] = (earliest, latest)
+    async def states(client: TidewayClient) -> dict[int, dict]:
+        await client.refresh_metadata()
+        out: dict[int, dict] = {}
+        for node_id in list(client.brokers):
+            connection = await client.connection(node_id)
+            response = await connection.request(Api.DESCRIBE_TOPICS, m.DescribeTopicsRequest(names=[name]))
+            for topic in response.topics:
+                for p in topic.partitions:
+                    if p.leader == node_id:
+                        out[p.partition] = {"first": p.log_start_offset, "high_watermark": p.high_watermark,
+                                            "log_end": p.log_end_offset, "size_bytes": p.size_bytes, "segments": p.segments}
         return out
 
-    return _run(bootstrap_of(cluster), offsets)
+    return _run(bootstrap_of(cluster), states)

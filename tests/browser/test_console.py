@@ -94,6 +94,8 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 cells = table.get_by_role("row").nth(row).get_by_role("cell")
                 expect(cells.nth(1)).to_contain_text("broker ")  # a leader
                 assert len(cells.nth(3).inner_text().split(",")) == 3, "every replica in sync"
+                expect(cells.nth(6)).to_have_text("0")  # log end
+                expect(cells.nth(7)).to_have_attribute("data-bytes", re.compile(r"^\d+$"))  # size on disk
             check("queue")
             page.get_by_role("link", name="Edit settings…").click()
             expect(page.get_by_label("Name")).to_be_disabled()  # fixed at creation
@@ -208,7 +210,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 expect(drainers.locator("[data-lag]")).to_have_attribute("data-lag", "0", timeout=15_000)
                 expect(page.locator("#throughput canvas")).to_have_count(2)  # messages and bytes
                 expect(page.locator("#throughput")).to_have_attribute("data-bytes-out", re.compile(r"^\d"))
-                totals = page.request.get(f"{gateway.base_url}/console/queues/orders/counters").json()
+                # The chart's figures arrive as server-sent events: read one as the page does.
+                totals = page.evaluate("""url => new Promise(done => { const source = new EventSource(url);
+                    source.onmessage = event => { source.close(); done(JSON.parse(event.data)); }; })""",
+                                       "/console/queues/orders/counters")
                 # 202 records in (the test message, its redrive, 200 jobs); out: every delivery (workers 2, drainers 202)
                 # and what the message browser read.
                 assert totals["messages_in"] == 202 and totals["messages_out"] >= 204, totals

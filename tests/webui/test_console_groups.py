@@ -4,6 +4,7 @@ furthest behind first, 50 per page, searchable; the console's own looks are not 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import pytest
@@ -78,3 +79,25 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
             return (await describe_traffic(admin, [topic])).topics[topic][2]
 
     assert asyncio.run(out()) == 0  # the pages looked at records' times as an inspector: nobody consumed anything
+
+    async def live_figures() -> list[dict]:
+        from django.test import AsyncClient
+
+        from webui import live
+
+        browser = AsyncClient()
+        await browser.aforce_login(user)
+        answer = await browser.get("/console/queues/busy/counters")
+        assert answer["Content-Type"] == "text/event-stream"
+        events = answer.streaming_content.__aiter__()
+        assert await anext(events) == b"retry: 1000\n\n"
+        figures = [json.loads((await anext(events)).removeprefix(b"data: ")) for _ in range(2)]
+        assert live._open[user.pk] == 1  # an open stream counts against the member's limit
+        await events.aclose()
+        answer.close()  # what Django does when a response ends, however it ends
+        assert not live._open  # and it no longer counts
+        return figures
+
+    first, second = asyncio.run(live_figures())
+    assert first["messages_in"] == 100 and first["bytes_in"] > 100 and first["missing_brokers"] == []
+    assert 0.5 < second["t"] - first["t"] < 5  # one a second

@@ -216,19 +216,13 @@ def group_reset(request, name: str, group: str):
 @require_safe
 @member_page(scope="consume")
 def queue_counters(request, name: str):
-    """The queue's traffic counters since the brokers started (messages and bytes in and out), with the
-    server's time: the throughput chart turns two of them into rates."""
-    from django.http import JsonResponse
-
-    from brokers import errors
-    from webui import data
-    from webui.traffic import queue_counters as counters
+    """The queue's traffic counters since the brokers started (messages and bytes in and out), with the server's
+    time, as server-sent events: one a second for ``live.STREAM_S`` (the browser's EventSource then reconnects,
+    which checks the member again)."""
+    from webui import data, live
 
     info = data.queue_info(request.principal, name)
-    try:
-        return JsonResponse(data.run(counters, info))
-    except (errors.TidewayError, OSError) as exc:
-        return JsonResponse({"error": f"the brokers did not answer: {exc}"})  # the chart skips this second
+    return live.counter_events(info, request.user.pk)
 
 
 @require_safe
@@ -239,20 +233,22 @@ def queue_partitions(request, name: str):
     return page(request, "queue.html", {"queue": queue, "partitions": partition_table(queue)}, partial="partitions.html")
 
 
+UNKNOWN_STATE = {"first": None, "high_watermark": None, "log_end": None, "size_bytes": None, "segments": None}
+
+
 def partition_table(queue) -> dict:
-    """Leader, replicas and ISR from the controller's records; offsets from the brokers (when they answer)."""
-    from clusters.admin import partition_offsets
+    """Leader, replicas and ISR from the controller's records; offsets and sizes from the leaders (when they answer)."""
+    from clusters.admin import partition_states
     from clusters.models import Partition
 
     rows = list(Partition.objects.filter(topic__cluster=queue.cluster, topic__name=queue.broker_topic).order_by("index"))
     try:
-        offsets = partition_offsets(queue.cluster, queue.broker_topic, len(rows))
-        error = ""
+        states = partition_states(queue.cluster, queue.broker_topic)
+        error = "" if len(states) >= len(rows) else "some partitions have no leader that answered"
     except Exception as exc:  # noqa: BLE001 - the page shows what it knows and says why the rest is missing
-        offsets, error = {}, f"the brokers did not answer: {exc}"
+        states, error = {}, f"the brokers did not answer: {exc}"
     return {"rows": [{"index": p.index, "leader": p.leader, "replicas": p.replicas, "isr": p.isr,
-                      "under_replicated": len(p.isr) < len(p.replicas),
-                      "earliest": offsets.get(p.index, (None, None))[0], "latest": offsets.get(p.index, (None, None))[1]}
+                      "under_replicated": len(p.isr) < len(p.replicas), **states.get(p.index, UNKNOWN_STATE)}
                      for p in rows],
             "error": error}
 

@@ -1,5 +1,5 @@
 // The console's traffic charts (uPlot, served by the app), two of each: messages per second and bytes per second.
-//  - data-live: a queue's counters polled every second; two looks make a rate; the last two minutes are shown.
+//  - data-live: a queue's counters as server-sent events, one a second; two make a rate; the last two minutes shown.
 //  - data-hour: a tenant's last hour, one point per minute, fetched every 30 s.
 // The latest figures are also written on the element (data-*) so they can be read without the canvas.
 (function () {
@@ -19,31 +19,28 @@
     const charts = pair(box, "/ s");
     const points = 120, messages = [[], [], []], bytes = [[], [], []];
     let previous = null;
-    async function tick() {
-      try {
-        const answer = await fetch(box.dataset.live, {headers: {"Accept": "application/json"}});
-        if (!answer.ok) return;
-        const now = await answer.json();
-        if (now.error) return;
-        if (previous) {
-          const seconds = (now.t - previous.t) || 1;
-          // A counter that went down is a broker that restarted: count from zero, never a negative rate.
-          const rate = (field) => Math.max(0, now[field] - previous[field]) / seconds;
-          messages[0].push(now.t); bytes[0].push(now.t);
-          messages[1].push(rate("messages_in")); messages[2].push(rate("messages_out"));
-          bytes[1].push(rate("bytes_in")); bytes[2].push(rate("bytes_out"));
-          if (messages[0].length > points) { messages.forEach(s => s.shift()); bytes.forEach(s => s.shift()); }
-          charts[0].setData(messages); charts[1].setData(bytes);
-          box.dataset.messagesIn = messages[1].at(-1).toFixed(1);
-          box.dataset.messagesOut = messages[2].at(-1).toFixed(1);
-          box.dataset.bytesIn = bytes[1].at(-1).toFixed(0);
-          box.dataset.bytesOut = bytes[2].at(-1).toFixed(0);
-        }
-        previous = now;
-      } catch (e) { /* the next tick tries again */ }
+    function add(now) {
+      if (now.error) return;
+      if (previous) {
+        const seconds = (now.t - previous.t) || 1;
+        // A counter that went down is a broker that restarted: count from zero, never a negative rate.
+        const rate = (field) => Math.max(0, now[field] - previous[field]) / seconds;
+        messages[0].push(now.t); bytes[0].push(now.t);
+        messages[1].push(rate("messages_in")); messages[2].push(rate("messages_out"));
+        bytes[1].push(rate("bytes_in")); bytes[2].push(rate("bytes_out"));
+        if (messages[0].length > points) { messages.forEach(s => s.shift()); bytes.forEach(s => s.shift()); }
+        charts[0].setData(messages); charts[1].setData(bytes);
+        box.dataset.messagesIn = messages[1].at(-1).toFixed(1);
+        box.dataset.messagesOut = messages[2].at(-1).toFixed(1);
+        box.dataset.bytesIn = bytes[1].at(-1).toFixed(0);
+        box.dataset.bytesOut = bytes[2].at(-1).toFixed(0);
+      }
+      previous = now;
     }
-    tick();
-    setInterval(tick, 1000);
+    // Server-sent events, one a second; the server ends a stream after a minute and EventSource reconnects.
+    const source = new EventSource(box.dataset.live);
+    source.onmessage = (event) => add(JSON.parse(event.data));
+    window.addEventListener("pagehide", () => source.close());
   }
 
   function hour(box) {
