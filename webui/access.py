@@ -68,6 +68,8 @@ def member_page(scope: str | None = None, *, managers_only: bool = False):
                 return redirect(f"/console/signin?next={request.path}")
             principal = console_principal(request)
             if principal is None:
+                if request.user.is_staff:  # an operator acting for no tenant yet: the tenants page, to pick one
+                    return redirect("/console/operator/tenants")
                 if memberships(request.user).exists():
                     return HttpResponseForbidden("your tenant is suspended: ask the operators")
                 return HttpResponseForbidden("you are not a member of any tenant")

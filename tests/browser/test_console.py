@@ -60,9 +60,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             visited: list[str] = []
 
-            def check(name: str) -> None:
-                assert _unlabelled_fields(page) == [], f"{name}: fields without a label"
-                page.screenshot(path=str(SCREENSHOTS / f"{len(visited):02d}-{name}.png"), full_page=True)
+            def check(name: str, on=None) -> None:
+                shown = on or page
+                assert _unlabelled_fields(shown) == [], f"{name}: fields without a label"
+                shown.screenshot(path=str(SCREENSHOTS / f"{len(visited):02d}-{name}.png"), full_page=True)
                 visited.append(name)
 
             page.goto(f"{gateway.base_url}/")
@@ -120,10 +121,13 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(messages).to_contain_text("order-42")
             page.get_by_label("Show").select_option("latest")
             page.get_by_label("Key contains").fill("order-4")
+            page.evaluate("""() => { window.sawProgress = false;
+                new MutationObserver(() => { if (document.querySelector('#search-progress progress')) window.sawProgress = true; })
+                    .observe(document.getElementById('message-rows'), {childList: true, subtree: true}); }""")
             page.get_by_role("button", name="Search").click()
-            expect(page.locator("#search-progress progress")).to_be_attached()  # a filtered search shows its progress
-            expect(messages.get_by_role("row")).to_have_count(2)  # then its results
-            expect(page.locator("#search-progress")).to_have_count(0)
+            page.wait_for_function("window.sawProgress")  # a filtered search shows its progress while it runs ...
+            expect(page.locator("#search-progress")).to_have_count(0)  # ... then its results
+            expect(messages.get_by_role("row")).to_have_count(2)
             expect(messages).to_contain_text('{"id": 42}')
             page.get_by_label("Key contains").fill("")
             page.get_by_label("Header", exact=True).fill("source=console")
@@ -263,7 +267,26 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(page.get_by_role("table", name="API keys")).to_contain_text("revoked")
             page.goto(f"{gateway.base_url}/console/audit?action=api_key")
             expect(page.get_by_role("table", name="Audit log")).to_contain_text("api_key.revoke")
+
+            # An operator (a staff user) sees the clusters, every tenant and the plans.
+            operator, password = gateway.create_operator()
+            staff = browser.new_page()
+            staff.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            staff.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            staff.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+            staff.goto(f"{gateway.base_url}/console/signin")
+            staff.get_by_label("User name").fill(operator)
+            staff.get_by_label("Password").fill(password)
+            staff.get_by_role("button", name="Sign in").click()
+            staff.goto(f"{gateway.base_url}/console/operator/clusters")
+            expect(staff.locator("body")).to_contain_text("alive")
+            check("operator-clusters", staff)
+            staff.goto(f"{gateway.base_url}/console/operator/tenants")
+            expect(staff.locator("body")).to_contain_text(f"Erin {suffix}")
+            check("operator-tenants", staff)
+            staff.goto(f"{gateway.base_url}/console/operator/plans")
+            check("operator-plans", staff)
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 21
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 24

@@ -90,9 +90,10 @@ def _search_job(request, info, job_id: str, wait_s: float):
     if job is None:
         return page(request, "messages.html", {"queue": info, "error": "this search is over; search again",
                                                "search": browse.Search()}, partial="message_rows.html", status=404)
-    job = data.run(searches.wait, job_id, wait_s)
+    # A wait of 0 (TIDEWAY_CONSOLE_SEARCH_WAIT_S=0) shows the progress step first, however quick the search.
+    job = data.run(searches.wait, job_id, wait_s) if wait_s > 0 else job
     query = request.GET.urlencode()
-    if job.done.is_set():
+    if wait_s > 0 and job.done.is_set():
         error = ""
         if isinstance(job.error, GatewayError):
             error = data.refusal(job.error)
