@@ -15,6 +15,8 @@ command -v pg_createcluster >/dev/null 2>&1 || apt_missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
 # Browser tests drive Debian's Chromium through Playwright (never `playwright install`).
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
+# Spark (PySpark) runs on a JVM: Java 17 or newer.
+command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 if [ ${#apt_missing[@]} -gt 0 ]; then
     echo "setup: installing system packages: ${apt_missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
