@@ -177,6 +177,14 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         help="MiB/s at which the scrubber re-reads the logs and checks every batch's CRC, so damage on disk is "
         "found and repaired from another replica before anyone reads it; 0 turns it off (default %(default)s)",
     )
+    parser.add_argument(
+        "--usage-interval-ms",
+        type=int,
+        default=1_000,
+        help="how often the broker writes what each tenant used (messages and bytes in and out, requests, storage) "
+        "to the __usage topic for billing; a crash loses at most this long's egress; 0 turns metering off "
+        "(default %(default)s)",
+    )
     parser.set_defaults(handler=_run_broker)
 
 
@@ -254,6 +262,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         log_cleaner_interval_ms=args.log_cleaner_interval_ms,
         scrub_bytes_per_s=int(args.scrub_rate * (1 << 20)),
+        usage_interval_ms=args.usage_interval_ms,
     )
     try:
         return run_async(_serve(Broker(config))) or 0

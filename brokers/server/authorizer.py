@@ -82,9 +82,11 @@ ANY_SCOPE = frozenset({PRODUCE, CONSUME, MANAGE})
 
 
 class Authorizer:
-    def __init__(self, credentials: CredentialStore | None = None, on_refused=lambda api, error: None) -> None:
+    def __init__(self, credentials: CredentialStore | None = None, on_refused=lambda api, error: None,
+                 on_tenant_request=lambda scope: None) -> None:
         self._credentials = credentials
         self._on_refused = on_refused
+        self._on_tenant_request = on_tenant_request  # (the tenant's topic prefix): metered as the tenant's request
 
     async def authorize(self, session: Session, api: ApiKey, request) -> AfterResponse | None:
         """Raise unless the session may send ``request``; for tenants, rewrite it and return what rewrites the answer."""
@@ -120,7 +122,9 @@ class Authorizer:
             raise errors.AuthorizationFailedError(
                 f"{api.name} is not open to tenant keys: create and change queues through the REST API or the console")
         await self._check_live(session, principal)
-        return _TENANT_VIEWS[api](principal, request)
+        view = _TENANT_VIEWS[api](principal, request)
+        self._on_tenant_request(principal.names.topic_prefix)  # allowed: a request the tenant is billed for
+        return view
 
     async def _check_live(self, session: Session, principal: Principal) -> None:
         credentials = self._credentials

@@ -50,6 +50,7 @@ from brokers.server.metrics import BrokerMetrics
 from brokers.server.repair import ReplicaRepair
 from brokers.server.replica_manager import ReplicaManager
 from brokers.server.router import Route, Router
+from brokers.server.usage import UsageMeter
 from brokers.storage import LogManager, TopicConfig, cleaner
 from brokers.storage.config import altered_settings
 from brokers.storage.scrubber import Scrubber
@@ -96,6 +97,7 @@ class BrokerConfig:
     group_heartbeat_interval_ms: int = 1_000
     scrub_bytes_per_s: int = 8 << 20  # the scrubber re-reads and CRC-checks logs at this rate; 0: never
     scrub_interval_ms: int = 100
+    usage_interval_ms: int = 1_000  # how often usage goes to __usage (metering); 0: off
 
 
 
@@ -144,6 +146,10 @@ class Broker:
             internal_partitions=config.offsets_topic_partitions,
             heartbeat_interval_ms=config.group_heartbeat_interval_ms,
         )
+        self.usage = None
+        if config.usage_interval_ms > 0:
+            self.usage = UsageMeter(config.broker_id, self.replicas, self.metrics.traffic, self._create_topics,
+                                    self._peer_client, self._usage_replication, interval_ms=config.usage_interval_ms)
         self.credentials = CredentialStore(self._describe_credential if config.controllers else None)
         self.authenticator = Authenticator(
             cluster_secret=config.cluster_secret,
@@ -177,7 +183,8 @@ class Broker:
             ApiKey.SHARE_ACKNOWLEDGE: Route(queues.acknowledge),
         }
         authorizer = Authorizer(
-            self.credentials, on_refused=lambda api, exc: self.metrics.requests_refused.labels(api.name, exc.name).inc()
+            self.credentials, on_refused=lambda api, exc: self.metrics.requests_refused.labels(api.name, exc.name).inc(),
+            on_tenant_request=self.metrics.traffic.add_request,
         )
         self.router = Router(routes, authorizer, name=f"broker {config.broker_id}",
                              observe=lambda api, seconds: self.metrics.request_latency.labels(api).observe(seconds))
@@ -247,6 +254,8 @@ class Broker:
         ]
         if self.config.scrub_bytes_per_s > 0:
             self._background.append(loop.create_task(self._every(self.config.scrub_interval_ms, self._scrub)))
+        if self.usage is not None:
+            self._background.append(loop.create_task(self.usage.run()))
         self.coordinator.start()
         if not self.metadata.cluster_mode:
             self.coordinator.on_roles_changed()
@@ -267,11 +276,18 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop serving, then flush and checkpoint every log (a clean shutdown)."""
+        if self.usage is not None:  # the last interval's usage, while the listeners still answer
+            try:
+                await asyncio.wait_for(self.usage.flush(), 2)
+            except Exception as exc:  # noqa: BLE001 - a shutdown goes on; at most one interval's egress is lost
+                log.info("usage: last flush failed: %s", exc)
         for server in self._servers:
             server.close()
         for connection in list(self._connections):
             connection.close()
         await cancel_and_wait(*self._background)
+        if self.usage is not None:
+            await self.usage.stop()
         await self.coordinator.stop()
         for fetcher in list(self._fetchers.values()):
             await fetcher.stop()
@@ -607,6 +623,9 @@ class Broker:
                 )
                 fetcher.start()
             fetcher.wake()
+
+    def _usage_replication(self) -> int:
+        return min(3, max(1, len(self.metadata.brokers))) if self.metadata.cluster_mode else 1
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Broker ``broker_id``'s internal listener (replica fetches go there)."""

@@ -44,6 +44,7 @@ class Traffic:
         # Per scope: (minute, totals at that minute's start), oldest first, at most HISTORY_MINUTES + 1.
         self._snapshots: dict[str, collections.deque[tuple[int, tuple[int, ...]]]] = {}
         self._minute = int(clock()) // 60
+        self.requests: dict[str, int] = {}  # scope -> requests its tenant keys made of this broker, since start
 
     # -- counting (hot path) ---------------------------------------------------------------
 
@@ -75,6 +76,9 @@ class Traffic:
         if scope is not None:
             scope[2] += messages
             scope[3] += size
+
+    def add_request(self, scope: str) -> None:
+        self.requests[scope] = self.requests.get(scope, 0) + 1
 
     def forget(self, topic: str) -> None:
         """A deleted topic's own counters go; what it carried stays in its scope's history."""

@@ -1,0 +1,54 @@
+"""Reading ``__usage`` as the billing job does (the rules of brokers/server/usage.py), for tests."""
+
+from __future__ import annotations
+
+import json
+
+from brokers import errors
+from brokers.client import Consumer, TidewayClient
+from brokers.protocol import messages as m
+from brokers.server.usage import USAGE_TOPIC
+
+
+async def read_usage(client: TidewayClient) -> list[dict]:
+    """Every record in ``__usage`` now, decoded (duplicates included)."""
+    out = []
+    try:
+        infos = await client.partitions_for(USAGE_TOPIC)
+    except errors.UnknownTopicOrPartitionError:
+        return []  # no broker has flushed yet
+    for info in infos:
+        end, _ = await client.list_offset(USAGE_TOPIC, info.partition, m.LATEST_TIMESTAMP)
+        if end == 0:
+            continue
+        consumer = Consumer(client, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        await consumer.start()
+        try:
+            await consumer.assign([(USAGE_TOPIC, info.partition)], start="earliest")
+            while consumer.position((USAGE_TOPIC, info.partition)) < end:
+                for records in (await consumer.getmany(timeout_ms=1000)).values():
+                    out += [json.loads(r.value) for r in records]
+        finally:
+            await consumer.stop()
+    return out
+
+
+def totals(records: list[dict], topic: str) -> dict[str, int]:
+    """Usage of ``topic``: records deduplicated by id; ingress ranges contained in another dropped."""
+    unique = {r["id"]: r for r in records}.values()
+    ranges: dict[int, set[tuple[int, int, int, int]]] = {}
+    out = {"messages_in": 0, "bytes_in": 0, "messages_out": 0, "bytes_out": 0}
+    for record in unique:
+        for t, partition, start, end, messages, size in record["ingress"]:
+            if t == topic:
+                ranges.setdefault(partition, set()).add((start, end, messages, size))
+        for t, messages, size in record["egress"]:
+            if t == topic:
+                out["messages_out"] += messages
+                out["bytes_out"] += size
+    for kept in ranges.values():
+        for start, end, messages, size in kept:
+            if not any(s <= start and end <= e and (s, e) != (start, end) for s, e, _m, _b in kept):
+                out["messages_in"] += messages
+                out["bytes_in"] += size
+    return out
