@@ -36,10 +36,10 @@ from bench.common import free_port, progress, wait_port  # noqa: E402
 from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
 
 
-def start_broker(data_dir: str, port: int) -> subprocess.Popen:
+def start_broker(data_dir: str, port: int, extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "tideway_cli.main", "--log-level", "WARNING", "broker", "--data", data_dir,
-         "--listen", f"127.0.0.1:{port}", "--internal-listen", "127.0.0.1:0", "--metrics-listen", "off"],
+         "--listen", f"127.0.0.1:{port}", "--internal-listen", "127.0.0.1:0", "--metrics-listen", "off", *extra_args],
         cwd=REPO_ROOT,
     )
     try:
@@ -121,25 +121,29 @@ async def latency_phase(bootstrap: str, topic: str, rate: int, seconds: float) -
     return {"rate_msgs_per_s": rate, "messages": len(latencies_us), "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": pct(1.0)}
 
 
+# Named as a tenant's topics are (t<id>.<queue>), so the broker meters them as it would a tenant's.
+SMALL, LARGE, LATENCY = "t1.small", "t1.large", "t1.latency"
+
+
 async def run(args: argparse.Namespace, bootstrap: str) -> dict:
     configs = {"flush": args.flush} if args.flush else {}
     async with TidewayClient(bootstrap) as client:
-        for name in ("small", "large", "latency"):
+        for name in (SMALL, LARGE, LATENCY):
             await client.create_topic(name, configs=configs)
     small_count = 200_000 if args.quick else 1_000_000
     large_count = 50_000 if args.quick else 200_000
     results: dict = {}
     progress(f"produce {small_count} x 100 B")
-    results["produce_100B"] = await produce_phase(bootstrap, "small", small_count, 100)
+    results["produce_100B"] = await produce_phase(bootstrap, SMALL, small_count, 100)
     progress(f"consume {small_count} x 100 B")
-    results["consume_100B"] = await consume_phase(bootstrap, "small", small_count, 100)
+    results["consume_100B"] = await consume_phase(bootstrap, SMALL, small_count, 100)
     progress(f"produce {large_count} x 1 KiB")
-    results["produce_1KiB"] = await produce_phase(bootstrap, "large", large_count, 1024)
+    results["produce_1KiB"] = await produce_phase(bootstrap, LARGE, large_count, 1024)
     progress(f"consume {large_count} x 1 KiB")
-    results["consume_1KiB"] = await consume_phase(bootstrap, "large", large_count, 1024)
+    results["consume_1KiB"] = await consume_phase(bootstrap, LARGE, large_count, 1024)
     seconds = 5 if args.quick else 15
     progress(f"latency at 1000 msgs/s for {seconds}s")
-    results["latency_100B_at_1000_per_s"] = await latency_phase(bootstrap, "latency", 1000, seconds)
+    results["latency_100B_at_1000_per_s"] = await latency_phase(bootstrap, LATENCY, 1000, seconds)
     return results
 
 
@@ -166,11 +170,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller counts, finishes in under 30 s")
     parser.add_argument("--flush", help="the topics' fsync policy: always (before every acknowledgement), none, or MS "
                         "(every MS milliseconds); default: the broker's (none); the disk's own fsync rate is reported too")
+    parser.add_argument("--usage-interval-ms", type=int, default=None,
+                        help="the broker's metering interval (0: metering off); default: the broker's (1000)")
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tideway-bench-") as data_dir:
         fsyncs_per_s = disk_fsyncs_per_s(data_dir) if args.flush else None
-        broker = start_broker(data_dir, port)
+        extra = ("--usage-interval-ms", str(args.usage_interval_ms)) if args.usage_interval_ms is not None else ()
+        broker = start_broker(data_dir, port, extra)
         try:
             try:
                 import uvloop
@@ -188,6 +195,7 @@ def main() -> None:
         "client": "brokers.client async Producer/Consumer (acks=1, linger 5 ms, 512 KiB batches), same host",
         "latency_client": "producer (linger 0) and long-polling consumer in this process; gc.freeze() before the phase",
         "flush": args.flush or "none (the broker's default)",
+        "usage_interval_ms": args.usage_interval_ms if args.usage_interval_ms is not None else 1000,
         **({"disk_fsyncs_per_s": fsyncs_per_s} if fsyncs_per_s is not None else {}),
         **results,
     }
