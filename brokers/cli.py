@@ -185,6 +185,12 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         "to the __usage topic for billing; a crash loses at most this long's egress; 0 turns metering off "
         "(default %(default)s)",
     )
+    parser.add_argument(
+        "--usage-storage-interval-s",
+        type=float,
+        default=60,
+        help="how often metering samples each partition's size for storage byte-hours (default %(default)s)",
+    )
     parser.set_defaults(handler=_run_broker)
 
 
@@ -263,6 +269,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         log_cleaner_interval_ms=args.log_cleaner_interval_ms,
         scrub_bytes_per_s=int(args.scrub_rate * (1 << 20)),
         usage_interval_ms=args.usage_interval_ms,
+        usage_storage_interval_s=args.usage_storage_interval_s,
     )
     try:
         return run_async(_serve(Broker(config))) or 0

@@ -1,3 +1,4 @@
 from billing.models.plans import Plan
+from billing.models.usage import UsageRollup, UsageRun
 
-__all__ = ["Plan"]
+__all__ = ["Plan", "UsageRollup", "UsageRun"]

@@ -98,6 +98,7 @@ class BrokerConfig:
     scrub_bytes_per_s: int = 8 << 20  # the scrubber re-reads and CRC-checks logs at this rate; 0: never
     scrub_interval_ms: int = 100
     usage_interval_ms: int = 1_000  # how often usage goes to __usage (metering); 0: off
+    usage_storage_interval_s: float = 60.0  # how often storage is sampled for it
 
 
 
@@ -149,7 +150,8 @@ class Broker:
         self.usage = None
         if config.usage_interval_ms > 0:
             self.usage = UsageMeter(config.broker_id, self.replicas, self.metrics.traffic, self._create_topics,
-                                    self._peer_client, self._usage_replication, interval_ms=config.usage_interval_ms)
+                                    self._peer_client, self._usage_replication, interval_ms=config.usage_interval_ms,
+                                    storage_interval_s=config.usage_storage_interval_s)
         self.credentials = CredentialStore(self._describe_credential if config.controllers else None)
         self.authenticator = Authenticator(
             cluster_secret=config.cluster_secret,

@@ -17,8 +17,9 @@ attempt keeps its id, so readers drop duplicates. What a record holds, for tenan
   the last record (the broker's traffic counters; replication and platform reads are not counted).
   Kept in memory until sent: a crash loses at most the last interval's egress, never counts it twice.
 * ``requests``: ``[tenant prefix, count]`` of requests tenant keys made of this broker.
-* ``storage``: ``[topic, partition, byte_seconds, partition_seconds]`` per partition led, sampled at
-  each flush (log size times the seconds since the previous sample).
+* ``storage``: ``[topic, partition, byte_seconds, partition_seconds]`` per partition led, sampled
+  every ``storage_interval_s`` (60 s by default: log size times the seconds since the previous
+  sample), so an idle broker writes one record a minute, not one a second.
 
 Records go to ``__usage`` (replication factor 3, or fewer brokers; kept 400 days) with acks=all from
 an idempotent producer. Nothing is written while there is nothing to say.
@@ -59,10 +60,12 @@ _RECORD_COUNT = struct.Struct(">i")
 class UsageMeter:
     def __init__(self, broker_id: int, replicas: ReplicaManager, traffic: Traffic,
                  create_topics: Callable[[m.CreateTopicsRequest], Awaitable[m.CreateTopicsResponse]],
-                 peer_client: Callable[[], object], replication: Callable[[], int], interval_ms: int = 1000) -> None:
+                 peer_client: Callable[[], object], replication: Callable[[], int], interval_ms: int = 1000,
+                 storage_interval_s: float = 60.0) -> None:
         self.source = f"broker-{broker_id}"
         self.incarnation = int(time.time() * 1000)
         self.interval_ms = interval_ms
+        self.storage_interval_s = storage_interval_s
         self._replicas = replicas
         self._traffic = traffic
         self._create_topics = create_topics
@@ -113,7 +116,9 @@ class UsageMeter:
     async def _collect(self) -> tuple[bytes, dict[tuple[str, int], int]] | None:
         now = time.monotonic()
         seconds = max(0.0, now - self._sampled_at)
-        self._sampled_at = now
+        sample_storage = seconds >= self.storage_interval_s
+        if sample_storage:
+            self._sampled_at = now
         ingress, storage, positions = [], [], {}
         led = {key: p for key, p in list(self._replicas.partitions.items())
                if p.role is Role.LEADER and scope_of(key[0]) is not None}
@@ -126,7 +131,8 @@ class UsageMeter:
                 continue  # its position could not be read yet: next time
             log_ = partition.log
             end = log_.high_watermark
-            storage.append([topic, number, round(log_.size_bytes * seconds), round(seconds, 3)])
+            if sample_storage:
+                storage.append([topic, number, round(log_.size_bytes * seconds), round(seconds, 3)])
             if end > start:
                 messages, size = _count(log_, start, end)
                 ingress.append([topic, number, start, end, messages, size])
@@ -149,7 +155,7 @@ class UsageMeter:
             return None
         self._seq += 1
         record = {"id": f"{self.source}:{self.incarnation}:{self._seq}", "source": self.source,
-                  "at_ms": int(time.time() * 1000), "interval_s": round(seconds, 3), "ingress": ingress,
+                  "at_ms": int(time.time() * 1000), "ingress": ingress,
                   "egress": egress, "requests": requests, "storage": storage}
         return json.dumps(record, separators=(",", ":")).encode(), positions
 

@@ -22,7 +22,8 @@ async def _wait_for(client, topic: str, want: dict, timeout_s: float = 15) -> di
         await asyncio.sleep(0.5)
 
 
-async def test_a_broker_meters_what_a_tenant_sent_and_read_exactly_once(broker):
+async def test_a_broker_meters_what_a_tenant_sent_and_read_exactly_once(broker_factory):
+    broker = broker_factory(extra_args=["--usage-storage-interval-s", "1"])
     topic = "t7.orders"
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic(topic, partitions=2)

@@ -14,15 +14,6 @@ pytestmark = pytest.mark.timeout(300)
 PARTITIONS, PER_PARTITION = 3, 30
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from spark_analytics.session import spark_session
-
-    session = spark_session("local[2]", app="tideway-tests")
-    yield session
-    session.stop()
-
-
 @pytest.fixture
 def known(broker):
     """A 3-partition topic with 30 records in each: key k-P-I, value v-P-I, a header naming the partition."""

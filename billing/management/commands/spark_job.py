@@ -1,0 +1,36 @@
+"""``python manage.py spark_job usage_billing --period 2026-11``: Tideway's Spark jobs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from django.core.management.base import BaseCommand, CommandError
+
+JOBS = ("usage_billing",)
+
+
+class Command(BaseCommand):
+    help = ("Run a Spark job: usage_billing reads every cluster's __usage topic (an exact offset manifest) and writes "
+            "the period's hourly and daily usage rollups (a rerun replaces them with identical rows).")
+
+    def add_arguments(self, parser):
+        parser.add_argument("job", choices=JOBS, help="the job to run")
+        parser.add_argument("--period", default=datetime.now(UTC).strftime("%Y-%m"),
+                            help="the month, YYYY-MM (default: the current one)")
+        parser.add_argument("--master", default="local[*]", help="Spark master (default %(default)s; spark://HOST:7077 for a cluster)")
+        parser.add_argument("--bootstrap", default=None,
+                            help="read this cluster's brokers (HOST:PORT,...) without credentials instead of every "
+                                 "registered cluster (development)")
+        parser.add_argument("--same-as", type=int, default=None, metavar="RUN",
+                            help="read exactly the __usage offsets run RUN read (to check that a rerun gives the same rows)")
+
+    def handle(self, *args, **options):
+        from billing.usage_job import run_usage_billing
+
+        try:
+            summary = run_usage_billing(options["period"], master=options["master"], bootstrap=options["bootstrap"],
+                                        same_as=options["same_as"], progress=lambda line: self.stderr.write(line))
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(json.dumps(summary))

@@ -1,0 +1,12 @@
+"""One local Spark session (two cores) for the Spark tests; starting one costs a few seconds."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from spark_analytics.session import spark_session
+
+    session = spark_session("local[2]", app="tideway-tests")
+    yield session
+    session.stop()
