@@ -19,7 +19,7 @@ from tests.usage_records import read_usage, totals
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
-def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(broker_factory, spark, capsys):
+def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(broker_factory, spark, capsys, client):
     from django.core.management import call_command
 
     from billing.models import UsageRollup, UsageRun
@@ -69,6 +69,11 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
     assert hours["bytes_in"] == counters[1] and hours["bytes_out"] == counters[3]
     assert hours["partition_seconds"] > 0 and hours["storage_byte_seconds"] > 0
     assert figures("day") == hours
+    from tenants.actions import do_create_api_key
+
+    key = do_create_api_key(tenant, name="usage", scopes=["consume"], acting="test")[1]
+    shown = client.get("/api/v1/usage", {"group_by": "queue"}, HTTP_AUTHORIZATION=f"Bearer {key}").json()
+    assert shown["totals"]["messages_in"] == len(sizes) and shown["totals"]["bytes_out"] == counters[3]  # the API's view
     rows = sorted(UsageRollup.objects.filter(period=period).values_list("tenant_id", "granularity", "start", "queue", "metric", "value"))
     again = run("--same-as", str(first["run"]))  # the same offsets read again: the same rows
     assert again["digest"] == first["digest"] and again["rows"] == first["rows"]
