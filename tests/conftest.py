@@ -8,6 +8,8 @@ starts), and clients act with the operator's service key derived from it
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import signal
 import socket
@@ -322,7 +324,13 @@ def deployment_factory(tmp_path, database_url):
             ).start()
             broker_processes[i] = broker
             started.append(broker)
-        return Deployment(controller_processes, broker_processes)
+        deployment = Deployment(controller_processes, broker_processes)
+        # Every broker registered before the test begins (a loaded machine registers them slowly, and a replication
+        # factor of 3 needs all three). In a thread: the tests calling this run in an event loop already.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, deployment.wait_until(
+                lambda s: sum(b.state == "alive" for b in s.brokers) == brokers, 60, f"{brokers} live brokers")).result()
+        return deployment
 
     yield make
     for process in reversed(started):

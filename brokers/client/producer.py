@@ -299,11 +299,18 @@ class Producer:
         if pending:
             await asyncio.wait(pending)
 
-    async def stop(self) -> None:
-        """Flush, then stop the sender."""
+    async def stop(self, timeout_s: float | None = None) -> None:
+        """Flush, then stop the sender. With ``timeout_s``, wait at most that long for answers (a process shutting
+        down while its cluster does): what is unanswered then is abandoned."""
         if self._sender is None:
             return
-        await self.flush()
+        if timeout_s is None:
+            await self.flush()
+        else:
+            try:
+                await asyncio.wait_for(self.flush(), timeout_s)
+            except TimeoutError:
+                log.info("producer stopped with %d batch(es) unanswered after %.1f s", len(self._unfinished), timeout_s)
         self._closing = True
         await cancel_and_wait(self._sender)
         self._sender = None

@@ -95,8 +95,10 @@ class UsageMeter:
                 log.warning("usage: flush failed (%s); retrying at the next interval", exc)
 
     async def stop(self) -> None:
+        # Bounded: a broker stops while the others may be stopping too, and acks=all could wait for ever. A record
+        # left unanswered is sent again by nobody: its egress is the interval a crash may lose (ingress is re-metered).
         if self._producer is not None:
-            await self._producer.stop()
+            await self._producer.stop(timeout_s=1.0)
         if self._client is not None:
             await self._client.close()
 
