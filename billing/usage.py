@@ -10,7 +10,8 @@ GRANULARITIES = ("hour", "day")
 GROUPINGS = ("metric", "queue")
 MAX_BUCKETS = 24 * 93  # a quarter by hour
 UNITS = {"messages_in": "messages", "messages_out": "messages", "bytes_in": "bytes", "bytes_out": "bytes",
-         "requests": "requests", "storage_byte_seconds": "byte-seconds", "partition_seconds": "partition-seconds"}
+         "requests": "requests", "storage_byte_seconds": "byte-seconds", "partition_seconds": "partition-seconds",
+         "gateway_requests": "requests", "gateway_bytes_in": "bytes", "gateway_bytes_out": "bytes"}
 
 
 def _moment(text: str, name: str) -> datetime:

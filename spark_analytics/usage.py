@@ -7,7 +7,8 @@
 
 Rows out: ``tenant_id, queue, metric, hour`` (the hour's start, UTC) and ``value`` (a long), for the
 metrics ``messages_in``, ``bytes_in``, ``messages_out``, ``bytes_out``, ``requests``,
-``storage_byte_seconds`` and ``partition_seconds``. A topic ``t<id>.<name>`` belongs to tenant ``id``
+``storage_byte_seconds``, ``partition_seconds`` (brokers) and ``gateway_requests``, ``gateway_bytes_in``,
+``gateway_bytes_out`` (REST requests and WebSocket frames and their bytes, from the gateway). A topic ``t<id>.<name>`` belongs to tenant ``id``
 and queue ``name`` (a dead-letter topic is the queue ``NAME.dlq``); requests have no queue (``""``).
 """
 
@@ -17,9 +18,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 RECORD_SCHEMA = ("id string, source string, at_ms long, ingress array<array<string>>, "
-                 "egress array<array<string>>, requests array<array<string>>, storage array<array<string>>")
+                 "egress array<array<string>>, requests array<array<string>>, storage array<array<string>>, "
+                 "gateway array<array<string>>")
 METRICS = ("messages_in", "bytes_in", "messages_out", "bytes_out", "requests", "storage_byte_seconds",
-           "partition_seconds")
+           "partition_seconds", "gateway_requests", "gateway_bytes_in", "gateway_bytes_out")
 
 
 def usage_records(raw: DataFrame) -> DataFrame:
@@ -71,7 +73,16 @@ def usage_rows(records: DataFrame) -> DataFrame:
                                    F.round("byte_seconds").cast("long").alias("value"))
                     .unionByName(storage.select("tenant_id", "queue", "at_ms", F.lit("partition_seconds").alias("metric"),
                                                 F.round("partition_seconds").cast("long").alias("value"))))
-    return (rows_in.unionByName(rows_out).unionByName(requests).unionByName(rows_storage)
+    gateway = records.select(at, F.explode_outer("gateway").alias("g")).where(F.col("g").isNotNull()).select(
+        at, F.col("g")[0].alias("topic"), F.col("g")[1].cast("long").alias("requests"),
+        F.col("g")[2].cast("long").alias("bytes_in"), F.col("g")[3].cast("long").alias("bytes_out"))
+    gateway = gateway.select(*_tenant_and_queue(F.col("topic")), at, "requests", "bytes_in", "bytes_out")
+    rows_gateway = None
+    for column in ("requests", "bytes_in", "bytes_out"):
+        part = gateway.select("tenant_id", "queue", "at_ms", F.lit(f"gateway_{column}").alias("metric"),
+                              F.col(column).alias("value"))
+        rows_gateway = part if rows_gateway is None else rows_gateway.unionByName(part)
+    return (rows_in.unionByName(rows_out).unionByName(requests).unionByName(rows_storage).unionByName(rows_gateway)
             .where(F.col("tenant_id").isNotNull()))
 
 

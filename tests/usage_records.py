@@ -38,6 +38,7 @@ def totals(records: list[dict], topic: str) -> dict[str, int]:
     unique = {r["id"]: r for r in records}.values()
     ranges: dict[int, set[tuple[int, int, int, int]]] = {}
     out = {"messages_in": 0, "bytes_in": 0, "messages_out": 0, "bytes_out": 0}
+    gateway = {"gateway_requests": 0, "gateway_bytes_in": 0, "gateway_bytes_out": 0}
     for record in unique:
         for t, partition, start, end, messages, size in record["ingress"]:
             if t == topic:
@@ -46,9 +47,16 @@ def totals(records: list[dict], topic: str) -> dict[str, int]:
             if t == topic:
                 out["messages_out"] += messages
                 out["bytes_out"] += size
+        for t, requests, bytes_in, bytes_out in record.get("gateway", []):
+            if t == topic:
+                gateway["gateway_requests"] += requests
+                gateway["gateway_bytes_in"] += bytes_in
+                gateway["gateway_bytes_out"] += bytes_out
     for kept in ranges.values():
         for start, end, messages, size in kept:
             if not any(s <= start and end <= e and (s, e) != (start, end) for s, e, _m, _b in kept):
                 out["messages_in"] += messages
                 out["bytes_in"] += size
+    if any(gateway.values()):
+        out.update(gateway)
     return out

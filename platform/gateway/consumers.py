@@ -34,6 +34,7 @@ from gateway import limits
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
+from gateway.metering import meter
 from gateway.operations import (
     broker_failure,
     check_lock_seconds,
@@ -116,13 +117,16 @@ class QueueSocket(AsyncWebsocketConsumer):
             await super().dispatch(message)
 
     async def send_json(self, body: dict) -> None:
-        await self.send(text_data=ENCODER.encode(body).decode())
+        text = ENCODER.encode(body).decode()
+        meter.count(getattr(self, "queue", None), requests=0, bytes_out=_utf8_length(text))
+        await self.send(text_data=text)
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
         frame_id = None
         try:
             if not hasattr(self, "queue"):
                 return
+            meter.count(self.queue, bytes_in=_utf8_length(text_data) if text_data is not None else len(bytes_data or b""))
             try:
                 frame = _decode_frame(text_data if text_data is not None else bytes_data)
             except msgspec.ValidationError as exc:
@@ -314,3 +318,8 @@ _HANDLERS = {
     "reject": QueueSocket.on_reject,
     "extend": QueueSocket.on_extend,
 }
+
+
+def _utf8_length(text: str) -> int:
+    """Bytes of ``text`` on the wire (JSON frames are nearly always ASCII: no encoding then)."""
+    return len(text) if text.isascii() else len(text.encode())

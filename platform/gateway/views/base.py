@@ -22,6 +22,7 @@ from gateway import limits, operations
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
+from gateway.metering import meter
 from gateway.wire import ENCODER
 
 log = logging.getLogger(__name__)
@@ -67,16 +68,27 @@ class GatewayView(View):
         handler = getattr(self, method, None) if method in self.http_method_names else None
         if handler is None:
             return JsonResponse(GatewayError("method_not_allowed", f"{request.method} is not allowed here", 405).body(), status=405)
+        call = None
+        response = None
         try:
             call = await self.authorise(request, kwargs.get("name"))
-            return await handler(request, call, **kwargs)
+            response = await handler(request, call, **kwargs)
+            return response
         except GatewayError as exc:
+            response = exc.response()
+            return response
             return exc.response()
         except RequestDataTooBig:
             return GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes", 413).response()
         except broker_errors.TidewayError as exc:
             log.info("%s %s: broker error %s", request.method, request.path, exc)
-            return operations.broker_failure(exc).response()
+            response = operations.broker_failure(exc).response()
+            return response
+        finally:
+            if call is not None:  # an authenticated request: the tenant's, whatever its outcome
+                body = len(getattr(request, "_body", b""))  # what was read of it (a body over the limit never is)
+                sent = len(response.content) if response is not None and not response.streaming else 0
+                meter.count(call.queue, bytes_in=body, bytes_out=sent)
 
     async def authorise(self, request, name: str | None) -> Call:
         caller = await authenticate(request.headers.get("Authorization", ""), request.GET.get("token", ""))
