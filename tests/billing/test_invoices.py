@@ -1,0 +1,61 @@
+"""Pricing and the invoice ledger: allowances and tiers, drafts and final invoices, late usage as corrections."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from billing.pricing import GIB, cents, finalise_invoice, refresh_invoice
+from tests.webui.conftest import signup
+
+pytestmark = pytest.mark.django_db
+
+
+def test_free_allowance_then_tiers_per_plan():
+    item = {"unit": "million requests", "divisor": 1_000_000, "free": {"team": 50}, "tiers": [[100, 40], [None, 20]]}
+    assert cents(30_000_000, item, "team") == (Decimal(30), Decimal(0))  # inside the allowance
+    assert cents(120_000_000, item, "team")[1] == Decimal(70 * 40)  # 70 billable, all in the first tier
+    assert cents(250_000_000, item, "team")[1] == Decimal(100 * 40 + 100 * 20)  # 200 billable: 100 at 40, 100 at 20
+    assert cents(250_000_000, item, "business")[1] == Decimal(100 * 40 + 150 * 20)  # no allowance on this plan
+
+
+def _use(tenant, period: str, day: int, metric: str, value: int) -> None:
+    from billing.models import UsageRollup
+
+    year, month = (int(x) for x in period.split("-"))
+    UsageRollup.objects.create(tenant=tenant, period=period, granularity="day", start=datetime(year, month, day, tzinfo=UTC),
+                               queue=f"q{day}", metric=metric, value=value)
+
+
+def _lines(invoice) -> list[tuple]:
+    return [(line.kind, line.metric, line.usage_period, line.quantity, line.amount_cents) for line in invoice.lines.all()]
+
+
+def test_a_final_invoice_never_changes_and_late_usage_is_corrected_on_the_next():
+    from billing.models import Invoice, Plan
+
+    _user, tenant = signup("xena")
+    tenant.plan = Plan.objects.get(name="team")  # $49 a month, 50 GiB in free
+    tenant.save()
+    _use(tenant, "2026-10", 3, "bytes_in", 40 * GIB)
+    _use(tenant, "2026-10", 9, "bytes_in", 20 * GIB)
+    _use(tenant, "2026-10", 9, "messages_in", 12345)  # not priced
+    draft = refresh_invoice(tenant, "2026-10")
+    assert draft.status == Invoice.DRAFT and draft.price_book_version == 1
+    assert _lines(draft) == [("plan", "", "2026-10", 1, 4900), ("usage", "bytes_in", "2026-10", 60 * GIB, 90)]  # 10 GiB x 9c
+    assert refresh_invoice(tenant, "2026-10").total_cents == 4990  # a draft is recomputed, to the same result
+    final = finalise_invoice(tenant, "2026-10")
+    assert final.status == Invoice.FINAL and final.finalized_at is not None
+
+    _use(tenant, "2026-10", 30, "bytes_in", 5 * GIB)  # reported late, after the invoice was finalised
+    assert _lines(refresh_invoice(tenant, "2026-10")) == _lines(final)  # final: unchanged
+    november = refresh_invoice(tenant, "2026-11")
+    assert _lines(november) == [("plan", "", "2026-11", 1, 4900), ("correction", "bytes_in", "2026-10", 5 * GIB, 45)]
+    assert november.total_cents == 4945
+    assert "correction for 2026-10" in november.lines.get(kind="correction").description
+    assert _lines(refresh_invoice(tenant, "2026-11")) == _lines(november)  # recomputing does not correct twice
+    finalise_invoice(tenant, "2026-11")
+    december = refresh_invoice(tenant, "2026-12")
+    assert _lines(december) == [("plan", "", "2026-12", 1, 4900)]  # corrected once, on a final invoice: done
