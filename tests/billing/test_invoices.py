@@ -59,3 +59,50 @@ def test_a_final_invoice_never_changes_and_late_usage_is_corrected_on_the_next()
     finalise_invoice(tenant, "2026-11")
     december = refresh_invoice(tenant, "2026-12")
     assert _lines(december) == [("plan", "", "2026-12", 1, 4900)]  # corrected once, on a final invoice: done
+
+
+def test_invoices_over_the_api_in_json_and_csv_for_their_tenant_only(client):
+    import csv
+    import io
+
+    from tenants.actions import do_create_api_key
+
+    _user, tenant = signup("yuri")
+    _use(tenant, "2026-10", 2, "bytes_out", 5 * GIB)  # free plan: 2 GiB free, then 5c a GiB
+    invoice = finalise_invoice(tenant, "2026-10")
+    key = do_create_api_key(tenant, name="billing", scopes=["consume"], acting="test")[1]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    listed = client.get("/api/v1/invoices/", **auth).json()
+    assert [(i["id"], i["period"], i["status"], i["total_cents"]) for i in listed] == [(invoice.pk, "2026-10", "final", 15)]
+    detail = client.get(f"/api/v1/invoices/{invoice.pk}", **auth).json()
+    assert [(line["kind"], line["metric"], line["amount_cents"]) for line in detail["lines"]] == [
+        ("plan", "", 0), ("usage", "bytes_out", 15)]
+    download = client.get(f"/api/v1/invoices/{invoice.pk}.csv", **auth)
+    assert download["Content-Type"].startswith("text/csv") and "attachment" in download["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(download.content.decode())))
+    assert sum(int(r["amount_cents"]) for r in rows if r["kind"] != "total") == int(rows[-1]["amount_cents"]) == 15
+
+    _other, stranger = signup("zara")
+    theirs = {"HTTP_AUTHORIZATION": f"Bearer {do_create_api_key(stranger, name='b', scopes=['consume'], acting='test')[1]}"}
+    assert client.get("/api/v1/invoices/", **theirs).json() == []
+    refused = client.get(f"/api/v1/invoices/{invoice.pk}", **theirs)
+    assert refused.status_code == 404 and refused.json()["code"] == "invoice_not_found"
+    assert client.get(f"/api/v1/invoices/{invoice.pk}.csv", **theirs).status_code == 404
+    assert client.get("/api/v1/operator/invoices/?period=2026-10", **auth).status_code == 403
+
+
+def test_operators_see_every_tenants_invoices_and_the_revenue(client):
+    import base64
+
+    from django.contrib.auth.models import User
+
+    _u1, first = signup("ann")
+    _u2, second = signup("bea")
+    _use(first, "2026-10", 1, "bytes_in", 3 * GIB)  # 1 GiB free: 18c
+    finalise_invoice(first, "2026-10")
+    finalise_invoice(second, "2026-10")
+    User.objects.create_superuser("operator", "op@example.com", "an operator password")
+    basic = base64.b64encode(b"operator:an operator password").decode()
+    view = client.get("/api/v1/operator/invoices/", {"period": "2026-10"}, HTTP_AUTHORIZATION=f"Basic {basic}").json()
+    assert [(i["tenant"], i["total_cents"]) for i in view["invoices"]] == [(first.slug, 18), (second.slug, 0)]
+    assert view["total_cents"] == 18
