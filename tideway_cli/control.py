@@ -138,7 +138,11 @@ def _run_up(args: argparse.Namespace) -> int:
         processes.insert(0, ("redis", redis_process))  # stopped last
     api_address = f"127.0.0.1:{args.api_port}"
     for name, command in (("api", ["tideway_cli.main", "serve", "--listen", api_address, "--no-migrate"]),
-                          ("worker", ["celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip"])):
+                          ("worker", ["celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip"]),
+                          # Usage and invoices (Spark jobs) on their own queue, with the beat that schedules them.
+                          ("billing", ["celery", "-A", "controlplane", "worker", "-Q", "billing", "-c", "1", "-B",
+                                       "-s", str(home / "celerybeat-schedule"), "-n", "billing@%h",
+                                       "--without-mingle", "--without-gossip"])):
         log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         processes.append((name, subprocess.Popen([sys.executable, "-m", *command], stdout=log_file, stderr=subprocess.STDOUT)))
     controller_address = provisioner.controller_address(spec)
@@ -164,6 +168,8 @@ def _run_up(args: argparse.Namespace) -> int:
     print(f"  bootstrap   {deployment['bootstrap']}")
     print(f"  WebSocket   ws://{api_address}/ws/v1/queues/NAME")
     print(f"  Redis       {os.environ['TIDEWAY_REDIS_URL']}   Celery worker log {logs / 'worker.log'}")
+    print(f"  billing     usage and invoices every {os.environ.get('TIDEWAY_USAGE_REFRESH_S', '300')} s (Spark), "
+          f"log {logs / 'billing.log'}")
     print(f"  secrets     {', '.join(str(p) for p in secrets)} (mode 0600; made once for this deployment)")
     if demo_key:
         print(f"  demo tenant 'demo' with queue 'demo', API key {demo_key}  (also in {home / 'demo-api-key'})")

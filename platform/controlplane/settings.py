@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -183,6 +184,14 @@ CELERY_RESULT_BACKEND = TIDEWAY_REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_TRACK_STARTED = True
 CELERY_RESULT_EXPIRES = 24 * 3600
+# Billing runs Spark jobs: on a queue of its own (see billing.tasks), scheduled by Celery beat.
+CELERY_TASK_ROUTES = {"billing.*": {"queue": "billing"}}
+USAGE_REFRESH_SECONDS = int(os.environ.get("TIDEWAY_USAGE_REFRESH_S", "300"))
+CELERY_BEAT_SCHEDULE = {
+    "usage-current-period": {"task": "billing.refresh_current_period", "schedule": float(USAGE_REFRESH_SECONDS)},
+    # Last month is finalised on the 1st at 00:30 UTC (runs on the 2nd and 3rd only roll up what arrived late).
+    "close-last-month": {"task": "billing.close_last_month", "schedule": crontab(minute=30, hour=0, day_of_month="1-3")},
+}
 
 # The service key the control plane, gateway and Celery use on brokers (brokers/security/keys.py):
 # TIDEWAY_SERVICE_KEY, else derived from the deployment's cluster secret ($TIDEWAY_CLUSTER_SECRET or

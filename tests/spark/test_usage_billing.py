@@ -95,3 +95,16 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
     for metric in ("messages_in", "bytes_in", "messages_out", "bytes_out"):
         assert hours_again[metric] == hours[metric], metric
     assert UsageRun.objects.filter(period=period, finished__isnull=False).count() == 3
+
+
+def test_closing_last_month_finalises_every_tenants_invoice_once(spark):
+    from billing.models import Invoice
+    from billing.tasks import close_last_month
+    from tests.webui.conftest import signup
+
+    _user, tenant = signup("olga")
+    first = close_last_month()
+    invoice = Invoice.objects.get(tenant=tenant)
+    assert invoice.status == Invoice.FINAL and invoice.period == first["period"] and first["finalised"] >= 1
+    again = close_last_month()
+    assert again["finalised"] == 0 and Invoice.objects.get(tenant=tenant).finalized_at == invoice.finalized_at
