@@ -4,6 +4,7 @@ from django.urls import path, re_path
 
 from webui.views import (
     auth,
+    billing,
     dashboard,
     dead_letters,
     keys,
@@ -30,6 +31,11 @@ urlpatterns = [
     path("operator/tenants", operators.tenants),
     re_path(r"^operator/tenants/(?P<slug>[a-z0-9-]{1,50})/suspend$", operators.suspend),
     path("operator/plans", operators.plans),
+    path("operator/revenue", billing.revenue),
+    path("usage", billing.usage),
+    path("invoices", billing.invoices),
+    re_path(r"^invoices/(?P<invoice_id>[0-9]{1,12})$", billing.invoice),
+    re_path(r"^invoices/(?P<invoice_id>[0-9]{1,12})\.csv$", billing.invoice_csv),
     path("schemas", schemas.subjects),
     re_path(r"^schemas/(?P<subject>[A-Za-z0-9._:-]{1,255})$", schemas.subject),
     path("members", members.members),

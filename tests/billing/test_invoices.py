@@ -106,3 +106,22 @@ def test_operators_see_every_tenants_invoices_and_the_revenue(client):
     view = client.get("/api/v1/operator/invoices/", {"period": "2026-10"}, HTTP_AUTHORIZATION=f"Basic {basic}").json()
     assert [(i["tenant"], i["total_cents"]) for i in view["invoices"]] == [(first.slug, 18), (second.slug, 0)]
     assert view["total_cents"] == 18
+
+
+def test_the_console_shows_usage_and_invoices_and_downloads_the_csv(client):
+    from tests.webui.conftest import signed_in
+
+    user, tenant = signup("cleo")
+    _use(tenant, "2026-10", 2, "bytes_out", 5 * GIB)
+    _use(tenant, "2026-10", 2, "messages_out", 777)
+    invoice = finalise_invoice(tenant, "2026-10")
+    signed_in(client, user)
+    shown = client.get("/console/usage", {"from": "2026-10-01", "to": "2026-11-01"})
+    assert shown.status_code == 200 and 'data-metric="messages_out">777<' in shown.text and "usage-series" in shown.text
+    assert client.get("/console/usage", {"from": "nonsense"}).status_code == 200  # the error is on the page, not a 500
+    listing = client.get("/console/invoices")
+    assert f'href="/console/invoices/{invoice.pk}"' in listing.text and 'data-total-cents="15"' in listing.text
+    detail = client.get(f"/console/invoices/{invoice.pk}")
+    assert 'id="invoice-total" data-total-cents="15"' in detail.text
+    download = client.get(f"/console/invoices/{invoice.pk}.csv")
+    assert download["Content-Type"].startswith("text/csv") and download.content.decode().strip().endswith("15,USD,total")

@@ -158,6 +158,7 @@ def _console_urls() -> list[str]:
         route = re.sub(r"\(\?P<group>[^)]*\)", "g1", route)
         route = re.sub(r"\(\?P<subject>[^)]*\)", "<name>", route)
         route = re.sub(r"\(\?P<slug>[^)]*\)", "<slug>", route)
+        route = re.sub(r"\(\?P<invoice_id>[^)]*\)", "<invoice>", route).replace("\\.", ".")
         out.append("/console/" + re.sub(r"\(\?P<name>[^)]*\)", "<name>", route))
     return out
 
@@ -172,11 +173,18 @@ def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_
     from registry.actions import do_register
 
     do_register(tenant_a, "secret-orders", text=AVRO_V1, acting="test")
+    from billing.pricing import refresh_invoice
+
+    invoice_a = refresh_invoice(tenant_a, "2026-10")
     client = signed_in(Client(), owner_b[0])
     urls = _console_urls()
+    assert "/console/invoices/<invoice>.csv" in urls
+    for url in (u for u in urls if "<invoice>" in u):  # (before the walk signs B out)
+        assert client.get(url.replace("<invoice>", str(invoice_a.pk))).status_code == 404, url  # A's invoice: none for B
     assert "/console/queues/<name>" in urls and "/console/create-queue" in urls and "/console/keys/<prefix>/revoke" in urls
     for url in urls:
         target = url.replace("<name>", "secret-orders").replace("<prefix>", key_a.prefix).replace("<slug>", tenant_a.slug)
+        target = target.replace("<invoice>", str(invoice_a.pk))
         for method in ("get", "post"):
             answer = getattr(client, method)(target, {"confirm": "secret-orders", "tenant": tenant_a.slug})
             assert "secret-orders" not in answer.content.decode(errors="replace"), (method, target)
@@ -207,6 +215,7 @@ def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
         if url in own_account:
             continue
         target = url.replace("<name>", "orders").replace("<prefix>", key.prefix).replace("<slug>", tenant.slug)
+        target = target.replace("<invoice>", "1")
         answer = client.post(target, {"name": "x", "confirm": "orders", "scopes": ["manage"], "value": "v", "which": "all"})
         assert answer.status_code in (403, 405), (target, answer.status_code)  # refused, or a page that takes no POST
     assert Queue.objects.filter(name="orders").exists() and Queue.objects.count() == 1
