@@ -8,7 +8,7 @@ import os
 import sys
 
 from brokers import cli as broker_cli
-from tideway_cli import control, tenants
+from tideway_cli import billing, control, tenants
 
 __all__ = ["main"]
 
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_cli.add_commands(subparsers)
     control.add_commands(subparsers)
     tenants.add_commands(subparsers)
+    billing.add_commands(subparsers)
     return parser
 
 

@@ -4,6 +4,7 @@ every form field has a label, and every page visited is saved as a screenshot un
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import time
@@ -268,6 +269,38 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.goto(f"{gateway.base_url}/console/audit?action=api_key")
             expect(page.get_by_role("table", name="Audit log")).to_contain_text("api_key.revoke")
 
+            # Usage and the invoice: the usage job (Spark) over what the brokers and the gateway metered.
+            import subprocess
+            import sys
+
+            from tests.conftest import REPO_ROOT as ROOT
+
+            job = subprocess.run([sys.executable, "manage.py", "spark_job", "usage_billing", "--master", "local[2]", "--invoices"],
+                                 cwd=ROOT, env={**gateway.env, "TIDEWAY_LOG_LEVEL": "WARNING"}, capture_output=True,
+                                 text=True, timeout=300)
+            assert job.returncode == 0, job.stderr[-2000:]
+            page.goto(f"{gateway.base_url}/console/keys")
+            page.get_by_label("Name", exact=True).fill("billing reader")
+            page.get_by_label("consume").check()
+            page.get_by_role("button", name="Create key").click()
+            key2 = page.get_by_label("Key", exact=True).input_value()
+            page.goto(f"{gateway.base_url}/console/usage")
+            expect(page.locator("#usage-charts canvas").first).to_be_visible()
+            assert int(page.locator('[data-metric="messages_in"]').inner_text()) >= 202  # what this tenant sent
+            check("usage")
+            page.goto(f"{gateway.base_url}/console/invoices")
+            page.get_by_role("table", name="Invoices").get_by_role("link").first.click()
+            check("invoice")
+            with page.expect_download() as download:
+                page.get_by_role("link", name="Download CSV").click()
+            rows = list(csv.DictReader(open(download.value.path())))
+            invoice_id = int(rows[0]["invoice"])
+            with httpx.Client(base_url=gateway.base_url, headers={"Authorization": f"Bearer {key2}"}, timeout=30) as api:
+                from_api = api.get(f"/api/v1/invoices/{invoice_id}").json()
+            assert int(rows[-1]["amount_cents"]) == from_api["total_cents"]  # the CSV's total is the API's
+            assert sum(int(r["amount_cents"]) for r in rows[:-1]) == from_api["total_cents"]
+            assert {r["metric"] for r in rows if r["kind"] == "usage"} <= {line["metric"] for line in from_api["lines"]}
+
             # An operator (a staff user) sees the clusters, every tenant and the plans.
             operator, password = gateway.create_operator()
             staff = browser.new_page()
@@ -289,4 +322,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert problems == [], problems
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 24
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 26

@@ -22,6 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--bootstrap", default=None,
                             help="read this cluster's brokers (HOST:PORT,...) without credentials instead of every "
                                  "registered cluster (development)")
+        parser.add_argument("--invoices", action="store_true",
+                            help="then recompute every tenant's invoice for the period (drafts; final invoices never change)")
         parser.add_argument("--same-as", type=int, default=None, metavar="RUN",
                             help="read exactly the __usage offsets run RUN read (to check that a rerun gives the same rows)")
 
@@ -33,4 +35,10 @@ class Command(BaseCommand):
                                         same_as=options["same_as"], progress=lambda line: self.stderr.write(line))
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        if options["invoices"]:
+            from billing.pricing import refresh_invoice
+            from tenants.models import Tenant
+
+            invoices = [refresh_invoice(tenant, options["period"]) for tenant in Tenant.objects.select_related("plan")]
+            summary["invoices"] = len(invoices)
         self.stdout.write(json.dumps(summary))
