@@ -16,7 +16,9 @@
       const point = series.find(p => p.metric === m && Date.parse(p.start) / 1000 === t);
       return point ? point.value : 0;
     }))];
+    const step = Number(box.dataset.step || 86400);  // one bucket: a day or an hour, so a single point has room
     new uPlot({title: title, width: Math.min(Math.max((box.clientWidth || 900) / 2 - 16, 280), 560), height: 200,
+               scales: {x: {time: true, range: (u, min, max) => [min - step / 2, max + step / 2]}},
                series: [{}, ...present.map((m, i) => ({label: m, stroke: colours[i % 2]}))], axes: [{}, {size: 70}]},
               data, box);
     drawn += 1;
