@@ -115,6 +115,29 @@ def run_usage_billing(period: str, *, master: str = "local[*]", bootstrap: str |
         run.manifest, run.records, run.rows, run.digest = manifest, records, len(lines), digest
         run.finished = datetime.now(UTC)
         run.save()
-    summary = {"period": period, "records": records, "rows": len(lines), "digest": digest, "run": run.pk}
+    export = _export(period, lines)
+    summary = {"period": period, "records": records, "rows": len(lines), "digest": digest, "run": run.pk,
+               "parquet": str(export)}
     progress(f"usage_billing {period}: {records} usage records -> {len(lines)} rollup rows (digest {digest[:12]})")
     return summary
+
+
+def _export(period: str, lines: list[tuple]):
+    """The period's rollups as Parquet, partitioned by period: $TIDEWAY_HOME/exports/usage/period=YYYY-MM/
+    (``hourly.parquet`` and ``daily.parquet``, replaced by each run)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from django.conf import settings
+
+    directory = settings.TIDEWAY_HOME / "exports" / "usage" / f"period={period}"
+    directory.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("tenant_id", pa.int64()), ("queue", pa.string()), ("metric", pa.string()),
+                        ("start", pa.timestamp("ms", tz="UTC")), ("value", pa.int64())])
+    for granularity, name in (("hour", "hourly.parquet"), ("day", "daily.parquet")):
+        rows = [line[1:] for line in lines if line[0] == granularity]
+        table = pa.table({"tenant_id": [r[0] for r in rows], "queue": [r[1] for r in rows], "metric": [r[2] for r in rows],
+                          "start": [r[3] for r in rows], "value": [r[4] for r in rows]}, schema=schema)
+        temporary = directory / f".{name}.tmp"
+        pq.write_table(table, temporary)
+        temporary.replace(directory / name)  # readers see the old file or the new one, never half of one
+    return directory

@@ -11,7 +11,7 @@ from tests.billing.test_invoices import _use
 from tests.webui.conftest import signup
 from tideway_cli.main import main
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def test_the_cli_prints_usage_and_invoices(live_server, capsys):

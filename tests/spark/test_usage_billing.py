@@ -16,10 +16,12 @@ from brokers.client.traffic import describe_traffic
 from brokers.server.usage import USAGE_TOPIC
 from tests.usage_records import read_usage, totals
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.timeout(300)]
 
 
-def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(broker_factory, spark, capsys, client):
+def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(broker_factory, spark, capsys, client,
+                                                                               settings, tmp_path):
+    settings.TIDEWAY_HOME = tmp_path  # the Parquet export goes under it
     from django.core.management import call_command
 
     from billing.models import UsageRollup, UsageRun
@@ -74,6 +76,10 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
     key = do_create_api_key(tenant, name="usage", scopes=["consume"], acting="test")[1]
     shown = client.get("/api/v1/usage", {"group_by": "queue"}, HTTP_AUTHORIZATION=f"Bearer {key}").json()
     assert shown["totals"]["messages_in"] == len(sizes) and shown["totals"]["bytes_out"] == counters[3]  # the API's view
+    import pyarrow.parquet as pq
+
+    exported = pq.read_table(f"{first['parquet']}/hourly.parquet").to_pylist()
+    assert sum(r["value"] for r in exported if r["tenant_id"] == tenant.id and r["metric"] == "messages_in") == len(sizes)
     rows = sorted(UsageRollup.objects.filter(period=period).values_list("tenant_id", "granularity", "start", "queue", "metric", "value"))
     again = run("--same-as", str(first["run"]))  # the same offsets read again: the same rows
     assert again["digest"] == first["digest"] and again["rows"] == first["rows"]
@@ -97,7 +103,8 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
     assert UsageRun.objects.filter(period=period, finished__isnull=False).count() == 3
 
 
-def test_closing_last_month_finalises_every_tenants_invoice_once(spark):
+def test_closing_last_month_finalises_every_tenants_invoice_once(spark, settings, tmp_path):
+    settings.TIDEWAY_HOME = tmp_path
     from billing.models import Invoice
     from billing.tasks import close_last_month
     from tests.webui.conftest import signup

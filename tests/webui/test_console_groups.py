@@ -14,7 +14,7 @@ from brokers.client.group import CoordinatorLink, commit_offsets
 from brokers.client.traffic import describe_traffic
 from tests.webui.conftest import signed_in
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 GROUPS = 120
 
