@@ -17,6 +17,8 @@ def spark_session(master: str = "local[*]", app: str = "tideway"):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app).config("spark.ui.enabled", "false")
+    # In local mode the driver is the executor too: Spark's default heap (1 GiB) runs out on a month of usage.
+    builder = builder.config("spark.driver.memory", os.environ.get("TIDEWAY_SPARK_DRIVER_MEMORY", "4g"))
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")

@@ -14,7 +14,7 @@ and queue ``name`` (a dead-letter topic is the queue ``NAME.dlq``); requests hav
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 RECORD_SCHEMA = ("id string, source string, at_ms long, ingress array<array<string>>, "
@@ -43,12 +43,12 @@ def usage_rows(records: DataFrame) -> DataFrame:
                        F.col("i")[2].cast("long").alias("start"), F.col("i")[3].cast("long").alias("end"),
                        F.col("i")[4].cast("long").alias("messages"), F.col("i")[5].cast("long").alias("bytes")))
     ingress = ingress.dropDuplicates(["topic", "partition", "start", "end"])
-    other = ingress.select(F.col("topic").alias("o_topic"), F.col("partition").alias("o_partition"),
-                           F.col("start").alias("o_start"), F.col("end").alias("o_end"))
-    contained = (F.col("topic") == F.col("o_topic")) & (F.col("partition") == F.col("o_partition")) \
-        & (F.col("o_start") <= F.col("start")) & (F.col("end") <= F.col("o_end")) \
-        & ((F.col("o_start") != F.col("start")) | (F.col("o_end") != F.col("end")))
-    kept = ingress.join(other, contained, "left_anti")
+    # Contained in another range of its partition: some range starting no later ends no earlier. Ordered by start,
+    # then longest first, that is the largest end among the ranges before it (one sort, no self-join).
+    before = Window.partitionBy("topic", "partition").orderBy(F.col("start"), F.col("end").desc()) \
+        .rowsBetween(Window.unboundedPreceding, -1)
+    kept = ingress.withColumn("reach", F.max("end").over(before)) \
+        .where(F.col("reach").isNull() | (F.col("reach") < F.col("end")))
     rows_in = kept.select(*_tenant_and_queue(F.col("topic")), at, F.col("messages"), F.col("bytes"))
     rows_in = (rows_in.select("tenant_id", "queue", "at_ms", F.lit("messages_in").alias("metric"), F.col("messages").alias("value"))
                .unionByName(rows_in.select("tenant_id", "queue", "at_ms", F.lit("bytes_in").alias("metric"),

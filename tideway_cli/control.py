@@ -168,7 +168,7 @@ def _run_up(args: argparse.Namespace) -> int:
     print(f"  bootstrap   {deployment['bootstrap']}")
     print(f"  WebSocket   ws://{api_address}/ws/v1/queues/NAME")
     print(f"  Redis       {os.environ['TIDEWAY_REDIS_URL']}   Celery worker log {logs / 'worker.log'}")
-    print(f"  billing     usage and invoices every {os.environ.get('TIDEWAY_USAGE_REFRESH_S', '300')} s (Spark), "
+    print(f"  billing     usage and invoices every {os.environ.get('TIDEWAY_USAGE_REFRESH_S', '240')} s (Spark), "
           f"log {logs / 'billing.log'}")
     print(f"  secrets     {', '.join(str(p) for p in secrets)} (mode 0600; made once for this deployment)")
     if demo_key:

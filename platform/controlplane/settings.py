@@ -186,7 +186,7 @@ CELERY_TASK_TRACK_STARTED = True
 CELERY_RESULT_EXPIRES = 24 * 3600
 # Billing runs Spark jobs: on a queue of its own (see billing.tasks), scheduled by Celery beat.
 CELERY_TASK_ROUTES = {"billing.*": {"queue": "billing"}}
-USAGE_REFRESH_SECONDS = int(os.environ.get("TIDEWAY_USAGE_REFRESH_S", "300"))
+USAGE_REFRESH_SECONDS = int(os.environ.get("TIDEWAY_USAGE_REFRESH_S", "240"))  # usage shows within 5 min
 CELERY_BEAT_SCHEDULE = {
     "usage-current-period": {"task": "billing.refresh_current_period", "schedule": float(USAGE_REFRESH_SECONDS)},
     # Last month is finalised on the 1st at 00:30 UTC (runs on the 2nd and 3rd only roll up what arrived late).
