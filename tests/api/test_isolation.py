@@ -12,6 +12,7 @@ lacking just that scope is refused with 403.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -99,6 +100,16 @@ def tenants(control_plane):
         made[label] = {"slug": slug, "key": key, "name": queue, "prefix": extra_key["prefix"], "username": username,
                        "subject": subject, "schema_id": schema_id, "version": "1", "group": "g", "partition": 0,
                        "member_id": member, "job_id": job}
+    # An invoice each (the usage job makes them; here straight from the pricing code, in the deployment's database).
+    script = ("import json; from billing.pricing import refresh_invoice; from tenants.models import Tenant; "
+              f"print(json.dumps({{s: refresh_invoice(Tenant.objects.get(slug=s), '2026-10').pk for s in "
+              f"{[made['a']['slug'], made['b']['slug']]!r}}}))")
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=REPO_ROOT, env=control_plane.env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    invoices = json.loads(done.stdout.strip().splitlines()[-1])
+    for label in ("a", "b"):
+        made[label]["invoice_id"] = invoices[made[label]["slug"]]
     return made
 
 
@@ -124,7 +135,7 @@ def _state(control_plane, key: str, ids: dict) -> dict:
 NAMESPACED_WRITES = {("post", "/api/v1/registry/subjects/{subject}/versions"), ("put", "/api/v1/registry/config/{subject}")}
 MISSING = {"slug": "no-such-tenant", "name": "no-such-queue", "prefix": "0123456789ab", "username": "no-such-user",
            "subject": "no-such-subject", "schema_id": 987654321, "version": "1", "group": "g", "partition": 0,
-           "member_id": "0" * 32, "job_id": "0" * 32}
+           "member_id": "0" * 32, "job_id": "0" * 32, "invoice_id": 987654321}
 
 
 def _fill(path: str, ids: dict) -> str:
