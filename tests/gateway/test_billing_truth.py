@@ -65,7 +65,8 @@ async def _stored_bytes(bootstrap: str, topic: str) -> int:
             end, _ = await client.list_offset(topic, info.partition, m.LATEST_TIMESTAMP)
             offset = 0
             while offset < end:
-                result = await client.fetch(topic, info.partition, offset, max_bytes=1 << 20)
+                # As an inspector: the platform's own look, not consumption (it would be metered as egress).
+                result = await client.fetch(topic, info.partition, offset, max_bytes=1 << 20, replica_id=m.INSPECTOR)
                 for _position, base, size in iter_batches(result.records):
                     if base >= offset:
                         total += size
