@@ -64,7 +64,7 @@ async def write_usage(bootstrap: str, events: int) -> int:
 
 def job_phase(master: str, events: int) -> dict:
     from spark_analytics.session import spark_session
-    from spark_analytics.usage import hourly, usage_records, usage_rows
+    from spark_analytics.usage import HOUR_MS, usage_rollup
 
     data_dir = tempfile.mkdtemp(prefix="tideway-bench-billing-")
     port = free_port()
@@ -81,10 +81,8 @@ def job_phase(master: str, events: int) -> dict:
         session_s = time.perf_counter() - started
         started = time.perf_counter()
         raw = spark.read.format("tideway").option("bootstrap", bootstrap).option("subscribe", "__usage") \
-            .load()
-        decoded = usage_records(raw).cache()  # as the job does: every metric's branch reads the records once
-        decoded.count()
-        rows = hourly(usage_rows(decoded), 0, 2**62).collect()
+            .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism)).load()  # as the job reads
+        rows = usage_rollup(raw, 0, 2**62 // HOUR_MS * HOUR_MS).collect()
         job_s = time.perf_counter() - started
         total_in = sum(r.value for r in rows if r.metric == "messages_in")
         progress(f"job over {events:,} events: {job_s:.1f}s -> {len(rows):,} rollup rows")

@@ -61,7 +61,7 @@ def run_usage_billing(period: str, *, master: str = "local[*]", bootstrap: str |
     from clusters.admin import bootstrap_of, broker_credentials
     from clusters.models import Cluster
     from spark_analytics.session import spark_session
-    from spark_analytics.usage import hourly, usage_records, usage_rows
+    from spark_analytics.usage import MALFORMED, usage_rollup
     from tenants.models import Tenant
 
     from_ms, to_ms = period_bounds(period)
@@ -79,22 +79,28 @@ def run_usage_billing(period: str, *, master: str = "local[*]", bootstrap: str |
     progress(f"usage_billing {period}: reading __usage of {len(sources)} cluster(s): {json.dumps(manifest)}")
     spark = spark_session(master, app=f"usage_billing {period}")
     figures: dict[tuple, int] = {}
-    records = 0
+    records = malformed = 0
     for name, address in sources.items():
         ranges = {p: bounds for p, bounds in manifest[name].items() if bounds[1] > bounds[0]}
         if not ranges:
             continue
+        records += sum(end - start for start, end in ranges.values())
         reader = (spark.read.format("tideway").option("bootstrap", address).option("subscribe", USAGE_TOPIC)
                   .option("startingOffsets", json.dumps({USAGE_TOPIC: {p: b[0] for p, b in ranges.items()}}))
-                  .option("endingOffsets", json.dumps({USAGE_TOPIC: {p: b[1] for p, b in ranges.items()}})))
+                  .option("endingOffsets", json.dumps({USAGE_TOPIC: {p: b[1] for p, b in ranges.items()}}))
+                  # every core busy even when one partition holds most of the month
+                  .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism)))
         if key:
             reader = reader.option("apiKey", key)
-        decoded = usage_records(reader.load()).cache()
-        records += decoded.count()
-        for row in hourly(usage_rows(decoded), from_ms, to_ms).collect():
+        for row in usage_rollup(reader.load(), from_ms, to_ms).collect():
+            if row.metric == MALFORMED:
+                malformed += row.value
+                continue
             slot = (row.tenant_id, row.queue, row.metric, row.hour_ms)
             figures[slot] = figures.get(slot, 0) + row.value
-        decoded.unpersist()
+    if malformed:
+        log.warning("usage_billing %s: %d usage records could not be decoded and were skipped", period, malformed)
+        progress(f"usage_billing {period}: {malformed} usage records could not be decoded and were skipped")
     known = set(Tenant.objects.filter(pk__in={slot[0] for slot in figures}).values_list("pk", flat=True))
     hours = sorted((t, q, metric, h, v) for (t, q, metric, h), v in figures.items() if t in known)
     days: dict[tuple, int] = {}
@@ -116,7 +122,7 @@ def run_usage_billing(period: str, *, master: str = "local[*]", bootstrap: str |
         run.finished = datetime.now(UTC)
         run.save()
     export = _export(period, lines)
-    summary = {"period": period, "records": records, "rows": len(lines), "digest": digest, "run": run.pk,
+    summary = {"period": period, "records": records, "malformed": malformed, "rows": len(lines), "digest": digest, "run": run.pk,
                "parquet": str(export)}
     progress(f"usage_billing {period}: {records} usage records -> {len(lines)} rollup rows (digest {digest[:12]})")
     return summary

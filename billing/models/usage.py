@@ -32,7 +32,7 @@ class UsageRun(models.Model):
     started = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True)
     manifest = models.JSONField(default=dict)  # cluster -> {"partition": [start, end]} of __usage
-    records = models.BigIntegerField(default=0)  # distinct usage records read
+    records = models.BigIntegerField(default=0)  # usage records read (the manifest's ranges, copies included)
     rows = models.IntegerField(default=0)  # rollup rows written
     digest = models.CharField(max_length=64, blank=True, default="")  # sha256 of the rows, to compare runs
 

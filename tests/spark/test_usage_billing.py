@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from brokers import errors
 from brokers.client import Consumer, Producer, TidewayClient
 from brokers.client.traffic import describe_traffic
 from brokers.server.usage import USAGE_TOPIC
@@ -115,3 +116,67 @@ def test_closing_last_month_finalises_every_tenants_invoice_once(spark, settings
     assert invoice.status == Invoice.FINAL and invoice.period == first["period"] and first["finalised"] >= 1
     again = close_last_month()
     assert again["finalised"] == 0 and Invoice.objects.get(tenant=tenant).finalized_at == invoice.finalized_at
+
+
+def test_usage_reported_after_its_invoice_was_final_becomes_a_correction_on_the_next(broker_factory, spark, capsys,
+                                                                                      settings, tmp_path):
+    """Through the job: last month is billed and finalised; then a record of last month arrives late (and an old
+    one is replayed). The final invoice does not change; this month's invoice carries a correction naming last
+    month, priced as the difference, once."""
+    settings.TIDEWAY_HOME = tmp_path
+    from django.core.management import call_command
+
+    from billing.models import Invoice, InvoiceLine
+    from billing.pricing import finalise_invoice
+    from billing.usage_job import period_bounds
+    from tests.webui.conftest import signup
+
+    broker = broker_factory()
+    _user, tenant = signup("lena")  # free plan: 1 GiB in free, then 9 cents a GiB (price book v1)
+    now = datetime.now(UTC)
+    this_month = now.strftime("%Y-%m")
+    last_month = (now.replace(day=1) - timedelta(days=1)).strftime("%Y-%m")
+    at = period_bounds(last_month)[0] + 86_400_000  # the 2nd of last month
+    gib = 1 << 30
+    topic = f"t{tenant.id}.orders"
+    on_time = {"id": "broker-1:1:1", "source": "broker-1", "at_ms": at, "egress": [], "requests": [], "storage": [],
+               "ingress": [[topic, 0, 0, 100, 100, 3 * gib]]}
+    late = {**on_time, "id": "broker-2:5:1", "source": "broker-2", "at_ms": at + 3_600_000,
+            "ingress": [[topic, 0, 100, 150, 50, 2 * gib]]}
+
+    async def send(*records: dict) -> None:
+        async with TidewayClient(broker.bootstrap) as client:
+            try:
+                await client.create_topic(USAGE_TOPIC, partitions=4)
+            except errors.TopicAlreadyExistsError:
+                pass
+            async with Producer(client, acks="all") as producer:
+                for record in records:
+                    await (await producer.send(USAGE_TOPIC, json.dumps(record).encode(), key=record["source"].encode()))
+
+    def job(period: str) -> None:
+        call_command("spark_job", "usage_billing", "--period", period, "--master", "local[2]", "--bootstrap",
+                     broker.bootstrap, "--invoices")
+        capsys.readouterr()
+
+    def lines(invoice) -> list[tuple]:
+        return sorted(InvoiceLine.objects.filter(invoice=invoice).values_list(
+            "kind", "metric", "usage_period", "quantity", "amount_cents"))
+
+    asyncio.run(send(on_time))
+    job(last_month)
+    final = finalise_invoice(tenant, last_month)
+    billed = lines(final)
+    assert ("usage", "bytes_in", last_month, 3 * gib, 2 * 9) in billed  # 3 GiB, the first one free
+
+    asyncio.run(send(late, on_time))  # late usage, and the on-time record replayed
+    job(last_month)
+    job(this_month)
+    final.refresh_from_db()
+    assert final.status == Invoice.FINAL and lines(final) == billed  # a final invoice never changes
+    current = Invoice.objects.get(tenant=tenant, period=this_month)
+    corrections = [line for line in lines(current) if line[0] == "correction"]
+    assert corrections == [("correction", "bytes_in", last_month, 2 * gib, 4 * 9 - 2 * 9)]  # the replay adds nothing
+
+    job(this_month)  # recomputed: still one correction, not another
+    assert [line for line in lines(current) if line[0] == "correction"] == corrections
