@@ -1,7 +1,8 @@
 """The bill's truth, end to end (issue 17): two tenants send over REST, WebSocket and the native protocol and read
 natively; the brokers and the gateway meter; the usage job (Spark) rolls up and prices; what the API and the
 invoice show equals what was sent and read: messages exactly, bytes in as the logs hold them, bytes out as the
-consumers received them. The same offsets read again give the same rows."""
+consumers received them. The same offsets read again give the same rows. And the same with a broker SIGKILLed
+mid-traffic: ingress exact, egress never above what was delivered."""
 
 from __future__ import annotations
 
@@ -134,3 +135,92 @@ def test_two_tenants_usage_and_invoices_equal_what_they_sent_and_read(gateway):
         assert {line["kind"] for line in lines} >= {"plan", "usage"}
     again = job("--same-as", str(first["run"]))
     assert again["digest"] == first["digest"] and again["rows"] == first["rows"]
+
+
+def _delivered_bytes(got) -> int:
+    return sum(len(g.key or b"") + len(g.value or b"") + sum(len(h) + len(v or b"") for h, v in g.headers) for g in got)
+
+
+def test_a_broker_killed_mid_traffic_leaves_ingress_exact_and_egress_short_by_at_most_one_flush(gateway):
+    """The same chain with the leader of a partition SIGKILLed and restarted while a tenant produces and a queue
+    consumer receives: after the job, ingress equals what the logs hold; egress is never above what was delivered,
+    and short by at most what was delivered around the kill (the victim's last flush interval)."""
+    from brokers import errors
+
+    _slug, key = gateway.create_tenant(plan="team")
+    name = make_queue(gateway, key, partitions=2)
+    deployment = gateway.deployment
+    stop = asyncio.Event()
+    deliveries: list[tuple[float, int, int]] = []  # (when, messages, bytes) as the consumer received them
+    failures = (errors.TidewayError, OSError, asyncio.TimeoutError)
+
+    async def produce() -> None:
+        async with Producer(deployment.bootstrap, api_key=key, acks="all", linger_ms=5) as producer:
+            sequence = 0
+            while not stop.is_set():
+                for _ in range(10):
+                    await producer.send(name, b"job-%09d" % sequence, key=b"k%d" % (sequence % 7))
+                    sequence += 1
+                await asyncio.sleep(0.01)
+
+    async def consume() -> None:
+        async with TidewayClient(deployment.bootstrap, api_key=key) as client:
+            async with QueueConsumer(client, "billing", name) as queue:
+                quiet = 0
+                while not stop.is_set() or quiet < 4:
+                    try:
+                        got = await queue.receive(100, wait_ms=500)
+                        if got:
+                            deliveries.append((time.monotonic(), len(got), _delivered_bytes(got)))
+                            await queue.ack(got)
+                    except failures:
+                        got = []
+                        await asyncio.sleep(0.2)  # the partition's leader is moving
+                    quiet = 0 if got else quiet + 1
+
+    async def traffic() -> tuple[str, float]:
+        async with TidewayClient(deployment.bootstrap, api_key=OPERATOR_KEY) as client:
+            topic = next(t for t in await client.list_topics() if t.endswith("." + name))
+        tasks = [asyncio.ensure_future(produce()), asyncio.ensure_future(consume())]
+        await asyncio.sleep(3)
+        victim = deployment.brokers[deployment.partition(await deployment.describe(), topic, 0).leader]
+        victim.kill()
+        killed_at = time.monotonic()
+        await asyncio.sleep(3)
+        victim.restart()
+        await deployment.wait_until(lambda s: sum(1 for p in s.partitions if p.topic == topic and len(p.isr) == 3) == 2,
+                                    timeout_s=60, what="every replica back in sync")
+        await asyncio.sleep(2)
+        stop.set()
+        await asyncio.gather(*tasks)
+        return topic, killed_at
+
+    topic, killed_at = asyncio.run(traffic())
+
+    async def stored_messages() -> int:
+        async with TidewayClient(deployment.bootstrap, api_key=OPERATOR_KEY) as client:
+            return sum([(await client.list_offset(topic, p, m.LATEST_TIMESTAMP))[0] for p in range(2)])
+
+    stored, stored_bytes = asyncio.run(stored_messages()), asyncio.run(_stored_bytes(deployment.bootstrap, topic))
+    time.sleep(3)  # every broker flushes what it metered (once a second)
+    done = subprocess.run([sys.executable, "manage.py", "spark_job", "usage_billing", "--master", "local[2]", "--invoices"],
+                          cwd=REPO_ROOT, env={**gateway.env, "TIDEWAY_LOG_LEVEL": "WARNING"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with gateway.client(key) as api:
+        usage = api.get("/api/v1/usage", params={"group_by": "queue"}).json()
+        invoice = api.get("/api/v1/invoices/").json()[0]
+        lines = api.get(f"/api/v1/invoices/{invoice['id']}").json()["lines"]
+    figures: dict[str, int] = {}
+    for point in usage["series"]:
+        if point.get("queue") == name:
+            figures[point["metric"]] = figures.get(point["metric"], 0) + point["value"]
+    delivered = sum(n for _when, n, _size in deliveries)
+    delivered_bytes = sum(size for _when, _n, size in deliveries)
+    near_kill = [(n, size) for when, n, size in deliveries if killed_at - 1.5 <= when <= killed_at + 0.5]
+    assert stored > 1_000 and delivered > 1_000
+    assert figures["messages_in"] == stored and figures["bytes_in"] == stored_bytes, (figures, stored, stored_bytes)
+    assert delivered - sum(n for n, _ in near_kill) <= figures["messages_out"] <= delivered, (figures, delivered, near_kill)
+    assert delivered_bytes - sum(s for _, s in near_kill) <= figures["bytes_out"] <= delivered_bytes, (figures, delivered_bytes)
+    billed = {line["metric"]: line["quantity"] for line in lines if line["kind"] == "usage"}
+    assert billed["bytes_in"] == stored_bytes and billed["bytes_out"] == figures["bytes_out"], billed
