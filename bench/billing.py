@@ -1,7 +1,7 @@
 """Benchmark metering and billing: the usage job over many usage events, and traffic to the usage API.
 
 1. **Job time**: writes ``--events`` usage events (default 10,000,000; ``--quick`` 1,000,000) to a real
-   broker's ``__usage`` topic, as records of 200 events each (100 ingress ranges and 100 egress figures over
+   broker's ``__usage`` topic, as records of 200 events each (``--events-per-record``; half ingress ranges, half egress figures, over
    100 tenants with 10 queues each, a tenth of the records sent twice), then times the usage job's Spark
    part (read through the ``tideway`` source, decode, deduplicate, drop contained ranges, hourly rollup)
    on ``--master`` (default ``local[2]``). Target: under 60 s for 10,000,000 events.
@@ -38,20 +38,22 @@ from bench.common import free_port, progress  # noqa: E402
 EVENTS_PER_RECORD = 200
 
 
-async def write_usage(bootstrap: str, events: int) -> int:
-    """Usage records holding ``events`` events in all (plus a tenth sent twice); returns the records written."""
+async def write_usage(bootstrap: str, events: int, per_record: int = EVENTS_PER_RECORD) -> int:
+    """Usage records of ``per_record`` events (half ingress, half egress) holding ``events`` events in all (plus a
+    tenth sent twice); returns the records written."""
     from brokers.client import Producer, TidewayClient
     from brokers.server.usage import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
 
     async with TidewayClient(bootstrap) as client:
         await client.create_topic(USAGE_TOPIC, partitions=USAGE_PARTITIONS, configs=USAGE_SETTINGS)
-    records = events // EVENTS_PER_RECORD
+    records = events // per_record
+    half = per_record // 2
     at = int(time.time() * 1000)
     written = 0
     async with Producer(bootstrap, acks=1, linger_ms=5, batch_size_bytes=1 << 20) as producer:
         for n in range(records):
-            ingress = [[f"t{(n + i) % 100}.q{i % 10}", i % 4, n * 10, n * 10 + 10, 10, 1000] for i in range(100)]
-            egress = [[f"t{(n + i) % 100}.q{i % 10}", 7, 700] for i in range(100)]
+            ingress = [[f"t{(n + i) % 100}.q{i % 10}", i % 4, n * 10, n * 10 + 10, 10, 1000] for i in range(half)]
+            egress = [[f"t{(n + i) % 100}.q{i % 10}", 7, 700] for i in range(half)]
             value = json.dumps({"id": f"bench:1:{n}", "source": "bench", "at_ms": at + n, "ingress": ingress,
                                 "egress": egress, "requests": [], "storage": []}, separators=(",", ":")).encode()
             copies = 2 if n % 10 == 0 else 1
@@ -62,7 +64,7 @@ async def write_usage(bootstrap: str, events: int) -> int:
     return written
 
 
-def job_phase(master: str, events: int) -> dict:
+def job_phase(master: str, events: int, per_record: int) -> dict:
     from spark_analytics.session import spark_session
     from spark_analytics.usage import HOUR_MS, usage_rollup
 
@@ -73,7 +75,7 @@ def job_phase(master: str, events: int) -> dict:
     try:
         progress(f"writing {events:,} usage events to __usage")
         started = time.perf_counter()
-        records = asyncio.run(write_usage(bootstrap, events))
+        records = asyncio.run(write_usage(bootstrap, events, per_record))
         write_s = time.perf_counter() - started
         progress(f"{records:,} records in {write_s:.1f}s; starting Spark ({master})")
         started = time.perf_counter()
@@ -86,10 +88,12 @@ def job_phase(master: str, events: int) -> dict:
         job_s = time.perf_counter() - started
         total_in = sum(r.value for r in rows if r.metric == "messages_in")
         progress(f"job over {events:,} events: {job_s:.1f}s -> {len(rows):,} rollup rows")
-        return {"events": events, "records_written": records, "duplicates": records - events // EVENTS_PER_RECORD,
+        return {"events": events, "events_per_record": per_record, "records_written": records,
+                "duplicates": records - events // per_record,
                 "write_s": round(write_s, 1), "spark_session_s": round(session_s, 1), "job_s": round(job_s, 1),
                 "events_per_s": round(events / job_s), "rollup_rows": len(rows),
-                "messages_in_counted": total_in, "messages_in_expected": events // EVENTS_PER_RECORD * 100 * 10,
+                "records_per_s": round(records / job_s),
+                "messages_in_counted": total_in, "messages_in_expected": events // per_record * (per_record // 2) * 10,
                 "target_s": 60}
     finally:
         broker.terminate()
@@ -147,11 +151,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000,000 events instead of 10,000,000")
     parser.add_argument("--events", type=int, default=None, help="usage events for the job phase")
+    parser.add_argument("--events-per-record", type=int, default=EVENTS_PER_RECORD,
+                        help="usage events per record (default %(default)s; a broker's record a second holds one or "
+                             "two per partition it leads)")
+    parser.add_argument("--skip-api", action="store_true", help="only the job phase")
     parser.add_argument("--master", default="local[2]", help="Spark master (default %(default)s)")
     args = parser.parse_args()
     events = args.events or (1_000_000 if args.quick else 10_000_000)
-    job = job_phase(args.master, events)
-    api = api_phase(args.master)
+    job = job_phase(args.master, events, args.events_per_record)
+    api = None if args.skip_api else api_phase(args.master)
     print(json.dumps({"benchmark": "billing", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                       "job": job, "traffic_to_api": api}, indent=2))
     return 0

@@ -1,7 +1,8 @@
 """The ``usage_billing`` job: ``__usage`` of every cluster -> hourly and daily rollups in the database.
 
-Reads an exact offset manifest (each ``__usage`` partition from its first offset to its end when the
-run starts, recorded with the run), applies the reading rules (spark_analytics.usage), keeps the
+Reads an exact offset manifest (each ``__usage`` partition from the first record written a day before the
+period starts to its end when the run starts, recorded with the run: a run reads one month and a day of
+records, however long ``__usage`` keeps them), applies the reading rules (spark_analytics.usage), keeps the
 figures reported in the period, and replaces the period's rollups in one transaction; the digest of
 the rows lets two runs be compared. Pricing and invoices build on these rows.
 """
@@ -30,7 +31,13 @@ def period_bounds(period: str) -> tuple[int, int]:
     return int(start.timestamp() * 1000), end_ms
 
 
-async def _manifest(bootstrap: str, key: str | None) -> dict[str, list[int]]:
+# How long before a period's start its records may have been written: the containment rule needs the ranges a
+# re-metered range contains (seconds to minutes older), and clocks may be off. Older records are not read.
+LOOKBACK_MS = 86_400_000
+
+
+async def _manifest(bootstrap: str, key: str | None, since_ms: int) -> dict[str, list[int]]:
+    """Per ``__usage`` partition, [first record written at or after ``since_ms``, end): what a run reads."""
     from brokers import errors
     from brokers.client import TidewayClient
     from brokers.client.credentials import ApiKey
@@ -44,8 +51,10 @@ async def _manifest(bootstrap: str, key: str | None) -> dict[str, list[int]]:
             return {}
         out = {}
         for info in infos:
-            first, _ = await client.list_offset(USAGE_TOPIC, info.partition, m.EARLIEST_TIMESTAMP)
             end, _ = await client.list_offset(USAGE_TOPIC, info.partition, m.LATEST_TIMESTAMP)
+            first, _ = await client.list_offset(USAGE_TOPIC, info.partition, since_ms)
+            if first < 0:  # nothing written since then
+                first = end
             out[str(info.partition)] = [first, end]
         return out
 
@@ -74,7 +83,7 @@ def run_usage_billing(period: str, *, master: str = "local[*]", bootstrap: str |
         manifest = earlier.manifest
         sources = {name: address for name, address in sources.items() if name in manifest}
     else:
-        manifest = {name: asyncio.run(_manifest(address, key)) for name, address in sources.items()}
+        manifest = {name: asyncio.run(_manifest(address, key, from_ms - LOOKBACK_MS)) for name, address in sources.items()}
     run = UsageRun.objects.create(period=period)
     progress(f"usage_billing {period}: reading __usage of {len(sources)} cluster(s): {json.dumps(manifest)}")
     spark = spark_session(master, app=f"usage_billing {period}")

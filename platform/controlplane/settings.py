@@ -188,7 +188,9 @@ CELERY_RESULT_EXPIRES = 24 * 3600
 CELERY_TASK_ROUTES = {"billing.*": {"queue": "billing"}}
 USAGE_REFRESH_SECONDS = int(os.environ.get("TIDEWAY_USAGE_REFRESH_S", "240"))  # usage shows within 5 min
 CELERY_BEAT_SCHEDULE = {
-    "usage-current-period": {"task": "billing.refresh_current_period", "schedule": float(USAGE_REFRESH_SECONDS)},
+    # A refresh still waiting when the next is due is dropped (expires): refreshes never pile up behind a slow one.
+    "usage-current-period": {"task": "billing.refresh_current_period", "schedule": float(USAGE_REFRESH_SECONDS),
+                             "options": {"expires": float(USAGE_REFRESH_SECONDS)}},
     # Last month is finalised on the 1st at 00:30 UTC (runs on the 2nd and 3rd only roll up what arrived late).
     "close-last-month": {"task": "billing.close_last_month", "schedule": crontab(minute=30, hour=0, day_of_month="1-3")},
 }

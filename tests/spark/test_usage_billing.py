@@ -180,3 +180,46 @@ def test_usage_reported_after_its_invoice_was_final_becomes_a_correction_on_the_
 
     job(this_month)  # recomputed: still one correction, not another
     assert [line for line in lines(current) if line[0] == "correction"] == corrections
+
+
+def test_a_run_reads_usage_written_from_a_day_before_its_period_on(broker_factory, spark, capsys, settings, tmp_path):
+    """__usage keeps 400 days; a run of one month reads one month and a day of it (its manifest says where it
+    started), so runs do not grow with the topic's history."""
+    settings.TIDEWAY_HOME = tmp_path
+    from django.core.management import call_command
+
+    from billing.models import UsageRollup, UsageRun
+    from billing.usage_job import LOOKBACK_MS, period_bounds
+    from tests.webui.conftest import signup
+
+    broker = broker_factory()
+    _user, tenant = signup("maud")
+    period = datetime.now(UTC).strftime("%Y-%m")
+    start_ms = period_bounds(period)[0]
+    topic = f"t{tenant.id}.orders"
+
+    def record(id_: str, at_ms: int, start: int, end: int) -> dict:
+        return {"id": id_, "source": "broker-1", "at_ms": at_ms, "egress": [], "requests": [], "storage": [],
+                "ingress": [[topic, 0, start, end, end - start, 100 * (end - start)]]}
+
+    async def send() -> None:
+        async with TidewayClient(broker.bootstrap) as client:
+            await client.create_topic(USAGE_TOPIC, partitions=4)
+            async with Producer(client, acks="all") as producer:
+                written_at = start_ms - LOOKBACK_MS - 10 * 86_400_000  # long before: not read
+                await producer.send(USAGE_TOPIC, json.dumps(record("broker-1:1:1", written_at, 0, 5)).encode(),
+                                    key=b"broker-1", partition=0, timestamp_ms=written_at)
+                written_at = start_ms - LOOKBACK_MS // 2  # within the day before: read (its figures are last month's)
+                await producer.send(USAGE_TOPIC, json.dumps(record("broker-1:1:2", written_at, 5, 8)).encode(),
+                                    key=b"broker-1", partition=0, timestamp_ms=written_at)
+                now = int(time.time() * 1000)
+                await (await producer.send(USAGE_TOPIC, json.dumps(record("broker-1:1:3", now, 8, 15)).encode(),
+                                           key=b"broker-1", partition=0))
+
+    asyncio.run(send())
+    call_command("spark_job", "usage_billing", "--period", period, "--master", "local[2]", "--bootstrap", broker.bootstrap)
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert UsageRun.objects.get(pk=summary["run"]).manifest["given"]["0"] == [1, 3]
+    assert summary["records"] == 2
+    assert sum(UsageRollup.objects.filter(tenant=tenant, granularity="hour", metric="messages_in")
+               .values_list("value", flat=True)) == 7
