@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from controlplane.errors import ActionError
+from controlplane.moments import moment as _moment
 
 GRANULARITIES = ("hour", "day")
 GROUPINGS = ("metric", "queue")
@@ -12,15 +13,6 @@ MAX_BUCKETS = 24 * 93  # a quarter by hour
 UNITS = {"messages_in": "messages", "messages_out": "messages", "bytes_in": "bytes", "bytes_out": "bytes",
          "requests": "requests", "storage_byte_seconds": "byte-seconds", "partition_seconds": "partition-seconds",
          "gateway_requests": "requests", "gateway_bytes_in": "bytes", "gateway_bytes_out": "bytes"}
-
-
-def _moment(text: str, name: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text)
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        raise ActionError("invalid_request", f"{name} is a date or time in ISO 8601 (2026-11-01, 2026-11-01T12:00Z), "
-                          f"not {text!r}", 400, details={"field": name}) from None
 
 
 def usage(tenant, *, start: str | None, end: str | None, granularity: str = "day", group_by: str = "metric") -> dict:

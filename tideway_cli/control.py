@@ -139,6 +139,9 @@ def _run_up(args: argparse.Namespace) -> int:
     api_address = f"127.0.0.1:{args.api_port}"
     for name, command in (("api", ["tideway_cli.main", "serve", "--listen", api_address, "--no-migrate"]),
                           ("worker", ["celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip"]),
+                          # Lag looks and alert rules, every few seconds: never behind a redrive or a Spark job.
+                          ("monitoring", ["celery", "-A", "controlplane", "worker", "-Q", "monitoring", "-c", "1",
+                                          "-n", "monitoring@%h", "--without-mingle", "--without-gossip"]),
                           # Usage and invoices (Spark jobs) on their own queue, with the beat that schedules them.
                           ("billing", ["celery", "-A", "controlplane", "worker", "-Q", "billing", "-c", "1", "-B",
                                        "-s", str(home / "celerybeat-schedule"), "-n", "billing@%h",

@@ -339,6 +339,54 @@ async def timestamp_at(client: TidewayClient, topic: str, partition: int, offset
     return None
 
 
+async def timestamps_at(client: TidewayClient, wanted: list[tuple[str, int, int]],
+                        replica_id: int = m.INSPECTOR) -> dict[tuple[str, int, int], int]:
+    """``timestamp_at`` for many (topic, partition, offset) at once: one fetch per leader, the smallest read each
+    partition allows (the batch holding the offset). Offsets with no record (or whose leader did not answer) are
+    left out. A partition asked at several offsets is asked once per offset, in rounds."""
+    out: dict[tuple[str, int, int], int] = {}
+    pending = sorted(set(wanted))
+    missing = sorted({topic for topic, _p, _o in pending if topic not in client.topics})
+    if missing:
+        await client.refresh_metadata(missing)
+    while pending:
+        this_round: dict[tuple[str, int], int] = {}
+        later = []
+        for topic, partition, offset in pending:
+            if (topic, partition) in this_round:
+                later.append((topic, partition, offset))
+            else:
+                this_round[(topic, partition)] = offset
+        by_leader: dict[int, list[m.FetchPartition]] = {}
+        for (topic, partition), offset in this_round.items():
+            try:
+                leader = client.leader_for(topic, partition)
+            except errors.TidewayError:
+                continue
+            by_leader.setdefault(leader, []).append(
+                m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=1))
+
+        async def ask(leader: int, partitions: list[m.FetchPartition]) -> list[m.FetchPartitionResult]:
+            request = m.FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1, partitions=partitions)
+            try:
+                return (await (await client.connection(leader)).request(ApiKey.FETCH, request)).partitions
+            except errors.TidewayError:
+                return []
+
+        for results in await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items())):
+            for result in results:
+                offset = this_round.get((result.topic, result.partition))
+                if result.error_code or not result.records or offset is None:
+                    continue
+                for position, _base, _size in iter_batches(result.records):
+                    stamp = next((r.timestamp_ms for r in decode_records(result.records, position) if r.offset >= offset), None)
+                    if stamp is not None:
+                        out[(result.topic, result.partition, offset)] = stamp
+                        break
+        pending = later
+    return out
+
+
 async def list_groups(client: TidewayClient, topic: str | None = None) -> list[tuple[str, str]]:
     """(group id, type) of every group (with a position on ``topic``), asked of every broker (each coordinates some)."""
     if not client.brokers:
@@ -355,8 +403,9 @@ async def list_groups(client: TidewayClient, topic: str | None = None) -> list[t
     return sorted(found)
 
 
-async def group_positions(client: TidewayClient, topic: str) -> list[m.ListedGroup]:
-    """Every group with a position on ``topic``, with its member count and positions there: one request per broker."""
+async def group_positions(client: TidewayClient, topic: str | None) -> list[m.ListedGroup]:
+    """Every group with a position on ``topic`` (None: on any topic), with its member count and positions there: one
+    request per broker."""
     if not client.brokers:
         await client.refresh_metadata()
     found: dict[str, m.ListedGroup] = {}

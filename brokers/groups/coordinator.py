@@ -383,12 +383,12 @@ class GroupCoordinator:
             if topic is not None:
                 on_topic = group is not None and (any(t == topic for t, _ in group.offsets)
                                                   or any(topic in mb.topics for mb in group.members.values()))
-                on_topic = on_topic or any(t == topic for t, _p, _o in shares)
+                on_topic = on_topic or any(share[0] == topic for share in shares)
                 if not on_topic:
                     continue
             listed = m.ListedGroup(group_id=group_id, group_type=kind)
             if request.with_positions:
-                positions = [m.GroupPosition(t, p, o) for t, p, o in shares]
+                positions = [m.GroupPosition(t, p, o, in_flight) for t, p, o, in_flight in shares]
                 if group is not None:
                     listed.members = len(group.members)
                     positions += [m.GroupPosition(t, p, o) for (t, p), (o, _md, _ts) in group.offsets.items()]

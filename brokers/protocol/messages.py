@@ -509,6 +509,7 @@ class GroupPosition(Struct, array_like=True):
     topic: str
     partition: int
     offset: int  # a stream group's committed offset; a queue group's oldest record not yet accepted or dead-lettered
+    in_flight: int = 0  # a queue group's records delivered and not yet settled there
 
 
 class ListedGroup(Struct, kw_only=True):

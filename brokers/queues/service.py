@@ -524,11 +524,12 @@ class QueueService:
         """Queue groups with state held here."""
         return {group_id for group_id, _topic, _partition in self.shares}
 
-    def positions(self) -> dict[str, list[tuple[str, int, int]]]:
-        """Per queue group held here: (topic, partition, oldest record not yet accepted or dead-lettered), one pass."""
-        out: dict[str, list[tuple[str, int, int]]] = {}
+    def positions(self) -> dict[str, list[tuple[str, int, int, int]]]:
+        """Per queue group held here: (topic, partition, oldest record not yet accepted or dead-lettered, records in
+        flight), one pass."""
+        out: dict[str, list[tuple[str, int, int, int]]] = {}
         for (group_id, topic, partition), state in self.shares.items():
-            out.setdefault(group_id, []).append((topic, partition, state.share.start_offset))
+            out.setdefault(group_id, []).append((topic, partition, state.share.start_offset, state.share.in_flight))
         return out
 
     def describe(self, group_id: str) -> list[m.SharePartitionDescription]:

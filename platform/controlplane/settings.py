@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "controlplane.apps.ControlPlaneConfig",
     "billing",
+    "lag",
     "clusters",
     "tenants",
     "topics",
@@ -185,12 +186,18 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_TRACK_STARTED = True
 CELERY_RESULT_EXPIRES = 24 * 3600
 # Billing runs Spark jobs: on a queue of its own (see billing.tasks), scheduled by Celery beat.
-CELERY_TASK_ROUTES = {"billing.*": {"queue": "billing"}}
+# Lag looks and alert rules on "monitoring", served by a worker of their own: they never wait behind either.
+CELERY_TASK_ROUTES = {"billing.*": {"queue": "billing"}, "lag.rollup": {"queue": "billing"},
+                      "lag.*": {"queue": "monitoring"}, "alerts.*": {"queue": "monitoring"}}
 USAGE_REFRESH_SECONDS = int(os.environ.get("TIDEWAY_USAGE_REFRESH_S", "240"))  # usage shows within 5 min
+LAG_SAMPLE_SECONDS = float(os.environ.get("TIDEWAY_LAG_SAMPLE_S", "5"))
+LAG_ROLLUP_SECONDS = float(os.environ.get("TIDEWAY_LAG_ROLLUP_S", "300"))
 CELERY_BEAT_SCHEDULE = {
     # A refresh still waiting when the next is due is dropped (expires): refreshes never pile up behind a slow one.
     "usage-current-period": {"task": "billing.refresh_current_period", "schedule": float(USAGE_REFRESH_SECONDS),
                              "options": {"expires": float(USAGE_REFRESH_SECONDS)}},
+    "lag-sample": {"task": "lag.sample", "schedule": LAG_SAMPLE_SECONDS, "options": {"expires": LAG_SAMPLE_SECONDS}},
+    "lag-rollup": {"task": "lag.rollup", "schedule": LAG_ROLLUP_SECONDS, "options": {"expires": LAG_ROLLUP_SECONDS}},
     # Last month is finalised on the 1st at 00:30 UTC (runs on the 2nd and 3rd only roll up what arrived late).
     "close-last-month": {"task": "billing.close_last_month", "schedule": crontab(minute=30, hour=0, day_of_month="1-3")},
 }

@@ -1,0 +1,113 @@
+"""The ``consumer_lag`` job: ``__lag`` of every cluster -> lag rollups and group statuses in the database.
+
+Each run rewrites what may have changed since the last: minute rollups from the last minute the previous run
+wrote, the hour and the day that minute falls in (read from that day's start, so a day's percentiles are
+exact), and every group's status over the newest ``window`` samples. The first run reads all of ``__lag``
+(7 days). Minute rollups are kept 90 days, hours and days 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+
+log = logging.getLogger(__name__)
+
+WINDOW_SAMPLES = 10
+KEEP_MINUTES_DAYS = 90
+KEEP_HOURS_DAYS = 400
+
+
+def _floor(ms: int, size: int) -> int:
+    return ms // size * size
+
+
+def _stamp(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+async def _has_topic(bootstrap: str, key: str | None, topic: str) -> bool:
+    from brokers import errors
+    from brokers.client import TidewayClient
+    from brokers.client.credentials import ApiKey
+
+    async with TidewayClient(bootstrap, credentials=ApiKey(key) if key else None) as client:
+        try:
+            await client.partitions_for(topic)
+        except errors.UnknownTopicOrPartitionError:
+            return False
+        return True
+
+
+def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, window: int = WINDOW_SAMPLES,
+                     progress=print) -> dict:
+    from django.db import transaction
+    from django.db.models import Max
+
+    from clusters.admin import bootstrap_of, broker_credentials
+    from clusters.models import Cluster
+    from lag.models import LagRollup, LagStatus
+    from lag.status import Sample, group_state, partition_state
+    from lag.store import LAG_TOPIC
+    from spark_analytics.lag import DAY_MS, GRANULARITIES, lag_samples, last_window, rollups
+    from spark_analytics.session import spark_session
+    from tenants.models import Tenant
+
+    started = time.perf_counter()
+    key = None if bootstrap else broker_credentials().key
+    sources = {"given": bootstrap} if bootstrap else {c.name: bootstrap_of(c) for c in Cluster.objects.all()}
+    newest = LagRollup.objects.filter(granularity=LagRollup.MINUTE).aggregate(m=Max("start"))["m"]
+    write_from = int(newest.timestamp() * 1000) if newest else 0
+    since = _floor(write_from, DAY_MS)
+    progress(f"consumer_lag: reading {LAG_TOPIC} written since {_stamp(since).isoformat() if since else 'its start'}")
+    spark = spark_session(master, app="consumer_lag")
+    slots: dict[str, list] = {g: [] for g in GRANULARITIES}
+    windows: dict[tuple, list] = {}
+    for _name, address in sources.items():
+        reader = (spark.read.format("tideway").option("bootstrap", address).option("subscribe", LAG_TOPIC)
+                  .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism)))
+        if since:
+            reader = reader.option("startingTimestamp", str(since))
+        if key:
+            reader = reader.option("apiKey", key)
+        if not asyncio.run(_has_topic(address, key, LAG_TOPIC)):
+            continue  # nothing sampled on this cluster yet
+        samples = lag_samples(reader.load()).cache()
+        for granularity, size in GRANULARITIES.items():
+            slots[granularity] += rollups(samples, granularity, _floor(write_from, size)).collect()
+        for row in last_window(samples, window).collect():
+            windows.setdefault((row.tenant_id, row.queue, row.kind, row.group), {}).setdefault(row.partition, []).append(row)
+        samples.unpersist()
+    known = set(Tenant.objects.values_list("pk", flat=True))
+    statuses = []
+    for (tenant_id, queue, kind, group), partitions in windows.items():
+        if tenant_id not in known:
+            continue
+        states = [partition_state(p, kind, [Sample(r.at_ms, r.position, r.log_end, r.lag, r.lag_ms, r.in_flight, r.members)
+                                            for r in rows]) for p, rows in partitions.items()]
+        state = group_state(states)
+        ats = [r.at_ms for rows in partitions.values() for r in rows]
+        statuses.append(LagStatus(tenant_id=tenant_id, queue=queue, kind=kind, group=group,
+                                  window_start=_stamp(min(ats)), window_end=_stamp(max(ats)), **state))
+    now = datetime.now(UTC)
+    written = 0
+    with transaction.atomic():
+        for granularity, size in GRANULARITIES.items():
+            LagRollup.objects.filter(granularity=granularity, start__gte=_stamp(_floor(write_from, size))).delete()
+            rows = [LagRollup(tenant_id=r.tenant_id, queue=r.queue, kind=r.kind, group=r.group, partition=r.partition,
+                              granularity=granularity, start=_stamp(r.start_ms), samples=r.samples, lag_max=r.lag_max,
+                              lag_mean=r.lag_mean, lag_p95=r.lag_p95, lag_ms_max=r.lag_ms_max, lag_ms_mean=r.lag_ms_mean,
+                              lag_ms_p95=r.lag_ms_p95)
+                    for r in slots[granularity] if r.tenant_id in known]
+            LagRollup.objects.bulk_create(rows, batch_size=2000)
+            written += len(rows)
+        LagStatus.objects.all().delete()
+        LagStatus.objects.bulk_create(statuses, batch_size=2000)
+        LagRollup.objects.filter(granularity=LagRollup.MINUTE, start__lt=now - timedelta(days=KEEP_MINUTES_DAYS)).delete()
+        LagRollup.objects.filter(start__lt=now - timedelta(days=KEEP_HOURS_DAYS)).delete()
+    summary = {"rollups": written, "groups": len(statuses), "since": _stamp(since).isoformat() if since else None,
+               "seconds": round(time.perf_counter() - started, 1)}
+    progress(f"consumer_lag: {written} rollup rows, {len(statuses)} group statuses in {summary['seconds']} s")
+    return summary
