@@ -3,6 +3,7 @@
 from django.urls import path, re_path
 
 from webui.views import (
+    alerts,
     auth,
     billing,
     dashboard,
@@ -32,6 +33,13 @@ urlpatterns = [
     re_path(r"^operator/tenants/(?P<slug>[a-z0-9-]{1,50})/suspend$", operators.suspend),
     path("operator/plans", operators.plans),
     path("operator/revenue", billing.revenue),
+    path("alerts", alerts.alerts),
+    path("alerts/preview", alerts.preview),
+    path("alerts/channels", alerts.channel_create),
+    re_path(r"^alerts/channels/(?P<channel_id>[0-9]{1,12})$", alerts.channel_deliveries),
+    re_path(r"^alerts/channels/(?P<channel_id>[0-9]{1,12})/(?P<action>test|rotate|finish-rotation|delete)$",
+            alerts.channel_action),
+    re_path(r"^alerts/(?P<rule_id>[0-9]{1,12})$", alerts.alert_detail),
     path("usage", billing.usage),
     path("invoices", billing.invoices),
     re_path(r"^invoices/(?P<invoice_id>[0-9]{1,12})$", billing.invoice),

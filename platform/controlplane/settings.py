@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "controlplane.apps.ControlPlaneConfig",
     "billing",
     "lag",
+    "alerts",
     "clusters",
     "tenants",
     "topics",
@@ -192,11 +193,15 @@ CELERY_TASK_ROUTES = {"billing.*": {"queue": "billing"}, "lag.rollup": {"queue":
 USAGE_REFRESH_SECONDS = int(os.environ.get("TIDEWAY_USAGE_REFRESH_S", "240"))  # usage shows within 5 min
 LAG_SAMPLE_SECONDS = float(os.environ.get("TIDEWAY_LAG_SAMPLE_S", "5"))
 LAG_ROLLUP_SECONDS = float(os.environ.get("TIDEWAY_LAG_ROLLUP_S", "300"))
+ALERTS_EVALUATE_SECONDS = float(os.environ.get("TIDEWAY_ALERTS_EVALUATE_S", "10"))
 CELERY_BEAT_SCHEDULE = {
     # A refresh still waiting when the next is due is dropped (expires): refreshes never pile up behind a slow one.
     "usage-current-period": {"task": "billing.refresh_current_period", "schedule": float(USAGE_REFRESH_SECONDS),
                              "options": {"expires": float(USAGE_REFRESH_SECONDS)}},
     "lag-sample": {"task": "lag.sample", "schedule": LAG_SAMPLE_SECONDS, "options": {"expires": LAG_SAMPLE_SECONDS}},
+    "alerts-evaluate": {"task": "alerts.evaluate", "schedule": ALERTS_EVALUATE_SECONDS,
+                        "options": {"expires": ALERTS_EVALUATE_SECONDS}},
+    "alerts-deliver": {"task": "alerts.deliver", "schedule": 5.0, "options": {"expires": 5.0}},
     "lag-rollup": {"task": "lag.rollup", "schedule": LAG_ROLLUP_SECONDS, "options": {"expires": LAG_ROLLUP_SECONDS}},
     # Last month is finalised on the 1st at 00:30 UTC (runs on the 2nd and 3rd only roll up what arrived late).
     "close-last-month": {"task": "billing.close_last_month", "schedule": crontab(minute=30, hour=0, day_of_month="1-3")},
@@ -212,3 +217,12 @@ if PRODUCTION and not TIDEWAY_SERVICE_KEY and not os.environ.get("TIDEWAY_CLUSTE
 # The gateway reads a publish body of at most this many bytes (1,000 messages and their JSON).
 GATEWAY_MAX_BODY_BYTES = int(os.environ.get("TIDEWAY_GATEWAY_MAX_BODY_BYTES", 16 << 20))
 DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES
+
+# Alert e-mail goes through Django's SMTP backend (an attempt that fails is recorded and retried).
+EMAIL_HOST = os.environ.get("TIDEWAY_EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("TIDEWAY_EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("TIDEWAY_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("TIDEWAY_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("TIDEWAY_EMAIL_TLS", "").lower() in ("1", "true", "yes")
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("TIDEWAY_EMAIL_FROM", "Tideway <alerts@localhost>")

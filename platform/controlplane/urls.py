@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/v1/", include("clusters.api.urls")),
     path("api/v1/", include("billing.api.urls")),
     path("api/v1/", include("lag.api.urls")),
+    path("api/v1/", include("alerts.api.urls")),
     path("api/v1/registry/", include("registry.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),

@@ -39,6 +39,17 @@ def footprint(tenant: Tenant, *, excluding: Queue | None = None) -> Footprint:
     return Footprint(totals["queue_count"] or 0, totals["partition_total"] or 0, totals["storage_total"] or 0)
 
 
+def quota_use(tenant: Tenant) -> list[dict]:
+    """Each quota of the tenant's plan with what is used of it: name, used, limit, percent (the console's bars and the
+    ``quota_use`` alert metric)."""
+    plan = tenant.plan
+    used = footprint(tenant)
+    quotas = [("queues", used.queues, plan.max_queues), ("partitions", used.partitions, plan.max_partitions),
+              ("reserved storage (bytes)", used.storage_bytes, plan.max_storage_bytes)]
+    return [{"name": name, "used": value, "limit": limit, "percent": min(100, round(100 * value / limit)) if limit else 0}
+            for name, value, limit in quotas]
+
+
 def _lock_tenant(tenant: Tenant) -> None:
     """Serialise a tenant's quota checks (inside the caller's transaction)."""
     Tenant.objects.select_for_update().filter(pk=tenant.pk).first()

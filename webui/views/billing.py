@@ -18,7 +18,7 @@ from webui.views.operators import operator_page
 @member_page()
 def usage(request):
     from billing.usage import usage as tenant_usage
-    from topics.actions import footprint
+    from topics.actions import quota_use
 
     tenant = request.principal.tenant
     get = request.GET
@@ -36,13 +36,7 @@ def usage(request):
     for point in by_queue["series"]:
         row = queues.setdefault(point["queue"] or "(requests)", {})
         row[point["metric"]] = row.get(point["metric"], 0) + point["value"]
-    plan = tenant.plan
-    used = footprint(tenant)
-    quotas = [{"name": name, "used": value, "limit": limit, "percent": min(100, round(100 * value / limit)) if limit else 0}
-              for name, value, limit in (("queues", used.queues, plan.max_queues),
-                                         ("partitions", used.partitions, plan.max_partitions),
-                                         ("reserved storage (bytes)", used.storage_bytes, plan.max_storage_bytes))]
-    return page(request, "usage.html", {"usage": by_metric, "queues": sorted(queues.items()), "quotas": quotas,
+    return page(request, "usage.html", {"usage": by_metric, "queues": sorted(queues.items()), "quotas": quota_use(tenant),
                                         "error": error, "granularity": granularity})
 
 

@@ -17,21 +17,14 @@ DEAD_LETTER_QUEUES_MAX = 100  # queue-mode queues looked at for dead letters (mo
 @member_page()
 def dashboard(request):
     from tenants.models import AuditEntry
-    from topics.actions import footprint
+    from topics.actions import quota_use
 
     tenant = request.principal.tenant
     plan = tenant.plan
-    used = footprint(tenant)
-    quotas = [
-        ("queues", used.queues, plan.max_queues),
-        ("partitions", used.partitions, plan.max_partitions),
-        ("reserved storage (bytes)", used.storage_bytes, plan.max_storage_bytes),
-    ]
-    bars = [{"name": name, "used": value, "limit": limit, "percent": min(100, round(100 * value / limit)) if limit else 0}
-            for name, value, limit in quotas]
+    bars = quota_use(tenant)
     events = AuditEntry.objects.filter(tenant=tenant).order_by("-created")[:10]
     return page(request, "dashboard.html", {"tenant": tenant, "plan": plan, "bars": bars, "events": events,
-                                            "queue_count": used.queues})
+                                            "queue_count": bars[0]["used"]})
 
 
 @require_safe

@@ -165,7 +165,25 @@ def group_detail(request, name: str, group: str):
                                             "error": f"the brokers did not answer: {exc}"})
     return page(request, "group.html", {"queue": info, "group": group, "kind": kind, "view": view,
                                         "lag": sum(p["lag"] or 0 for p in view["partitions"]),
-                                        "may_consume": request.principal.has_scope("consume")})
+                                        "may_consume": request.principal.has_scope("consume"),
+                                        **_lag_history(request, info, group, kind)})
+
+
+LAG_RANGES = {"hour": "minute", "2days": "hour", "90days": "day"}
+
+
+def _lag_history(request, info, group: str, kind: str) -> dict:
+    """The group's status, time-to-drain and lag over a range (the consumer_lag job's; lag.history)."""
+    from lag.history import group_lag
+
+    span = request.GET.get("range", "hour")
+    step = LAG_RANGES.get(span, "minute")
+    try:
+        history = group_lag(request.principal.tenant, info.name, group, kind=kind, step=step)
+    except ActionError:
+        history = None  # nothing recorded yet
+    return {"history": history, "range": span if span in LAG_RANGES else "hour",
+            "lag_ranges": [("hour", "last hour"), ("2days", "2 days"), ("90days", "90 days")]}
 
 
 @member_page(scope="consume")

@@ -1,0 +1,211 @@
+"""Evaluating alert rules against the live lag samples, and sending what they decided.
+
+Every ``TIDEWAY_ALERTS_EVALUATE_S`` (10 s) each enabled rule gets a value: over the groups (and queues) in its
+scope, the worst one — the largest for ``>``/``>=`` rules, the smallest for ``<``/``<=``. Samples older than
+three looks count as missing. Then, per rule, in one transaction with the rule's row locked:
+
+* the evaluation (breaching or not; missing data as the rule's policy says) joins the last N;
+* OK, PENDING or INSUFFICIENT_DATA becomes FIRING when M of the last N breached, PENDING when this one did,
+  else OK (INSUFFICIENT_DATA when data is missing and the policy says so);
+* FIRING becomes OK only when the value is on the safe side of the recovery threshold (missing data keeps
+  it FIRING unless the policy reads it as not breaching); while FIRING, a reminder every repeat interval;
+* entering FIRING is notified as ``firing``, leaving it as ``resolved``: the event and one delivery per
+  channel are written with the new state, so a transition is notified once whoever evaluates it and
+  whatever dies afterwards. A silenced rule records its events without deliveries.
+
+Deliveries are sent by ``send_due`` (webhooks and e-mail), retried with backoff (5 s doubling to 30 min, or
+what ``Retry-After`` asks) for up to 8 attempts, never after a 410. Every attempt is kept on the delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from alerts.models import COMPARATORS, AlertEvent, AlertRule, Delivery, NotificationChannel
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 8
+FIRST_RETRY_S = 5
+MAX_RETRY_S = 1800
+KEEP_DELIVERIES_DAYS = 90
+
+
+def _metric_value(rule: AlertRule, sample: dict) -> float | None:
+    metric = rule.metric
+    if metric == "lag":
+        return sample["lag"]
+    if metric == "lag_seconds":
+        return sample["lag_ms"] / 1000
+    if metric == "oldest_unacked_seconds":
+        return None if sample.get("oldest_unacked_ms") is None else sample["oldest_unacked_ms"] / 1000
+    if metric == "dead_letters":
+        return sample.get("dead_letters")
+    if metric == "publish_rate":
+        return sample["produce_rate"]
+    if metric == "consume_rate":
+        return sample["consume_rate"]
+    return None
+
+
+def rule_value(rule: AlertRule, samples: dict[str, dict], now_ms: int, stale_ms: int, quota_percent=None) -> float | None:
+    """The rule's value now over its scope, or None when there is no (fresh) data."""
+    if rule.metric == "quota_use":
+        return quota_percent() if quota_percent else None
+    values = []
+    for sample in samples.values():
+        if rule.queue and sample["queue"] != rule.queue:
+            continue
+        if rule.group and sample["group"] != rule.group:
+            continue
+        if now_ms - sample["at_ms"] > stale_ms:
+            continue
+        value = _metric_value(rule, sample)
+        if value is not None:
+            values.append(float(value))
+    if not values:
+        return None
+    return max(values) if rule.comparator in (">", ">=") else min(values)
+
+
+def _payload(rule: AlertRule, kind: str, value: float | None, at: datetime, sequence: int) -> dict:
+    scope = f"{rule.queue or 'every queue'}" + (f" / {rule.group}" if rule.group else "")
+    verb = {"firing": "is firing", "resolved": "is resolved", "reminder": "is still firing", "test": "test"}[kind]
+    return {"type": f"alert.{kind}", "summary": f"{rule.name} {verb}: {rule.metric} {rule.comparator} {rule.threshold:g} "
+                                                 f"on {scope} (now {value if value is None else round(value, 3)})",
+            "rule": {"id": rule.pk, "name": rule.name, "metric": rule.metric, "queue": rule.queue, "group": rule.group,
+                     "comparator": rule.comparator, "threshold": rule.threshold, "recovery_threshold": rule.recovery_threshold},
+            "state": rule.state, "value": value, "at": at.isoformat().replace("+00:00", "Z"), "sequence": sequence}
+
+
+def _notify(rule: AlertRule, kind: str, from_state: str, value: float | None, now: datetime) -> None:
+    silenced = rule.silenced_until is not None and rule.silenced_until > now
+    rule.transitions += 1
+    event = AlertEvent.objects.create(rule=rule, sequence=rule.transitions, kind=kind, from_state=from_state,
+                                      to_state=rule.state, value=value, at=now, silenced=silenced)
+    if silenced:
+        return
+    payload = _payload(rule, kind, value, now, rule.transitions)
+    for channel in rule.channels.all():
+        Delivery.objects.create(event=event, channel=channel, message_id=f"msg_{uuid.uuid4().hex}", payload=payload,
+                                next_attempt=now)
+    rule.last_notified = now
+
+
+def step(rule: AlertRule, value: float | None, now: datetime) -> None:
+    """One evaluation of ``rule`` (locked by the caller) with ``value`` (None: missing)."""
+    breaches = COMPARATORS[rule.comparator]
+    missing = value is None
+    if missing:
+        if rule.missing_data == "breaching":
+            breach = True
+        elif rule.missing_data == "keep_last":
+            breach = bool(rule.recent[-1]) if rule.recent else False
+        else:
+            breach = False
+    else:
+        breach = breaches(value, rule.threshold)
+    rule.recent = (list(rule.recent) + [breach])[-rule.pending_n:]
+    before = rule.state
+    if before == AlertRule.FIRING:
+        if missing and rule.missing_data in ("insufficient_data", "keep_last", "breaching"):
+            recovered = False
+        elif missing:
+            recovered = True
+        else:
+            recovered = not breaches(value, rule.recovery_threshold)
+        if recovered:
+            rule.state, rule.recent = AlertRule.OK, []
+        elif rule.repeat_interval_s and rule.last_notified and now - rule.last_notified >= timedelta(seconds=rule.repeat_interval_s):
+            _notify(rule, "reminder", before, value, now)
+    elif missing and rule.missing_data == "insufficient_data":
+        rule.state = AlertRule.INSUFFICIENT_DATA
+    elif sum(1 for b in rule.recent if b) >= rule.pending_m:
+        rule.state = AlertRule.FIRING
+    else:
+        rule.state = AlertRule.PENDING if breach else AlertRule.OK
+    if rule.state != before:
+        rule.state_since = now
+        if rule.state == AlertRule.FIRING:
+            _notify(rule, "firing", before, value, now)
+        elif before == AlertRule.FIRING:
+            _notify(rule, "resolved", before, value, now)
+    rule.last_value, rule.last_evaluated = value, now
+
+
+def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int) -> dict:
+    """Evaluate every enabled rule; ``live``: {tenant id: {group key: sample}} (lag/store.py)."""
+    from django.db import transaction
+
+    from topics.actions import quota_use
+
+    now = datetime.now(UTC)
+    now_ms = int(now.timestamp() * 1000)
+    counts = {"rules": 0, "transitions": 0}
+    for rule_id, tenant_id in AlertRule.objects.filter(enabled=True).values_list("pk", "tenant_id"):
+        with transaction.atomic():
+            rule = AlertRule.objects.select_for_update().select_related("tenant", "tenant__plan").filter(pk=rule_id).first()
+            if rule is None or not rule.enabled:
+                continue
+            value = rule_value(rule, live.get(tenant_id, {}), now_ms, stale_ms,
+                               quota_percent=lambda rule=rule: max(q["percent"] for q in quota_use(rule.tenant)))
+            before = rule.transitions
+            step(rule, value, now)
+            rule.save()
+            counts["rules"] += 1
+            counts["transitions"] += rule.transitions - before
+    return counts
+
+
+def _backoff_s(attempt: int) -> float:
+    return min(MAX_RETRY_S, FIRST_RETRY_S * 2 ** (attempt - 1))
+
+
+def attempt(delivery: Delivery) -> None:
+    """One attempt at a delivery (its row locked by the caller): sent, or scheduled again, or given up."""
+    from alerts.secrets import unseal
+    from alerts.webhooks import post, send_email
+
+    channel = delivery.channel
+    started = time.perf_counter()
+    if channel.kind == NotificationChannel.WEBHOOK:
+        secrets = [s for s in (unseal(token) for token in channel.secrets) if s]
+        outcome = post(channel.url, secrets, delivery.message_id, delivery.payload)
+    else:
+        outcome = send_email(channel.email, delivery.payload)
+    now = datetime.now(UTC)
+    delivery.attempts = list(delivery.attempts) + [{
+        "at": now.isoformat().replace("+00:00", "Z"), "status_code": outcome.status_code, "ok": outcome.ok,
+        "error": outcome.error, "duration_ms": round((time.perf_counter() - started) * 1000, 1)}]
+    if outcome.ok:
+        delivery.status, delivery.next_attempt = Delivery.DELIVERED, None
+    elif outcome.give_up or len(delivery.attempts) >= MAX_ATTEMPTS:
+        delivery.status, delivery.next_attempt = Delivery.FAILED, None
+    else:
+        wait = outcome.retry_after_s if outcome.retry_after_s is not None else _backoff_s(len(delivery.attempts))
+        delivery.next_attempt = now + timedelta(seconds=min(wait, MAX_RETRY_S))
+    delivery.save(update_fields=["attempts", "status", "next_attempt"])
+
+
+def send_due(limit: int = 100) -> int:
+    """Attempt every delivery that is due (oldest first), each under its row's lock: two senders never send one
+    delivery at once. Returns the number attempted."""
+    from django.db import transaction
+
+    now = datetime.now(UTC)
+    due = list(Delivery.objects.filter(status=Delivery.PENDING, next_attempt__lte=now).order_by("next_attempt")
+               .values_list("pk", flat=True)[:limit])
+    sent = 0
+    for pk in due:
+        with transaction.atomic():
+            delivery = Delivery.objects.select_for_update(skip_locked=True).select_related("channel").filter(
+                pk=pk, status=Delivery.PENDING).first()
+            if delivery is None:
+                continue
+            attempt(delivery)
+            sent += 1
+    Delivery.objects.filter(created__lt=now - timedelta(days=KEEP_DELIVERIES_DAYS)).delete()
+    return sent
