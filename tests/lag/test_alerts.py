@@ -34,26 +34,26 @@ LIMIT_S = 15  # fires (and resolves) within this long of the condition holding
 
 
 class Receiver:
-    """Webhook receivers on 127.0.0.1: /hook answers 204; /fail answers 500 twice, then 204."""
+    """Webhook receivers on 127.0.0.1: /hook answers 204; /fail answers 500 twice to each message, then 204."""
 
     def __init__(self) -> None:
-        self.secret = b""
+        self.secrets: dict[str, bytes] = {}  # per path: each channel has its own
         self.received: list[dict] = []  # {"path", "id", "type", "valid", "at"}
-        self.fail_left = 2
+        self.failed: dict[str, int] = {}  # /fail: 500s given per message id
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["content-length"]))
                 message_id, stamp = self.headers["webhook-id"], self.headers["webhook-timestamp"]
-                expected = base64.b64encode(hmac.new(receiver.secret, f"{message_id}.{stamp}.".encode() + body,
+                expected = base64.b64encode(hmac.new(receiver.secrets[self.path], f"{message_id}.{stamp}.".encode() + body,
                                                      hashlib.sha256).digest()).decode()
                 signatures = [s.split(",", 1)[1] for s in self.headers["webhook-signature"].split() if s.startswith("v1,")]
                 receiver.received.append({"path": self.path, "id": message_id, "type": json.loads(body)["type"],
                                           "valid": expected in signatures and abs(time.time() - int(stamp)) < 300,
                                           "at": time.time()})
-                if self.path == "/fail" and receiver.fail_left > 0:
-                    receiver.fail_left -= 1
+                if self.path == "/fail" and receiver.failed.get(message_id, 0) < 2:
+                    receiver.failed[message_id] = receiver.failed.get(message_id, 0) + 1
                     self.send_response(500)
                 else:
                     self.send_response(204)
@@ -132,9 +132,10 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
     with plane.client(key) as api:
         hook = api.post("/api/v1/notification-channels/", json={"name": "hook", "kind": "webhook", "url": receiver.url + "/hook"})
         assert hook.status_code == 201, hook.text
-        receiver.secret = base64.b64decode(hook.json()["secret"].removeprefix("whsec_"))
+        receiver.secrets["/hook"] = base64.b64decode(hook.json()["secret"].removeprefix("whsec_"))
         fail = api.post("/api/v1/notification-channels/", json={"name": "flaky", "kind": "webhook", "url": receiver.url + "/fail"})
         assert fail.status_code == 201, fail.text
+        receiver.secrets["/fail"] = base64.b64decode(fail.json()["secret"].removeprefix("whsec_"))
         mail = api.post("/api/v1/notification-channels/", json={"name": "ops", "kind": "email", "email": "ops@example.com"})
         assert mail.status_code == 201, mail.text
         assert "secret" not in api.get(f"/api/v1/notification-channels/{hook.json()['id']}").json()  # shown once

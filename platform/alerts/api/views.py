@@ -16,6 +16,15 @@ RULES, CHANNELS = ["alerts"], ["notification channels"]
 HISTORY_LIMIT = 200
 
 
+def _body(request) -> dict:
+    """The JSON object sent (400 when it is anything else)."""
+    from controlplane.errors import ActionError
+
+    if not isinstance(request.data, dict):
+        raise ActionError("invalid_request", "the body is a JSON object", 400)
+    return _body(request)
+
+
 def _rule(request, rule_id: int) -> AlertRule:
     rule = AlertRule.objects.filter(tenant=request.auth.tenant, pk=rule_id).prefetch_related("channels").first()
     if rule is None:
@@ -40,7 +49,7 @@ class RuleListView(APIView):
                    description="metric, queue, group, comparator, threshold, recovery_threshold, pending {m, n}, "
                                "missing_data, repeat_interval_s, channels (names), enabled, silenced_until")
     def post(self, request):
-        rule = actions.do_create_rule(request.auth.tenant, dict(request.data), acting=request.auth.actor)
+        rule = actions.do_create_rule(request.auth.tenant, _body(request), acting=request.auth.actor)
         return Response(actions.rule_json(rule), status=status.HTTP_201_CREATED)
 
 
@@ -51,7 +60,7 @@ class RuleDetailView(APIView):
 
     @extend_schema(request=dict, responses={200: dict}, tags=RULES, summary="Change an alert rule (or silence it)")
     def patch(self, request, rule_id: int):
-        rule = actions.do_update_rule(_rule(request, rule_id), dict(request.data), acting=request.auth.actor)
+        rule = actions.do_update_rule(_rule(request, rule_id), _body(request), acting=request.auth.actor)
         return Response(actions.rule_json(rule))
 
     @extend_schema(responses={204: None}, tags=RULES)
@@ -77,7 +86,7 @@ class ChannelListView(APIView):
     @extend_schema(request=dict, responses={201: dict}, tags=CHANNELS, summary="Create a webhook or e-mail channel",
                    description="A webhook's signing secret is in this answer only: keep it.")
     def post(self, request):
-        channel, secret = actions.do_create_channel(request.auth.tenant, dict(request.data), acting=request.auth.actor)
+        channel, secret = actions.do_create_channel(request.auth.tenant, _body(request), acting=request.auth.actor)
         return Response({**actions.channel_json(channel), "secret": secret}, status=status.HTTP_201_CREATED)
 
 
@@ -98,7 +107,7 @@ class ChannelRotateView(APIView):
                                '{"finish": true} drops the older one.')
     def post(self, request, channel_id: int):
         channel = _channel(request, channel_id)
-        secret = actions.do_rotate_secret(channel, acting=request.auth.actor, finish=request.data.get("finish") is True)
+        secret = actions.do_rotate_secret(channel, acting=request.auth.actor, finish=_body(request).get("finish") is True)
         return Response({**actions.channel_json(channel), "secret": secret})
 
 
