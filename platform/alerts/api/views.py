@@ -22,7 +22,7 @@ def _body(request) -> dict:
 
     if not isinstance(request.data, dict):
         raise ActionError("invalid_request", "the body is a JSON object", 400)
-    return _body(request)
+    return dict(request.data)
 
 
 def _rule(request, rule_id: int) -> AlertRule:
