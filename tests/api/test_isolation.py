@@ -73,7 +73,8 @@ def test_the_walk_covers_every_kind_of_resource():
                      "/api/v1/operator/clusters/{name}", "/api/v1/queues/{name}/messages",
                      "/api/v1/queues/{name}/groups/{group}/receive", "/api/v1/queues/{name}/groups/{group}/ack",
                      "/api/v1/queues/{name}/partitions/{partition}/messages", "/api/v1/queues/{name}/dead-letters/redrive",
-                     "/api/v1/queues/{name}/groups/{group}/members/{member_id}"):
+                     "/api/v1/queues/{name}/groups/{group}/members/{member_id}", "/api/v1/alerts/{rule_id}/history",
+                     "/api/v1/notification-channels/{channel_id}/test", "/api/v1/queues/{name}/groups/{group}/lag"):
         assert expected in paths
 
 
@@ -97,9 +98,13 @@ def tenants(control_plane):
             assert api.post(f"/api/v1/queues/{queue}/groups/g/offsets", json={"offsets": [{"partition": 0, "offset": 1}]}).status_code == 200
             job = api.post(f"/api/v1/queues/{queue}/dead-letters/redrive", json={}).json()["job_id"]
             member = api.post(f"/api/v1/queues/{queue}/groups/g/members", json={}).json()["member_id"]
+            channel = api.post("/api/v1/notification-channels/", json={"name": f"{label}-channel", "kind": "email",
+                                                                      "email": f"{label}@example.com"}).json()["id"]
+            rule = api.post("/api/v1/alerts/", json={"name": f"{label}-rule", "metric": "lag", "queue": queue, "threshold": 10,
+                                                     "channels": [f"{label}-channel"]}).json()["id"]
         made[label] = {"slug": slug, "key": key, "name": queue, "prefix": extra_key["prefix"], "username": username,
                        "subject": subject, "schema_id": schema_id, "version": "1", "group": "g", "partition": 0,
-                       "member_id": member, "job_id": job}
+                       "member_id": member, "job_id": job, "rule_id": rule, "channel_id": channel}
     # An invoice each (the usage job makes them; here straight from the pricing code, in the deployment's database).
     script = ("import json; from billing.pricing import refresh_invoice; from tenants.models import Tenant; "
               f"print(json.dumps({{s: refresh_invoice(Tenant.objects.get(slug=s), '2026-10').pk for s in "
@@ -128,6 +133,9 @@ def _state(control_plane, key: str, ids: dict) -> dict:
             "messages": api.get(f"/api/v1/queues/{ids['name']}/messages").json(),
             "offsets": api.get(f"/api/v1/queues/{ids['name']}/groups/g/offsets").json(),
             "dead_letters": api.get(f"/api/v1/queues/{ids['name']}/dead-letters").json(),
+            "alerts": [{k: v for k, v in r.items() if k not in ("state", "state_since", "value", "evaluated")}
+                       for r in api.get("/api/v1/alerts/").json()],  # (the evaluator may run meanwhile)
+            "channels": api.get("/api/v1/notification-channels/").json(),
         }
 
 
@@ -135,7 +143,7 @@ def _state(control_plane, key: str, ids: dict) -> dict:
 NAMESPACED_WRITES = {("post", "/api/v1/registry/subjects/{subject}/versions"), ("put", "/api/v1/registry/config/{subject}")}
 MISSING = {"slug": "no-such-tenant", "name": "no-such-queue", "prefix": "0123456789ab", "username": "no-such-user",
            "subject": "no-such-subject", "schema_id": 987654321, "version": "1", "group": "g", "partition": 0,
-           "member_id": "0" * 32, "job_id": "0" * 32, "invoice_id": 987654321}
+           "member_id": "0" * 32, "job_id": "0" * 32, "invoice_id": 987654321, "rule_id": 987654321, "channel_id": 987654321}
 
 
 def _fill(path: str, ids: dict) -> str:
@@ -154,7 +162,8 @@ def _body(path: str) -> dict:
 def test_a_key_of_one_tenant_cannot_read_list_change_or_delete_anything_of_another(control_plane, tenants):
     a, b = tenants["a"], tenants["b"]
     before = _state(control_plane, b["key"], b)
-    b_identifiers = [b["name"], b["prefix"], b["username"], b["subject"], b["slug"], "b-message", b["member_id"], b["job_id"]]
+    b_identifiers = [b["name"], b["prefix"], b["username"], b["subject"], b["slug"], "b-message", b["member_id"], b["job_id"],
+                     "b-rule", "b-channel", "b@example.com"]
     walked = 0
     with control_plane.client(a["key"]) as api:
         for path, methods, view in ENDPOINTS:
