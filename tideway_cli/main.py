@@ -8,7 +8,7 @@ import os
 import sys
 
 from brokers import cli as broker_cli
-from tideway_cli import billing, control, tenants
+from tideway_cli import alerts, billing, control, tenants
 
 __all__ = ["main"]
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     control.add_commands(subparsers)
     tenants.add_commands(subparsers)
     billing.add_commands(subparsers)
+    alerts.add_commands(subparsers)
     return parser
 
 

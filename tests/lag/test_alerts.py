@@ -218,3 +218,21 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
         test = api.post(f"/api/v1/notification-channels/{hook.json()['id']}/test")
         assert test.status_code == 200 and test.json()["status"] == "delivered", test.text
     assert receiver.of("/hook", "test") and receiver.of("/hook", "test")[0]["valid"]
+
+    # The same through the CLI.
+    def cli(*args: str) -> str:
+        import subprocess
+        import sys
+
+        from tests.conftest import REPO_ROOT
+
+        done = subprocess.run([sys.executable, "-m", "tideway_cli.main", *args, "--api", plane.base_url, "--api-key", key],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "workers behind" in cli("alerts", "list") and " OK " in cli("alerts", "list")
+    shown = cli("alerts", "history", str(rule_id))
+    assert "firing" in shown and "resolved" in shown and "hook: delivered" in shown
+    assert "now: 0 messages behind" in cli("lag", name, "workers")
+    assert "silenced until" in cli("alerts", "silence", str(rule_id), "--minutes", "5")
