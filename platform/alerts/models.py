@@ -14,7 +14,7 @@ METRICS = {
     "quota_use": "quota use (the highest, percent)",
 }
 COMPARATORS = {">": lambda v, t: v > t, ">=": lambda v, t: v >= t, "<": lambda v, t: v < t, "<=": lambda v, t: v <= t}
-MISSING_DATA = ("breaching", "not_breaching", "keep_last", "insufficient_data")
+MISSING_DATA = ("insufficient_data", "breaching", "not_breaching", "keep_last")  # the default first
 
 
 class NotificationChannel(models.Model):
