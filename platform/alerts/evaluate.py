@@ -2,15 +2,16 @@
 
 Every ``TIDEWAY_ALERTS_EVALUATE_S`` (10 s) each enabled rule gets a value: over the groups (and queues) in its
 scope, the worst one — the largest for ``>``/``>=`` rules, the smallest for ``<``/``<=``. Samples older than
-three looks count as missing. Then, per rule, in one transaction with the rule's row locked:
+three looks count as missing. Then, per rule:
 
 * the evaluation (breaching or not; missing data as the rule's policy says) joins the last N;
 * OK, PENDING or INSUFFICIENT_DATA becomes FIRING when M of the last N breached, PENDING when this one did,
   else OK (INSUFFICIENT_DATA when data is missing and the policy says so);
 * FIRING becomes OK only when the value is on the safe side of the recovery threshold (missing data keeps
   it FIRING unless the policy reads it as not breaching); while FIRING, a reminder every repeat interval;
-* entering FIRING is notified as ``firing``, leaving it as ``resolved``: the event and one delivery per
-  channel are written with the new state, so a transition is notified once whoever evaluates it and
+* entering FIRING is notified as ``firing``, leaving it as ``resolved``: the new state is written only if the
+  rule's state and transition count are still what this evaluation started from (compare-and-set), together
+  with the event and one delivery per channel, so a transition is notified once whoever evaluates it and
   whatever dies afterwards. A silenced rule records its events without deliveries.
 
 Deliveries are sent by ``send_due`` (webhooks and e-mail), retried with backoff (5 s doubling to 30 min, or
@@ -81,22 +82,23 @@ def _payload(rule: AlertRule, kind: str, value: float | None, at: datetime, sequ
             "state": rule.state, "value": value, "at": at.isoformat().replace("+00:00", "Z"), "sequence": sequence}
 
 
-def _notify(rule: AlertRule, kind: str, from_state: str, value: float | None, now: datetime) -> None:
+def _record(rule: AlertRule, kind: str, from_state: str, value: float | None, now: datetime) -> None:
+    """The event of the rule's newest transition and, unless silenced, a delivery per channel (inside the caller's
+    transaction, with the rule's new state)."""
     silenced = rule.silenced_until is not None and rule.silenced_until > now
-    rule.transitions += 1
     event = AlertEvent.objects.create(rule=rule, sequence=rule.transitions, kind=kind, from_state=from_state,
                                       to_state=rule.state, value=value, at=now, silenced=silenced)
     if silenced:
         return
     payload = _payload(rule, kind, value, now, rule.transitions)
-    for channel in rule.channels.all():
-        Delivery.objects.create(event=event, channel=channel, message_id=f"msg_{uuid.uuid4().hex}", payload=payload,
-                                next_attempt=now)
-    rule.last_notified = now
+    Delivery.objects.bulk_create([
+        Delivery(event=event, channel=channel, message_id=f"msg_{uuid.uuid4().hex}", payload=payload, next_attempt=now)
+        for channel in rule.channels.all()])
 
 
-def step(rule: AlertRule, value: float | None, now: datetime) -> None:
-    """One evaluation of ``rule`` (locked by the caller) with ``value`` (None: missing)."""
+def step(rule: AlertRule, value: float | None, now: datetime) -> str | None:
+    """One evaluation of ``rule`` with ``value`` (None: missing), in memory: the rule's new state and recent
+    evaluations; returns what to notify (firing, resolved, reminder) or None."""
     breaches = COMPARATORS[rule.comparator]
     missing = value is None
     if missing:
@@ -109,55 +111,69 @@ def step(rule: AlertRule, value: float | None, now: datetime) -> None:
     else:
         breach = breaches(value, rule.threshold)
     rule.recent = (list(rule.recent) + [breach])[-rule.pending_n:]
+    rule.last_value, rule.last_evaluated = value, now
     before = rule.state
+    notify = None
     if before == AlertRule.FIRING:
-        if missing and rule.missing_data in ("insufficient_data", "keep_last", "breaching"):
-            recovered = False
-        elif missing:
-            recovered = True
+        if missing:
+            recovered = rule.missing_data == "not_breaching"
         else:
             recovered = not breaches(value, rule.recovery_threshold)
         if recovered:
-            rule.state, rule.recent = AlertRule.OK, []
+            rule.state, rule.recent, notify = AlertRule.OK, [], "resolved"
         elif rule.repeat_interval_s and rule.last_notified and now - rule.last_notified >= timedelta(seconds=rule.repeat_interval_s):
-            _notify(rule, "reminder", before, value, now)
+            notify = "reminder"
     elif missing and rule.missing_data == "insufficient_data":
         rule.state = AlertRule.INSUFFICIENT_DATA
     elif sum(1 for b in rule.recent if b) >= rule.pending_m:
-        rule.state = AlertRule.FIRING
+        rule.state, notify = AlertRule.FIRING, "firing"
     else:
         rule.state = AlertRule.PENDING if breach else AlertRule.OK
     if rule.state != before:
         rule.state_since = now
-        if rule.state == AlertRule.FIRING:
-            _notify(rule, "firing", before, value, now)
-        elif before == AlertRule.FIRING:
-            _notify(rule, "resolved", before, value, now)
-    rule.last_value, rule.last_evaluated = value, now
+    return notify
 
 
 def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int) -> dict:
-    """Evaluate every enabled rule; ``live``: {tenant id: {group key: sample}} (lag/store.py)."""
+    """Evaluate every enabled rule; ``live``: {tenant id: {group key: sample}} (lag/store.py).
+
+    One query reads the rules; a rule whose state changes is written with a compare-and-set on its state and
+    transition count (another evaluator that got there first wins, and this one records nothing), together with
+    its event and deliveries; the rest is written in one bulk update."""
     from django.db import transaction
 
     from topics.actions import quota_use
 
     now = datetime.now(UTC)
     now_ms = int(now.timestamp() * 1000)
-    counts = {"rules": 0, "transitions": 0}
-    for rule_id, tenant_id in AlertRule.objects.filter(enabled=True).values_list("pk", "tenant_id"):
+    rules = list(AlertRule.objects.filter(enabled=True).select_related("tenant", "tenant__plan").prefetch_related("channels"))
+    quotas: dict[int, float] = {}
+
+    def quota_percent(tenant) -> float:
+        if tenant.pk not in quotas:
+            quotas[tenant.pk] = max(q["percent"] for q in quota_use(tenant))
+        return quotas[tenant.pk]
+
+    transitions = 0
+    for rule in rules:
+        before_state, before_count = rule.state, rule.transitions
+        value = rule_value(rule, live.get(rule.tenant_id, {}), now_ms, stale_ms,
+                           quota_percent=lambda rule=rule: quota_percent(rule.tenant))
+        notify = step(rule, value, now)
+        if rule.state == before_state and notify is None:
+            continue
+        if notify is not None:
+            rule.transitions = before_count + 1
+            rule.last_notified = now
         with transaction.atomic():
-            rule = AlertRule.objects.select_for_update().select_related("tenant", "tenant__plan").filter(pk=rule_id).first()
-            if rule is None or not rule.enabled:
-                continue
-            value = rule_value(rule, live.get(tenant_id, {}), now_ms, stale_ms,
-                               quota_percent=lambda rule=rule: max(q["percent"] for q in quota_use(rule.tenant)))
-            before = rule.transitions
-            step(rule, value, now)
-            rule.save()
-            counts["rules"] += 1
-            counts["transitions"] += rule.transitions - before
-    return counts
+            won = AlertRule.objects.filter(pk=rule.pk, state=before_state, transitions=before_count).update(
+                state=rule.state, state_since=rule.state_since, transitions=rule.transitions, last_notified=rule.last_notified,
+                recent=rule.recent, last_value=rule.last_value, last_evaluated=now)
+            if won and notify is not None:
+                _record(rule, notify, before_state, value, now)
+                transitions += 1
+    AlertRule.objects.bulk_update(rules, ["recent", "last_value", "last_evaluated"], batch_size=500)
+    return {"rules": len(rules), "transitions": transitions}
 
 
 def _backoff_s(attempt: int) -> float:
