@@ -4,7 +4,7 @@ it), and every look to the internal topic ``__lag`` (the ``consumer_lag`` Spark 
 Redis: a hash per tenant, ``tideway:lag:<tenant id>``, field ``<kind>:<queue>:<group>`` -> the group's sample
 as JSON; replaced whole by each look (a deleted group disappears), expiring an hour after the last look.
 
-``__lag``: JSON records of up to ``GROUPS_PER_RECORD`` groups, ``{"at_ms", "cluster", "groups": [[tenant id,
+``__lag``: JSON records (zstd-compressed batches: the names repeat) of up to ``GROUPS_PER_RECORD`` groups, ``{"at_ms", "cluster", "groups": [[tenant id,
 queue, group, kind, members, in flight, dead letters, [[partition, position, log end, lag, lag ms, in flight,
 produce rate, consume rate], ...]], ...]}``, on one partition, kept 7 days, replication factor up to 3.
 """
@@ -70,7 +70,7 @@ async def publish(client: TidewayClient, cluster: str, samples: list[dict], at_m
     records = lag_records(cluster, samples, at_ms)
     for attempt in range(2):
         try:
-            async with Producer(client, acks="all", linger_ms=0) as producer:
+            async with Producer(client, acks="all", linger_ms=0, compression="zstd") as producer:
                 sent = [await producer.send(LAG_TOPIC, record, key=cluster.encode(), partition=0, timestamp_ms=at_ms)
                         for record in records]
                 for delivery in sent:

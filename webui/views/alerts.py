@@ -176,7 +176,7 @@ def channel_deliveries(request, channel_id: str):
 @member_page()
 def preview(request):
     """The metric's values now (from the latest looks) and over the last hour (minute rollups), for the create form."""
-    from alerts.evaluate import rule_value
+    from alerts.evaluate import Scope, rule_value
     from alerts.models import METRICS, AlertRule
     from alerts.tasks import _live
     from lag.models import LagRollup
@@ -191,7 +191,7 @@ def preview(request):
 
     from topics.actions import quota_use
 
-    now = rule_value(probe, _live([tenant.pk]).get(tenant.pk, {}), int(time.time() * 1000), 60_000,
+    now = rule_value(probe, Scope(_live([tenant.pk]).get(tenant.pk, {})), int(time.time() * 1000), 60_000,
                      quota_percent=lambda: max(q["percent"] for q in quota_use(tenant)))
     hour = []
     if metric in ("lag", "lag_seconds"):
