@@ -218,13 +218,17 @@ def _backoff_s(attempt: int) -> float:
 def attempt(delivery: Delivery) -> None:
     """One attempt at a delivery (its row locked by the caller): sent, or scheduled again, or given up."""
     from alerts.secrets import unseal
-    from alerts.webhooks import post, send_email
+    from alerts.webhooks import Outcome, post, send_email
 
     channel = delivery.channel
     started = time.perf_counter()
     if channel.kind == NotificationChannel.WEBHOOK:
         secrets = [s for s in (unseal(token) for token in channel.secrets) if s]
-        outcome = post(channel.url, secrets, delivery.message_id, delivery.payload)
+        if secrets:
+            outcome = post(channel.url, secrets, delivery.message_id, delivery.payload)
+        else:  # sealed under another signing key: never send unsigned
+            outcome = Outcome(False, error="the channel's signing secret cannot be read (the deployment's signing key "
+                                           "changed?): rotate the secret", give_up=True)
     else:
         outcome = send_email(channel.email, delivery.payload)
     now = datetime.now(UTC)
