@@ -48,6 +48,21 @@ def _whole(value, field: str, low: int, high: int) -> int:
     return value
 
 
+def _save_new(row, count: int, limit: int, what: str) -> None:
+    """Save a new rule or channel of a tenant that has ``count``: 403 past ``limit``, 409 when the name is taken."""
+    if count >= limit:
+        raise ActionError("quota_exceeded", f"a tenant has at most {limit} {what}s", 403)
+    _save_named(row, what)
+
+
+def _save_named(row, what: str) -> None:
+    try:
+        with transaction.atomic():
+            row.save()
+    except IntegrityError:
+        raise ActionError("conflict", f"a {what} named {row.name!r} exists", 409) from None
+
+
 # -- channels -----------------------------------------------------------------------------------------------
 
 
@@ -89,13 +104,7 @@ def do_create_channel(tenant, data: dict, *, acting: str) -> tuple[NotificationC
             raise _invalid("email", "email is an e-mail address") from None
         channel.email = email
     with transaction.atomic():
-        if NotificationChannel.objects.filter(tenant=tenant).count() >= MAX_CHANNELS:
-            raise ActionError("quota_exceeded", f"a tenant has at most {MAX_CHANNELS} notification channels", 403)
-        try:
-            with transaction.atomic():
-                channel.save()
-        except IntegrityError:
-            raise ActionError("conflict", f"a channel named {name!r} exists", 409) from None
+        _save_new(channel, NotificationChannel.objects.filter(tenant=tenant).count(), MAX_CHANNELS, "notification channel")
         audit.record(tenant, acting, "channel.create", name, kind=kind)
     return channel, secret
 
@@ -229,13 +238,7 @@ def do_create_rule(tenant, data: dict, *, acting: str) -> AlertRule:
     rule = AlertRule(tenant=tenant)
     channels = _rule_fields(tenant, data, rule, partial=False)
     with transaction.atomic():
-        if AlertRule.objects.filter(tenant=tenant).count() >= MAX_RULES:
-            raise ActionError("quota_exceeded", f"a tenant has at most {MAX_RULES} alert rules", 403)
-        try:
-            with transaction.atomic():
-                rule.save()
-        except IntegrityError:
-            raise ActionError("conflict", f"a rule named {rule.name!r} exists", 409) from None
+        _save_new(rule, AlertRule.objects.filter(tenant=tenant).count(), MAX_RULES, "alert rule")
         if channels is not None:
             rule.channels.set(channels)
         audit.record(tenant, acting, "alert.create", rule.name, metric=rule.metric, threshold=rule.threshold)
@@ -246,11 +249,7 @@ def do_update_rule(rule: AlertRule, data: dict, *, acting: str) -> AlertRule:
     with transaction.atomic():
         rule = AlertRule.objects.select_for_update().get(pk=rule.pk)
         channels = _rule_fields(rule.tenant, data, rule, partial=True)
-        try:
-            with transaction.atomic():
-                rule.save()
-        except IntegrityError:
-            raise ActionError("conflict", f"a rule named {rule.name!r} exists", 409) from None
+        _save_named(rule, "alert rule")
         if channels is not None:
             rule.channels.set(channels)
         audit.record(rule.tenant, acting, "alert.update", rule.name, fields=sorted(data))
