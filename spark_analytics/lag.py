@@ -65,11 +65,14 @@ def lag_samples(raw: DataFrame) -> DataFrame:
     return raw.select("value").mapInArrow(_flatten, SAMPLE_SCHEMA)
 
 
-def rollups(samples: DataFrame, granularity: str, from_ms: int) -> DataFrame:
-    """Per group, partition and ``granularity`` slot starting at or after ``from_ms``: samples, max, mean, p95."""
+def rollups(samples: DataFrame, granularity: str, from_ms: int, to_ms: int | None = None) -> DataFrame:
+    """Per group, partition and ``granularity`` slot starting in [from_ms, to_ms): samples, max, mean, p95."""
     size = GRANULARITIES[granularity]
     start = (F.floor(F.col("at_ms") / size) * size).cast("long")
-    return (samples.withColumn("start_ms", start).where(F.col("start_ms") >= from_ms)
+    window = F.col("start_ms") >= from_ms
+    if to_ms is not None:
+        window = window & (F.col("start_ms") < to_ms)
+    return (samples.withColumn("start_ms", start).where(window)
             .groupBy("tenant_id", "queue", "kind", "group", "partition", "start_ms")
             .agg(F.count("*").alias("samples"),
                  F.max("lag").alias("lag_max"), F.avg("lag").alias("lag_mean"), F.percentile("lag", 0.95).alias("lag_p95"),

@@ -1,9 +1,10 @@
 """The ``consumer_lag`` job: ``__lag`` of every cluster -> lag rollups and group statuses in the database.
 
 Each run rewrites what may have changed since the last: minute rollups from the last minute the previous run
-wrote, the hour and the day that minute falls in (read from that day's start, so a day's percentiles are
-exact), and every group's status over the newest ``window`` samples. The first run reads all of ``__lag``
-(7 days). Minute rollups are kept 90 days, hours and days 400.
+wrote and hour rollups from that minute's hour (so it reads at most a little over an hour of looks), and every
+group's status over the newest ``window`` samples. Day rollups are written once a day is over, by the first
+run after midnight (UTC), which reads that whole day, so a day's percentiles are exact. The first run ever reads
+from the start of yesterday. Minute rollups are kept 90 days, hours and days 400.
 """
 
 from __future__ import annotations
@@ -51,7 +52,14 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
     from lag.models import LagRollup, LagStatus
     from lag.status import Sample, group_state, partition_state
     from lag.store import LAG_TOPIC
-    from spark_analytics.lag import DAY_MS, GRANULARITIES, lag_samples, last_window, rollups
+    from spark_analytics.lag import (
+        DAY_MS,
+        GRANULARITIES,
+        HOUR_MS,
+        lag_samples,
+        last_window,
+        rollups,
+    )
     from spark_analytics.session import spark_session
     from tenants.models import Tenant
 
@@ -59,27 +67,37 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
     key = None if bootstrap else broker_credentials().key
     sources = {"given": bootstrap} if bootstrap else {c.name: bootstrap_of(c) for c in Cluster.objects.all()}
     newest = LagRollup.objects.filter(granularity=LagRollup.MINUTE).aggregate(m=Max("start"))["m"]
-    write_from = int(newest.timestamp() * 1000) if newest else 0
-    since = _floor(write_from, DAY_MS)
-    progress(f"consumer_lag: reading {LAG_TOPIC} written since {_stamp(since).isoformat() if since else 'its start'}")
+    today = _floor(int(time.time() * 1000), DAY_MS)
+    if newest is None:
+        since = today - DAY_MS
+        write_from = {"minute": since, "hour": since}
+    else:
+        last = int(newest.timestamp() * 1000)
+        write_from = {"minute": last, "hour": _floor(last, HOUR_MS)}
+        # A day that ended since the last run is read whole, once, for its day rollups.
+        since = _floor(last, DAY_MS) if _floor(last, DAY_MS) < today else write_from["hour"]
+    days_from = _floor(since, DAY_MS) if _floor(since, DAY_MS) < today else None  # complete days in what is read
+    progress(f"consumer_lag: reading {LAG_TOPIC} written since {_stamp(since).isoformat()}")
     spark = spark_session(master, app="consumer_lag")
     slots: dict[str, list] = {g: [] for g in GRANULARITIES}
     windows: dict[tuple, list] = {}
     for _name, address in sources.items():
         reader = (spark.read.format("tideway").option("bootstrap", address).option("subscribe", LAG_TOPIC)
-                  .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism)))
-        if since:
-            reader = reader.option("startingTimestamp", str(since))
+                  .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism))
+                  .option("startingTimestamp", str(since)))
         if key:
             reader = reader.option("apiKey", key)
         if not asyncio.run(_has_topic(address, key, LAG_TOPIC)):
             continue  # nothing sampled on this cluster yet
         samples = lag_samples(reader.load()).cache()
-        for granularity, size in GRANULARITIES.items():
-            slots[granularity] += rollups(samples, granularity, _floor(write_from, size)).collect()
+        for granularity in ("minute", "hour"):
+            slots[granularity] += rollups(samples, granularity, write_from[granularity]).collect()
+        if days_from is not None:
+            slots["day"] += rollups(samples, "day", days_from, to_ms=today).collect()
         for row in last_window(samples, window).collect():
             windows.setdefault((row.tenant_id, row.queue, row.kind, row.group), {}).setdefault(row.partition, []).append(row)
         samples.unpersist()
+    spark_s = time.perf_counter() - started
     known = set(Tenant.objects.values_list("pk", flat=True))
     statuses = []
     for (tenant_id, queue, kind, group), partitions in windows.items():
@@ -93,9 +111,12 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
                                   window_start=_stamp(min(ats)), window_end=_stamp(max(ats)), **state))
     now = datetime.now(UTC)
     written = 0
+    replace_from = {**write_from, "day": days_from}
     with transaction.atomic():
-        for granularity, size in GRANULARITIES.items():
-            LagRollup.objects.filter(granularity=granularity, start__gte=_stamp(_floor(write_from, size))).delete()
+        for granularity in GRANULARITIES:
+            if replace_from[granularity] is None:
+                continue
+            LagRollup.objects.filter(granularity=granularity, start__gte=_stamp(replace_from[granularity])).delete()
             rows = [LagRollup(tenant_id=r.tenant_id, queue=r.queue, kind=r.kind, group=r.group, partition=r.partition,
                               granularity=granularity, start=_stamp(r.start_ms), samples=r.samples, lag_max=r.lag_max,
                               lag_mean=r.lag_mean, lag_p95=r.lag_p95, lag_ms_max=r.lag_ms_max, lag_ms_mean=r.lag_ms_mean,
@@ -107,7 +128,7 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
         LagStatus.objects.bulk_create(statuses, batch_size=2000)
         LagRollup.objects.filter(granularity=LagRollup.MINUTE, start__lt=now - timedelta(days=KEEP_MINUTES_DAYS)).delete()
         LagRollup.objects.filter(start__lt=now - timedelta(days=KEEP_HOURS_DAYS)).delete()
-    summary = {"rollups": written, "groups": len(statuses), "since": _stamp(since).isoformat() if since else None,
-               "seconds": round(time.perf_counter() - started, 1)}
+    summary = {"rollups": written, "groups": len(statuses), "since": _stamp(since).isoformat(),
+               "seconds": round(time.perf_counter() - started, 1), "spark_seconds": round(spark_s, 1)}
     progress(f"consumer_lag: {written} rollup rows, {len(statuses)} group statuses in {summary['seconds']} s")
     return summary
