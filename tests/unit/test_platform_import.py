@@ -29,3 +29,14 @@ def test_import_platform_is_stdlib_under_manage_py():
 
 def test_platform_folder_has_no_init():
     assert not (REPO_ROOT / "platform" / "__init__.py").exists()
+
+
+def test_every_django_app_imports_from_anywhere_as_the_installed_package():
+    """The Celery workers of `tideway up` run outside platform/: each app must be in the installed package's list
+    (pyproject's packages.find include), not only importable from platform/ (a new app once was not)."""
+    script = ("import sys; sys.path = [p for p in sys.path if p not in ('', '.') and not p.endswith('/platform')]; "
+              "import importlib; from controlplane import settings; "
+              "[importlib.import_module(a.split('.')[0]) for a in settings.INSTALLED_APPS]; print('ok')")
+    result = subprocess.run([sys.executable, "-c", script], cwd="/", capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin", "TIDEWAY_HOME": "/tmp"})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
