@@ -159,8 +159,25 @@ def _console_urls() -> list[str]:
         route = re.sub(r"\(\?P<subject>[^)]*\)", "<name>", route)
         route = re.sub(r"\(\?P<slug>[^)]*\)", "<slug>", route)
         route = re.sub(r"\(\?P<invoice_id>[^)]*\)", "<invoice>", route).replace("\\.", ".")
-        out.append("/console/" + re.sub(r"\(\?P<name>[^)]*\)", "<name>", route))
+        route = re.sub(r"\(\?P<rule_id>[^)]*\)", "<rule>", route)
+        route = re.sub(r"\(\?P<channel_id>[^)]*\)", "<channel>", route)
+        route = re.sub(r"\(\?P<name>[^)]*\)", "<name>", route)
+        actions = re.search(r"\(\?P<action>([^)]*)\)", route)
+        if actions:  # one URL per action the route takes
+            out += ["/console/" + route.replace(actions.group(0), a) for a in actions.group(1).split("|")]
+        else:
+            out.append("/console/" + route)
     return out
+
+
+def _alerting(tenant, name: str):
+    """A rule and an e-mail channel of ``tenant``, for the walks."""
+    from alerts.actions import do_create_channel, do_create_rule
+
+    channel, _ = do_create_channel(tenant, {"name": f"{name}-mail", "kind": "email", "email": "ops@example.com"}, acting="t")
+    rule = do_create_rule(tenant, {"name": f"{name}-rule", "metric": "lag", "threshold": 5, "channels": [channel.name]},
+                          acting="t")
+    return rule, channel
 
 
 def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_a, owner_b, cluster):
@@ -176,6 +193,7 @@ def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_
     from billing.pricing import refresh_invoice
 
     invoice_a = refresh_invoice(tenant_a, "2026-10")
+    rule_a, channel_a = _alerting(tenant_a, "secret-orders")
     client = signed_in(Client(), owner_b[0])
     urls = _console_urls()
     assert "/console/invoices/<invoice>.csv" in urls
@@ -184,7 +202,8 @@ def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_
     assert "/console/queues/<name>" in urls and "/console/create-queue" in urls and "/console/keys/<prefix>/revoke" in urls
     for url in urls:
         target = url.replace("<name>", "secret-orders").replace("<prefix>", key_a.prefix).replace("<slug>", tenant_a.slug)
-        target = target.replace("<invoice>", str(invoice_a.pk))
+        target = target.replace("<invoice>", str(invoice_a.pk)).replace("<rule>", str(rule_a.pk))
+        target = target.replace("<channel>", str(channel_a.pk))
         for method in ("get", "post"):
             answer = getattr(client, method)(target, {"confirm": "secret-orders", "tenant": tenant_a.slug})
             assert "secret-orders" not in answer.content.decode(errors="replace"), (method, target)
@@ -193,6 +212,9 @@ def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_
     key_a.refresh_from_db()
     tenant_a.refresh_from_db()
     assert key_a.revoked_at is None and tenant_a.suspended_at is None
+    rule_a.refresh_from_db()
+    channel_a.refresh_from_db()  # (both still there, unchanged)
+    assert rule_a.silenced_until is None and rule_a.enabled and len(channel_a.secrets) == 0
     assert key_a.prefix not in client.get("/console/keys").text
     dashboard = client.get("/console/")
     assert tenant_a.name not in dashboard.text  # the tenant switch to A was refused
@@ -208,6 +230,7 @@ def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
     make_queue(tenant, cluster, "orders")
     key, _ = do_create_api_key(tenant, name="ci", scopes=["consume"], acting="test")
     viewer = do_add_member(tenant, username="vera", role="viewer", password=PASSWORD, acting="test").user
+    rule, channel = _alerting(tenant, "orders")
     client = signed_in(Client(), viewer)
     audit_rows = AuditEntry.objects.count()
     own_account = {"/console/signout", "/console/tenant", "/console/password", "/console/signin", "/console/signup"}
@@ -215,12 +238,14 @@ def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
         if url in own_account:
             continue
         target = url.replace("<name>", "orders").replace("<prefix>", key.prefix).replace("<slug>", tenant.slug)
-        target = target.replace("<invoice>", "1")
+        target = target.replace("<invoice>", "1").replace("<rule>", str(rule.pk)).replace("<channel>", str(channel.pk))
         answer = client.post(target, {"name": "x", "confirm": "orders", "scopes": ["manage"], "value": "v", "which": "all"})
         assert answer.status_code in (403, 405), (target, answer.status_code)  # refused, or a page that takes no POST
     assert Queue.objects.filter(name="orders").exists() and Queue.objects.count() == 1
     key.refresh_from_db()
     assert key.revoked_at is None and AuditEntry.objects.count() == audit_rows
+    rule.refresh_from_db()
+    channel.refresh_from_db()  # (both still there)
 
 
 def test_api_keys_are_shown_once_and_revoked_by_owners_only(client, owner_a):
