@@ -32,7 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.common import free_port, progress, wait_port  # noqa: E402
+from bench.common import CpuMeter, free_port, progress, wait_port  # noqa: E402
 from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
 
 
@@ -53,13 +53,13 @@ def start_broker(data_dir: str, port: int, extra_args: tuple[str, ...] = ()) -> 
 async def produce_phase(bootstrap: str, topic: str, count: int, size: int) -> dict:
     value = os.urandom(size)
     async with Producer(bootstrap, acks=1, linger_ms=5, batch_size_bytes=512 << 10) as producer:
-        started = time.perf_counter()
-        send = producer.send
-        for _ in range(count):
-            await send(topic, value)
-        await producer.flush()
-        elapsed = time.perf_counter() - started
-    return {"messages": count, "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed), "mb_per_s": round(count * size / elapsed / 1e6, 1)}
+        with CpuMeter() as meter:
+            send = producer.send
+            for _ in range(count):
+                await send(topic, value)
+            await producer.flush()
+    return {"messages": count, "seconds": round(meter.seconds, 3), "msgs_per_s": round(count / meter.seconds),
+            "mb_per_s": round(count * size / meter.seconds / 1e6, 1), "cpu_s_per_million": meter.cpu_s_per_million(count)}
 
 
 async def consume_phase(bootstrap: str, topic: str, count: int, size: int) -> dict:
@@ -67,13 +67,13 @@ async def consume_phase(bootstrap: str, topic: str, count: int, size: int) -> di
     await consumer.start()
     await consumer.assign([(topic, 0)], start="earliest")
     seen = 0
-    started = time.perf_counter()
-    while seen < count:
-        for records in (await consumer.getmany(timeout_ms=5000)).values():
-            seen += len(records)
-    elapsed = time.perf_counter() - started
+    with CpuMeter() as meter:
+        while seen < count:
+            for records in (await consumer.getmany(timeout_ms=5000)).values():
+                seen += len(records)
     await consumer.stop()
-    return {"messages": seen, "seconds": round(elapsed, 3), "msgs_per_s": round(seen / elapsed), "mb_per_s": round(seen * size / elapsed / 1e6, 1)}
+    return {"messages": seen, "seconds": round(meter.seconds, 3), "msgs_per_s": round(seen / meter.seconds),
+            "mb_per_s": round(seen * size / meter.seconds / 1e6, 1), "cpu_s_per_million": meter.cpu_s_per_million(seen)}
 
 
 async def latency_phase(bootstrap: str, topic: str, rate: int, seconds: float) -> dict:

@@ -40,3 +40,29 @@ def wait_port(port: int, timeout_s: float = 60) -> None:
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"nothing listening on port {port} after {timeout_s}s")
+
+
+def machine_busy_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine so far (every process: clients, brokers, the kernel's network work)."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in stat.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """Wall time and the machine's busy CPU over one measured phase.
+
+    Client and servers share this machine, so the cost of a message is what
+    the whole machine spent on it: ``cpu_s_per_million(messages)``.
+    """
+
+    def __enter__(self) -> "CpuMeter":
+        self.started, self.busy_at_start = time.perf_counter(), machine_busy_cpu_s()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.seconds = time.perf_counter() - self.started
+        self.cpu_s = machine_busy_cpu_s() - self.busy_at_start
+
+    def cpu_s_per_million(self, messages: int) -> float | None:
+        return round(self.cpu_s / messages * 1e6, 2) if messages else None

@@ -1,9 +1,12 @@
 """Benchmark the consumption models on one real broker process (100-byte messages).
 
-* queue mode: 4 worker processes receive (batches of 100) and accept every
-  message of a 4-partition queue; accepts/s over the whole drain. Every
-  acquisition and every accept is replicated state (a snapshot written to
-  __consumer_offsets before the answer).
+* queue mode: 4 worker processes receive (up to 100 a call, ``--receive-max``) and accept every
+  message of a 4-partition queue; accepts/s over the whole drain. With
+  ``--ack per-message`` (the default) each message is accepted on its own, as
+  a handler that finishes it would (``await queue.ack([message])``, the
+  batch's handlers running concurrently); ``--ack batch`` accepts a received
+  batch in one call. Every acquisition and every accept is state written to
+  ``__consumer_offsets`` before the answer.
 * stream mode: one group member reads the whole topic and commits after every
   batch; msgs/s.
 
@@ -30,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.broker import start_broker  # noqa: E402
-from bench.common import free_port, progress  # noqa: E402
+from bench.common import CpuMeter, free_port, progress  # noqa: E402
 from brokers.client import Producer, TidewayClient  # noqa: E402
 from brokers.client.group import GroupConsumer  # noqa: E402
 from brokers.client.queue import QueueConsumer  # noqa: E402
@@ -47,50 +50,54 @@ async def fill(bootstrap: str, topic: str, count: int) -> None:
         await producer.flush()
 
 
-def queue_worker(bootstrap: str, topic: str, accepted, stop_at: int) -> None:
+def queue_worker(bootstrap: str, topic: str, accepted, stop_at: int, ack: str, receive_max: int) -> None:
     async def run() -> None:
         async with QueueConsumer(bootstrap, "bench-workers", topic) as queue:
             idle = 0
             while idle < 3 and accepted.value < stop_at:
-                messages = await queue.receive(100, wait_ms=500)
+                messages = await queue.receive(receive_max, wait_ms=500)
                 if not messages:
                     idle += 1
                     continue
                 idle = 0
-                await queue.ack(messages)
+                if ack == "batch":
+                    await queue.ack(messages)
+                else:
+                    await asyncio.gather(*(queue.ack([message]) for message in messages))
                 with accepted.get_lock():
                     accepted.value += len(messages)
 
     asyncio.run(run())
 
 
-def queue_phase(bootstrap: str, topic: str, count: int, workers: int) -> dict:
+def queue_phase(bootstrap: str, topic: str, count: int, workers: int, ack: str = "per-message", receive_max: int = 100) -> dict:
     accepted = multiprocessing.Value("q", 0)
     processes = [
-        multiprocessing.get_context("fork").Process(target=queue_worker, args=(bootstrap, topic, accepted, count)) for _ in range(workers)
+        multiprocessing.get_context("fork").Process(target=queue_worker, args=(bootstrap, topic, accepted, count, ack, receive_max))
+        for _ in range(workers)
     ]
-    started = time.perf_counter()
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join()
-    elapsed = time.perf_counter() - started
-    return {"workers": workers, "messages": accepted.value, "seconds": round(elapsed, 2), "accepts_per_s": round(accepted.value / elapsed)}
+    with CpuMeter() as meter:
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join()
+    return {"workers": workers, "ack": ack, "receive_max": receive_max, "messages": accepted.value, "seconds": round(meter.seconds, 2),
+            "accepts_per_s": round(accepted.value / meter.seconds), "cpu_s_per_million": meter.cpu_s_per_million(accepted.value)}
 
 
 async def stream_phase(bootstrap: str, topic: str, count: int) -> dict:
     member = GroupConsumer(bootstrap, "bench-stream", [topic], auto_offset_reset="earliest", enable_auto_commit=False)
     await member.start()
     got = 0
-    started = time.perf_counter()
-    while got < count:
-        batch = await member.getmany(1000)
-        got += sum(len(records) for records in batch.values())
-        if batch:
-            await member.commit()
-    elapsed = time.perf_counter() - started
+    with CpuMeter() as meter:
+        while got < count:
+            batch = await member.getmany(1000)
+            got += sum(len(records) for records in batch.values())
+            if batch:
+                await member.commit()
     await member.stop()
-    return {"members": 1, "messages": got, "seconds": round(elapsed, 2), "msgs_per_s": round(got / elapsed), "commit": "after every batch"}
+    return {"members": 1, "messages": got, "seconds": round(meter.seconds, 2), "msgs_per_s": round(got / meter.seconds),
+            "commit": "after every batch", "cpu_s_per_million": meter.cpu_s_per_million(got)}
 
 
 async def prepare(bootstrap: str, count: int) -> None:
@@ -106,6 +113,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="40,000 messages instead of 200,000")
     parser.add_argument("--workers", type=int, default=4, help="queue worker processes (default %(default)s)")
+    parser.add_argument("--ack", choices=("per-message", "batch"), default="per-message",
+                        help="queue mode: accept each message on its own (default) or each received batch in one call")
+    parser.add_argument("--receive-max", type=int, default=100, help="queue mode: messages a receive asks for (default %(default)s)")
     args = parser.parse_args()
     count = 40_000 if args.quick else 200_000
     with tempfile.TemporaryDirectory(prefix="tideway-bench-") as data:
@@ -114,8 +124,8 @@ def main() -> None:
         bootstrap = f"127.0.0.1:{port}"
         try:
             asyncio.run(prepare(bootstrap, count))
-            progress(f"queue mode: {args.workers} workers accept {count:,} messages")
-            queue = queue_phase(bootstrap, "bench-queue", count, args.workers)
+            progress(f"queue mode: {args.workers} workers accept {count:,} messages ({args.ack})")
+            queue = queue_phase(bootstrap, "bench-queue", count, args.workers, args.ack, args.receive_max)
             progress(f"stream mode: one group member reads {count:,} messages")
             stream = asyncio.run(stream_phase(bootstrap, "bench-stream", count))
         finally:

@@ -48,7 +48,7 @@ import httptools  # noqa: E402
 import httpx  # noqa: E402
 import websockets  # noqa: E402
 
-from bench.common import progress  # noqa: E402
+from bench.common import CpuMeter, progress  # noqa: E402
 from tests.api.conftest import running_control_plane  # noqa: E402
 
 VALUE = "x" * 100
@@ -99,11 +99,12 @@ async def rest_publish(base_url: str, headers: dict, queue: str, *, clients: int
         finally:
             writer.close()
 
-    started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    elapsed = time.perf_counter() - started
+    with CpuMeter() as meter:
+        await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = meter.seconds
     return {"clients": clients, "batch": 100, "value_bytes": 100, "messages": sent, "seconds": round(elapsed, 2),
-            "msgs_per_s": round(sent / elapsed), "request_p50_ms": _percentile_ms(latencies, 0.5),
+            "msgs_per_s": round(sent / elapsed), "cpu_s_per_million": meter.cpu_s_per_million(sent),
+            "request_p50_ms": _percentile_ms(latencies, 0.5),
             "request_p99_ms": _percentile_ms(latencies, 0.99)}
 
 
@@ -140,9 +141,11 @@ async def ws_push(ws_url: str, headers: dict, *, subscribers: int, count: int) -
                     finished = time.perf_counter()
                     done.set()
 
-    await asyncio.wait_for(asyncio.gather(*(subscriber() for _ in range(subscribers))), 300)
+    with CpuMeter() as meter:
+        await asyncio.wait_for(asyncio.gather(*(subscriber() for _ in range(subscribers))), 300)
     elapsed = finished - started
-    return {"subscribers": subscribers, "messages": received, "seconds": round(elapsed, 2), "msgs_per_s": round(received / elapsed)}
+    return {"subscribers": subscribers, "messages": received, "seconds": round(elapsed, 2), "msgs_per_s": round(received / elapsed),
+            "cpu_s_per_million": meter.cpu_s_per_million(received)}
 
 
 async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> dict:
@@ -188,6 +191,7 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
                 acked_after.append(time.perf_counter() - sent_at[answer["id"]])
 
         answers = asyncio.ensure_future(drain())
+        meter = CpuMeter().__enter__()
         started = time.perf_counter()
         for sent in range(total):
             delay = started + sent / rate - time.perf_counter()
@@ -199,9 +203,11 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
     deadline = time.monotonic() + 10
     while len(arrivals) < total and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+    meter.__exit__(None, None, None)
     stop.set()
     await task
-    return {"rate_msgs_per_s": rate, "published": total, "pushed": len(arrivals), "p50_ms": _percentile_ms(arrivals, 0.5),
+    return {"rate_msgs_per_s": rate, "published": total, "pushed": len(arrivals), "cpu_s_per_million": meter.cpu_s_per_million(total),
+            "p50_ms": _percentile_ms(arrivals, 0.5),
             "p99_ms": _percentile_ms(arrivals, 0.99), "max_ms": round(max(arrivals) * 1000, 2),
             "publish_ack_p50_ms": _percentile_ms(acked_after, 0.5), "publish_ack_p99_ms": _percentile_ms(acked_after, 0.99)}
 
@@ -214,8 +220,13 @@ def _percentile_ms(seconds: list[float], fraction: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter phases (under a minute)")
+    parser.add_argument("--phases", default="rest,push,latency", help="which phases, comma-separated (default %(default)s)")
+    parser.add_argument("--seconds", type=float, help="length of the REST and latency phases (default 15, 5 with --quick)")
     args = parser.parse_args()
-    seconds = 5 if args.quick else 15
+    phases = set(args.phases.split(","))
+    if phases - {"rest", "push", "latency"}:
+        parser.error(f"unknown phases: {', '.join(sorted(phases - {'rest', 'push', 'latency'}))}")
+    seconds = args.seconds or (5 if args.quick else 15)
     push_count = 50_000 if args.quick else 200_000
     with tempfile.TemporaryDirectory(prefix="tideway-bench-gateway-") as home:
         progress("starting Redis, controller, 3 brokers, a Celery worker and the gateway")
@@ -228,22 +239,25 @@ def main() -> None:
                     assert answer.status_code == 201, answer.text
             ws_base = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/"
             result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "quick": args.quick}
-            progress(f"REST publish, 8 clients, batches of 100, {seconds} s")
-            result["rest_publish"] = asyncio.run(rest_publish(plane.base_url, headers, "publish", clients=8, seconds=seconds))
-            with plane.client(key) as api:  # the queue was empty: its partitions' ends count what the brokers stored
-                ends = [api.get(f"/api/v1/queues/publish/partitions/{p}/offsets").json()["latest"] for p in range(3)]
-            result["rest_publish"]["stored_messages"] = sum(ends)
-            if sum(ends) < result["rest_publish"]["messages"]:
-                raise SystemExit(f"the brokers hold {sum(ends)} messages, fewer than the {result['rest_publish']['messages']} acknowledged")
-            progress(f"filling queues with {push_count} messages each for the push phases")
-            asyncio.run(fill(plane.base_url, headers, "push1", push_count))
-            asyncio.run(fill(plane.base_url, headers, "push8", push_count))
-            progress("WebSocket push to 1 subscriber")
-            result["ws_push_1"] = asyncio.run(ws_push(ws_base + "push1", headers, subscribers=1, count=push_count))
-            progress("WebSocket push to 8 subscribers")
-            result["ws_push_8"] = asyncio.run(ws_push(ws_base + "push8", headers, subscribers=8, count=push_count))
-            progress(f"publish-to-push latency at 1,000 msgs/s for {seconds} s")
-            result["latency"] = asyncio.run(latency(ws_base + "latency", headers, rate=1000, seconds=seconds))
+            if "rest" in phases:
+                progress(f"REST publish, 8 clients, batches of 100, {seconds} s")
+                result["rest_publish"] = asyncio.run(rest_publish(plane.base_url, headers, "publish", clients=8, seconds=seconds))
+                with plane.client(key) as api:  # the queue was empty: its partitions' ends count what the brokers stored
+                    ends = [api.get(f"/api/v1/queues/publish/partitions/{p}/offsets").json()["latest"] for p in range(3)]
+                result["rest_publish"]["stored_messages"] = sum(ends)
+                if sum(ends) < result["rest_publish"]["messages"]:
+                    raise SystemExit(f"the brokers hold {sum(ends)} messages, fewer than the {result['rest_publish']['messages']} acknowledged")
+            if "push" in phases:
+                progress(f"filling queues with {push_count} messages each for the push phases")
+                asyncio.run(fill(plane.base_url, headers, "push1", push_count))
+                asyncio.run(fill(plane.base_url, headers, "push8", push_count))
+                progress("WebSocket push to 1 subscriber")
+                result["ws_push_1"] = asyncio.run(ws_push(ws_base + "push1", headers, subscribers=1, count=push_count))
+                progress("WebSocket push to 8 subscribers")
+                result["ws_push_8"] = asyncio.run(ws_push(ws_base + "push8", headers, subscribers=8, count=push_count))
+            if "latency" in phases:
+                progress(f"publish-to-push latency at 1,000 msgs/s for {seconds} s")
+                result["latency"] = asyncio.run(latency(ws_base + "latency", headers, rate=1000, seconds=seconds))
     print(json.dumps(result, indent=2))
 
 

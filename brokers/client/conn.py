@@ -90,12 +90,13 @@ class Connection:
         future = self.send(api, body, expect_response=expect_response)
         if future is None:
             return None
+        # A timer on the future itself rather than asyncio.wait_for: every request of every
+        # replica fetcher and client goes through here.
+        timer = asyncio.get_running_loop().call_later(timeout_s, _time_out, future, api, self, timeout_s)
         try:
-            return await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            raise ClientTimeoutError(
-                f"{api.name} to {self.host}:{self.port} got no answer within {timeout_s:.1f}s"
-            ) from None
+            return await future
+        finally:
+            timer.cancel()
 
     def send(self, api: m.ApiKey, body: msgspec.Struct, *, expect_response: bool = True) -> asyncio.Future | None:
         """Write a request now; return the future of its response."""
@@ -165,3 +166,10 @@ async def connect(host: str, port: int, timeout_s: float = 10.0, *, credentials=
 def tls_context(cafile: str | None = None) -> ssl.SSLContext:
     """A client TLS context that verifies servers against ``cafile`` (or the system's CAs)."""
     return ssl.create_default_context(cafile=cafile)
+
+
+def _time_out(future: asyncio.Future, api: m.ApiKey, connection: Connection, timeout_s: float) -> None:
+    if not future.done():
+        future.set_exception(ClientTimeoutError(
+            f"{api.name} to {connection.host}:{connection.port} got no answer within {timeout_s:.1f}s"))
+

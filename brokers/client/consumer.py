@@ -20,7 +20,7 @@ from typing import Literal
 from crc32c import crc32c
 
 from brokers import errors
-from brokers.aio import cancel_and_wait
+from brokers.aio import Signal, cancel_and_wait
 from brokers.client.client import TidewayClient
 from brokers.client.retry import Backoff
 from brokers.protocol import messages as m
@@ -73,7 +73,7 @@ class Consumer:
         self.buffer_bytes_max = buffer_bytes_max
         self.check_crcs = check_crcs
         self._partitions: dict[TopicPartition, _PartitionState] = {}
-        self._data = asyncio.Event()
+        self._data = Signal()
         self._room = asyncio.Event()
         self._fetcher: asyncio.Task | None = None
 
@@ -175,9 +175,7 @@ class Consumer:
             if remaining <= 0:
                 return {}
             self._data.clear()
-            try:
-                await asyncio.wait_for(self._data.wait(), remaining)
-            except TimeoutError:
+            if not await self._data.wait(remaining):
                 return {}
 
     async def getone(self, timeout_ms: int = 1000) -> Record | None:
@@ -225,7 +223,13 @@ class Consumer:
             try:
                 for tp in wanted:
                     by_leader.setdefault(self.client.leader_for(*tp), []).append(tp)
-                await asyncio.gather(*(self._fetch_from(leader, tps) for leader, tps in by_leader.items()))
+                # Every fetch ends before any is retried: one left running would race its retry,
+                # and the records of the loser would be served (and metered) but never delivered.
+                outcomes = await asyncio.gather(*(self._fetch_from(leader, tps) for leader, tps in by_leader.items()),
+                                                return_exceptions=True)
+                failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+                if failures:
+                    raise failures[0]
                 backoff.reset()
             except asyncio.CancelledError:
                 raise
@@ -253,13 +257,15 @@ class Consumer:
             ApiKey.FETCH, request, timeout_s=self.client.request_timeout_s + self.fetch_max_wait_ms / 1000
         )
         arrived = False
+        retry: errors.TidewayError | None = None
         for result in response.partitions:
             tp = (result.topic, result.partition)
             state = self._partitions.get(tp)
             if state is None or state.fetch_position != positions.get(tp):
                 continue  # reassigned or sought while the fetch was out
             if result.error_code:
-                await self._handle_fetch_error(tp, state, result)
+                # The other partitions' records are kept first: they were served.
+                retry = await self._handle_fetch_error(tp, state, result) or retry
                 continue
             state.high_watermark = result.high_watermark
             records = result.records
@@ -280,14 +286,19 @@ class Consumer:
                 arrived = True
         if arrived:
             self._data.set()
+        if retry is not None:
+            raise retry
 
-    async def _handle_fetch_error(self, tp: TopicPartition, state: _PartitionState, result: m.FetchPartitionResult) -> None:
+    async def _handle_fetch_error(self, tp: TopicPartition, state: _PartitionState,
+                                  result: m.FetchPartitionResult) -> errors.TidewayError | None:
+        """Deal with one partition's error; return it if the fetch should be retried."""
         error = errors.error_for_code(result.error_code, result.error_message)
         if isinstance(error, errors.OffsetOutOfRangeError) and self.auto_offset_reset != "none":
             log.warning("%s-%d: offset %d out of range; resetting to %s", tp[0], tp[1], state.fetch_position, self.auto_offset_reset)
             await self.seek(tp, self.auto_offset_reset)
-            return
+            return None
         if error.retriable:
-            raise error
+            return error
         state.error = error
         self._data.set()
+        return None

@@ -46,10 +46,11 @@ import random
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from brokers import errors
-from brokers.aio import cancel_and_wait
+from brokers.aio import Signal, cancel_and_wait
 from brokers.client.client import TidewayClient
 from brokers.client.partitioner import partition_for_key
 from brokers.protocol import messages as m
@@ -100,6 +101,10 @@ class RecordFuture:
 
     def done(self) -> bool:
         return self._batch.future.done()
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the record is answered (acknowledged or failed), without a task to await it."""
+        self._batch.future.add_done_callback(lambda _future: callback())
 
     def exception(self) -> BaseException | None:
         return self._batch.future.exception() if self._batch.future.done() else None
@@ -209,12 +214,13 @@ class Producer:
         # Idempotent partitions being resent: their batches waiting, in any order, and the task resending them.
         self._resending: dict[tuple[str, int], list[_Batch]] = {}
         self._resenders: dict[tuple[str, int], asyncio.Task] = {}
-        self._in_flight: dict[int, int] = {}
+        self._in_flight: dict[int, int] = {}  # requests per leader
+        self._partition_in_flight: dict[tuple[str, int], int] = {}  # batches per partition
         self._unfinished: set[_Batch] = set()
         self._buffered_bytes = 0
         self._space = asyncio.Event()
         self._space.set()
-        self._wakeup = asyncio.Event()
+        self._wakeup = Signal()
         self._sender: asyncio.Task | None = None
         self._metadata_refresh: asyncio.Task | None = None
         self._closing = False
@@ -250,6 +256,56 @@ class Producer:
         ``batch_bytes_max`` keeps this record's batch under a size (the topic's
         ``max.message.bytes``, which brokers apply to whole batches).
         """
+        # Everything inline (the checks of _ready_to_append, _partition_for, _append): this runs once
+        # per record, and the calls cost a seventh of it (measured: 6.2 -> 7.2 µs per send).
+        partitions = self.client.topics.get(topic)
+        if partitions is None or self._closing or self._buffered_bytes >= self.buffer_bytes_max:
+            count = await self._ready_to_append(topic)
+        else:
+            count = len(partitions)
+        if partition is None and key is None:
+            sticky = self._sticky.get(topic)  # kept wrapped: the batch that closes on it moves it on (_close_batch)
+            partition = (random.randrange(count) if sticky is None else sticky) % count
+            self._sticky[topic] = partition
+        elif partition is None or not 0 <= partition < count:
+            partition = self._partition_for(topic, key, partition, count)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        limit = self.batch_size_bytes if batch_bytes_max is None else min(self.batch_size_bytes, batch_bytes_max)
+        batch = self._open.get((topic, partition))
+        if batch is None or (len(batch.builder) and batch.builder.size_bytes + record_size_estimate(key, value, headers) > limit):
+            return self._append(topic, partition, timestamp_ms, key, value, headers, limit)  # a new batch
+        builder = batch.builder
+        before = builder.size_bytes
+        offset_delta = builder.append(timestamp_ms, key, value, headers)
+        after = builder.size_bytes
+        self._buffered_bytes += after - before
+        if after >= limit:
+            self._close_batch(batch)
+        return RecordFuture(batch, offset_delta, timestamp_ms)
+
+    async def send_many(
+        self,
+        topic: str,
+        records: Iterable[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None, int | None]],
+        *,
+        batch_bytes_max: int | None = None,
+    ) -> list[RecordFuture]:
+        """Queue ``records`` — (value, key, headers, partition or None) each — in order; as ``send`` for each.
+
+        The checks, the wait for buffer space and the timestamp are done once
+        for all of them: a gateway publishing a request's messages spent a
+        third of its time in ``send``'s per-call work.
+        """
+        count = await self._ready_to_append(topic)
+        timestamp_ms = int(time.time() * 1000)
+        limit = self.batch_size_bytes if batch_bytes_max is None else min(self.batch_size_bytes, batch_bytes_max)
+        append, partition_for = self._append, self._partition_for
+        return [append(topic, partition_for(topic, key, partition, count), timestamp_ms, key, value, headers, limit)
+                for value, key, headers, partition in records]
+
+    async def _ready_to_append(self, topic: str) -> int:
+        """Wait for buffer space; return the topic's partition count."""
         if self._closing:
             raise RuntimeError("producer is stopped")
         partitions = self.client.topics.get(topic)
@@ -258,20 +314,23 @@ class Producer:
         while self._buffered_bytes >= self.buffer_bytes_max:
             self._space.clear()
             await self._space.wait()
-        count = len(partitions)
+        return len(partitions)
+
+    def _partition_for(self, topic: str, key: bytes | None, partition: int | None, count: int) -> int:
         if partition is None:
             if key is not None:
-                partition = partition_for_key(key, count)
-            else:
-                # The sticky partition, kept wrapped: the batch that closes on it moves it on (_close_batch).
-                sticky = self._sticky.get(topic)
-                partition = (random.randrange(count) if sticky is None else sticky) % count
-                self._sticky[topic] = partition
-        elif not 0 <= partition < count:
+                return partition_for_key(key, count)
+            # The sticky partition, kept wrapped: the batch that closes on it moves it on (_close_batch).
+            sticky = self._sticky.get(topic)
+            partition = (random.randrange(count) if sticky is None else sticky) % count
+            self._sticky[topic] = partition
+            return partition
+        if not 0 <= partition < count:
             raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        limit = self.batch_size_bytes if batch_bytes_max is None else min(self.batch_size_bytes, batch_bytes_max)
+        return partition
+
+    def _append(self, topic: str, partition: int, timestamp_ms: int, key: bytes | None, value: bytes | None,
+                headers: list[tuple[str, bytes | None]] | None, limit: int) -> RecordFuture:
         batch = self._open.get((topic, partition))
         if batch is not None and len(batch.builder) and batch.builder.size_bytes + record_size_estimate(key, value, headers) > limit:
             self._close_batch(batch)  # the record would push the batch over the limit: it starts the next one
@@ -283,8 +342,9 @@ class Producer:
         builder = batch.builder
         before = builder.size_bytes
         offset_delta = builder.append(timestamp_ms, key, value, headers)
-        self._buffered_bytes += builder.size_bytes - before
-        if builder.size_bytes >= limit:
+        after = builder.size_bytes
+        self._buffered_bytes += after - before
+        if after >= limit:
             self._close_batch(batch)
         return RecordFuture(batch, offset_delta, timestamp_ms)
 
@@ -347,17 +407,30 @@ class Producer:
             for batch in list(self._open.values()):
                 deadline = batch.created_monotonic + self.linger_s
                 if deadline <= now:
-                    self._close_batch(batch)
+                    # As Kafka's accumulator: a batch whose partition could not be sent now stays
+                    # open and takes the records that follow, so under load requests grow instead
+                    # of queueing one-record batches (an answer wakes this loop).
+                    if self._can_send_now(batch):
+                        self._close_batch(batch)
                 elif next_deadline is None or deadline < next_deadline:
                     next_deadline = deadline
             if self._ready:
                 await self._send_ready()
             timeout = None if next_deadline is None else max(next_deadline - time.monotonic(), 0)
             if not self._wakeup.is_set():
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), timeout)
-                except TimeoutError:
-                    pass
+                await self._wakeup.wait(timeout)
+
+    def _can_send_now(self, batch: _Batch) -> bool:
+        key = (batch.topic, batch.partition)
+        if self.idempotent and self._partition_in_flight.get(key, 0) >= IN_FLIGHT_BATCHES_PER_PARTITION_MAX:
+            return False
+        if any(b.partition == batch.partition and b.topic == batch.topic for b in self._ready):
+            return False  # its partition already has a batch waiting to go
+        try:
+            leader = self.client.leader_for(batch.topic, batch.partition)
+        except errors.TidewayError:
+            return True  # sending finds out what to do without a leader
+        return self._in_flight.get(leader, 0) < self.in_flight_per_broker_max
 
     async def _send_ready(self) -> None:
         by_leader: dict[int, list[_Batch]] = {}
@@ -404,11 +477,7 @@ class Producer:
     def _within_partition_cap(self, batches: list[_Batch]) -> list[_Batch]:
         """Keep at most IN_FLIGHT_BATCHES_PER_PARTITION_MAX unanswered batches per
         partition (the broker remembers that many for deduplication); hold the rest."""
-        in_flight: dict[tuple[str, int], int] = {}
-        for batch in self._unfinished:
-            if batch.in_flight:
-                key = (batch.topic, batch.partition)
-                in_flight[key] = in_flight.get(key, 0) + 1
+        in_flight = dict(self._partition_in_flight)
         sendable, held = [], []
         for batch in batches:
             key = (batch.topic, batch.partition)
@@ -428,16 +497,17 @@ class Producer:
         )
         for batch in batches:
             batch.attempts += 1
-            batch.in_flight = True
+            self._mark_in_flight(batch, True)
         try:
             future = connection.send(ApiKey.PRODUCE, request, expect_response=self.acks != 0)
         except errors.TidewayError as exc:
             for batch in batches:
-                batch.in_flight = False
+                self._mark_in_flight(batch, False)
             self._fail_or_retry(batches, exc)
             return
         if future is None:  # acks=0: nothing will come back
             for batch in batches:
+                self._mark_in_flight(batch, False)
                 self._complete(batch, -1)
             return
         self._in_flight[leader] = self._in_flight.get(leader, 0) + 1
@@ -453,7 +523,7 @@ class Producer:
         self._in_flight[leader] -= 1
         self._wakeup.set()
         for batch in batches:
-            batch.in_flight = False
+            self._mark_in_flight(batch, False)
         if future.exception() is not None:
             self._fail_or_retry(batches, future.exception())
             self._refresh_metadata_soon()
@@ -469,6 +539,17 @@ class Producer:
             outcomes.append((batch, errors.UnknownServerError("the broker answered for fewer partitions than sent")))
         for batch, error in outcomes:
             self._fail_or_retry([batch], error)
+
+    def _mark_in_flight(self, batch: _Batch, in_flight: bool) -> None:
+        if batch.in_flight == in_flight:
+            return
+        batch.in_flight = in_flight
+        key = (batch.topic, batch.partition)
+        count = self._partition_in_flight.get(key, 0) + (1 if in_flight else -1)
+        if count:
+            self._partition_in_flight[key] = count
+        else:
+            del self._partition_in_flight[key]
 
     def _refresh_metadata_soon(self) -> None:
         """After a broken connection the leader may have moved: look again (once at a time)."""
@@ -515,7 +596,7 @@ class Producer:
         try:
             await asyncio.sleep(self.retry_backoff_s)
             # Requests still out come back answered or into the resend list: wait for all of them.
-            while any(b.in_flight for b in self._unfinished if (b.topic, b.partition) == key):
+            while self._partition_in_flight.get(key):
                 await asyncio.sleep(0.01)
             try:
                 await self.client.refresh_metadata()

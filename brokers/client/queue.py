@@ -9,6 +9,13 @@
             else:
                 await queue.ack([message])
 
+Acknowledgements made in the same event-loop turn (handlers of a batch
+finishing together, each acking its own message) travel in one request, and
+a request does not wait for the one before: ``await queue.ack([message])``
+per message costs about what one ``ack`` of the whole batch does. Each call
+still answers only once the broker has stored its acknowledgements, and
+raises for its own messages only.
+
 A message is locked for the visibility timeout (the queue's, or ``lock_ms``)
 from the moment it is received; ``extend`` moves the lock. A receipt
 (``Message.receipt``) names one delivery: once the lock has expired and the
@@ -69,6 +76,9 @@ def parse_receipt(receipt: str) -> tuple[int, int, int]:
 # A message, its receipt, or its receipt parsed.
 Receipt = Message | str | tuple[int, int, int]
 
+# Acknowledgements of one request at most (a request's size stays well under the frame limit).
+MAX_ACKS_PER_REQUEST = 5_000
+
 
 class QueueConsumer:
     def __init__(self, client: TidewayClient | str, group_id: str, topic: str, *, member_id: str = "",
@@ -79,12 +89,18 @@ class QueueConsumer:
         self.topic = topic
         self.member_id = member_id
         self.link = CoordinatorLink(self.client, group_id, group_type="queue")
+        # Acknowledgements waiting for the end of this loop turn, and the requests on their way.
+        self._unsent: list[tuple[list[m.ShareAck], asyncio.Future]] = []
+        self._send_scheduled = False
+        self._sending: set[asyncio.Task] = set()
 
     async def start(self) -> None:
         if self._own_client:
             await self.client.start()
 
     async def stop(self) -> None:
+        while self._unsent or self._sending:  # acknowledgements already made still reach the broker
+            await asyncio.gather(*self._sending, return_exceptions=True) if self._sending else await asyncio.sleep(0)
         if self._own_client:
             await self.client.close()
 
@@ -110,24 +126,29 @@ class QueueConsumer:
             for r in response.records
         ]
 
-    async def ack(self, messages: list[Receipt]) -> None:
-        """Accept: the messages are done."""
-        await self._acknowledge(messages, "accept")
+    def ack(self, messages: list[Receipt]) -> asyncio.Future:
+        """Accept: the messages are done. Await the answer: it comes once the broker has stored the acceptance."""
+        return self._acknowledge(messages, "accept")
 
-    async def nack(self, messages: list[Receipt], *, delay_ms: int | None = None, error: str = "") -> None:
+    def nack(self, messages: list[Receipt], *, delay_ms: int | None = None, error: str = "") -> asyncio.Future:
         """Release for redelivery after ``delay_ms`` (default: the queue's backoff); dead-lettered at the delivery limit."""
-        await self._acknowledge(messages, "release", delay_ms=-1 if delay_ms is None else delay_ms, error=error)
+        return self._acknowledge(messages, "release", delay_ms=-1 if delay_ms is None else delay_ms, error=error)
 
-    async def reject(self, messages: list[Receipt], *, error: str = "") -> None:
+    def reject(self, messages: list[Receipt], *, error: str = "") -> asyncio.Future:
         """Send straight to the dead-letter topic."""
-        await self._acknowledge(messages, "reject", error=error)
+        return self._acknowledge(messages, "reject", error=error)
 
     async def extend(self, messages: list[Receipt], lock_ms: int) -> list[int]:
         """Hold the locks ``lock_ms`` more from now (up to 12 h); returns the new deadlines (ms)."""
         results = await self._acknowledge(messages, "extend", lock_ms=lock_ms)
         return [r.lock_deadline_ms for r in results]
 
-    async def _acknowledge(self, messages: list[Receipt], action: str, **fields) -> list[m.ShareAckResult]:
+    def _acknowledge(self, messages: list[Receipt], action: str, **fields) -> asyncio.Future:
+        """Queue the acknowledgements for this loop turn's request; the future gets their results or their error.
+
+        A plain future, not a coroutine: acknowledging each message of a batch
+        and awaiting them together (``asyncio.gather``) makes no task per message.
+        """
         acks = []
         for message in messages:
             if isinstance(message, Message):
@@ -137,14 +158,55 @@ class QueueConsumer:
             else:
                 partition, offset, count = parse_receipt(message)
             acks.append(m.ShareAck(partition=partition, offset=offset, delivery_count=count, action=action, **fields))
+        loop = asyncio.get_running_loop()
+        answered = loop.create_future()
         if not acks:
-            return []
-        request = m.ShareAcknowledgeRequest(group_id=self.group_id, topic=self.topic, acks=acks)
-        response: m.ShareAcknowledgeResponse = await self.link.request(ApiKey.SHARE_ACKNOWLEDGE, request)
-        for result in response.results:
-            if result.error_code:
-                raise errors.error_for_code(result.error_code, f"{self.topic}-{result.partition}@{result.offset}: {result.error_message}")
-        return response.results
+            answered.set_result([])
+            return answered
+        self._unsent.append((acks, answered))
+        if not self._send_scheduled:
+            self._send_scheduled = True
+            loop.call_soon(self._send_unsent)
+        return answered
+
+    def _send_unsent(self) -> None:
+        """Send this loop turn's acknowledgements: one request per MAX_ACKS_PER_REQUEST, none waiting for another."""
+        self._send_scheduled = False
+        unsent, self._unsent = self._unsent, []
+        while unsent:
+            batch, size = [], 0
+            while unsent and (not batch or size + len(unsent[0][0]) <= MAX_ACKS_PER_REQUEST):
+                batch.append(unsent.pop(0))
+                size += len(batch[-1][0])
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[tuple[list[m.ShareAck], asyncio.Future]]) -> None:
+        request = m.ShareAcknowledgeRequest(group_id=self.group_id, topic=self.topic, acks=[ack for acks, _ in batch for ack in acks])
+        try:
+            response: m.ShareAcknowledgeResponse = await self.link.request(ApiKey.SHARE_ACKNOWLEDGE, request)
+            if len(response.results) != len(request.acks):
+                raise errors.TidewayError(f"{len(response.results)} results for {len(request.acks)} acknowledgements")
+        except BaseException as exc:
+            for _, answered in batch:
+                if not answered.done():
+                    answered.cancel() if isinstance(exc, asyncio.CancelledError) else answered.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        start = 0
+        for acks, answered in batch:  # results come in the order of the acknowledgements
+            results = response.results[start:start + len(acks)]
+            start += len(acks)
+            if answered.done():
+                continue
+            failed = next((result for result in results if result.error_code), None)
+            if failed is None:
+                answered.set_result(results)
+            else:
+                answered.set_exception(errors.error_for_code(
+                    failed.error_code, f"{self.topic}-{failed.partition}@{failed.offset}: {failed.error_message}"))
 
 
 # -- dead letters ------------------------------------------------------------------------------

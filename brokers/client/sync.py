@@ -192,14 +192,15 @@ class SyncQueueConsumer:
     def receive(self, max_messages: int = 10, *, wait_ms: int = 0, lock_ms: int = 0) -> list[Message]:
         return self._loop.run(self.queue.receive(max_messages, wait_ms=wait_ms, lock_ms=lock_ms))
 
+    # ack, nack and reject return futures made on the loop's own thread: called there, awaited there.
     def ack(self, messages: list[Message | str]) -> None:
-        self._loop.run(self.queue.ack(messages))
+        self._loop.run(_awaited(self.queue.ack, messages))
 
     def nack(self, messages: list[Message | str], *, delay_ms: int | None = None, error: str = "") -> None:
-        self._loop.run(self.queue.nack(messages, delay_ms=delay_ms, error=error))
+        self._loop.run(_awaited(self.queue.nack, messages, delay_ms=delay_ms, error=error))
 
     def reject(self, messages: list[Message | str], *, error: str = "") -> None:
-        self._loop.run(self.queue.reject(messages, error=error))
+        self._loop.run(_awaited(self.queue.reject, messages, error=error))
 
     def extend(self, messages: list[Message | str], lock_ms: int) -> list[int]:
         return self._loop.run(self.queue.extend(messages, lock_ms))
@@ -213,3 +214,7 @@ class SyncQueueConsumer:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+async def _awaited(call, *args, **kwargs):
+    return await call(*args, **kwargs)

@@ -51,6 +51,10 @@ READ_BYTES = 256 << 10
 MAX_WAIT_MS = 30_000
 WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
 STOP_WRITE_WAIT_S = 2.0
+# How long acquisitions wait to be written: an acknowledgement that comes meanwhile carries them,
+# and records accepted below the start need no row at all (a worker acking within a few ms of
+# receiving, the common case, then costs one state write instead of two).
+ACQUISITION_WRITE_DELAY_S = 0.005
 DEAD_LETTER_WAIT_S = 5.0  # how long a reject (or a release at the delivery limit) waits for its dead letter's write  # how long a stopping broker waits for acquisitions' writes in flight
 ACTIONS = ("accept", "release", "reject", "extend")
 
@@ -85,6 +89,7 @@ class _Share:
     reading: asyncio.Lock = field(default_factory=asyncio.Lock)
     log_end_known: int = -1  # the leader's high watermark at the last read
     watching: asyncio.Task | None = None  # a long-polling fetch from a remote leader (see _watch)
+    acquisitions_to_write: bool = False  # a write of acquisitions is due (see _write_soon)
 
 
 class Coordinator(Protocol):
@@ -106,10 +111,15 @@ class Coordinator(Protocol):
         """This broker's replica of ``topic``-``partition``, if it holds one."""
 
 
-def _delivered_bytes(record: m.AcquiredRecord) -> int:
-    """A delivery's size as metered: key, value and headers (names and values)."""
-    return (len(record.key or b"") + len(record.value or b"")
-            + sum(len(name) + len(value or b"") for name, value in record.headers))
+def _delivered_bytes(records: list[m.AcquiredRecord]) -> int:
+    """Deliveries' size as metered: keys, values and headers (names and values)."""
+    size = 0
+    for record in records:
+        key, value, headers = record.key, record.value, record.headers
+        size += (len(key) if key else 0) + (len(value) if value else 0)
+        if headers:
+            size += sum(len(name) + len(header or b"") for name, header in headers)
+    return size
 
 
 class QueueService:
@@ -308,7 +318,7 @@ class QueueService:
                 state.writes.remove((version, done))
 
     def _write_soon(self, index: int, state: _Share) -> None:
-        """Write acquisitions now without making their receiver wait for the write.
+        """Write acquisitions soon (ACQUISITION_WRITE_DELAY_S) without making their receiver wait for the write.
 
         An acquisition is not an acknowledgement: if this broker fails before the
         write is replicated, the records are simply available again at the next
@@ -318,13 +328,18 @@ class QueueService:
         series). Acks, nacks and extensions still answer only once written, and
         their write carries any acquisition before them.
         """
+        if state.acquisitions_to_write:
+            return  # the write due carries these too
+        state.acquisitions_to_write = True
         task = asyncio.get_running_loop().create_task(self._write_acquisitions(index, state))
         self._acquisition_writes.add(task)
         task.add_done_callback(self._acquisition_writes.discard)
 
     async def _write_acquisitions(self, index: int, state: _Share) -> None:
         try:
-            await self._persist(index, state)
+            await asyncio.sleep(ACQUISITION_WRITE_DELAY_S)
+            state.acquisitions_to_write = False
+            await self._persist(index, state)  # nothing to do when an acknowledgement's write carried them
         except errors.TidewayError as exc:  # handed back to the state log: the next write carries them
             log.info("%s/%s-%d: acquisitions not written yet: %s", state.group_id, state.topic, state.partition, exc)
 
@@ -360,7 +375,7 @@ class QueueService:
                 for state in touched:
                     self._write_soon(index, state)
                 if got:
-                    self._on_delivered(request.topic, len(got), sum(_delivered_bytes(record) for record in got))
+                    self._on_delivered(request.topic, len(got), _delivered_bytes(got))
                 return m.ShareAcquireResponse(records=got)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -396,15 +411,14 @@ class QueueService:
             if len(acquired) < want and (share.restored or share.end_offset < state.log_end_known or self._may_have_more(state)):
                 await self._read(state, config)
                 acquired += share.acquire(_now_ms(), want - len(acquired), lock_ms)
-            for item in acquired:
-                record = state.records[item.offset]
-                got.append(
-                    m.AcquiredRecord(
-                        partition=partition, offset=item.offset, delivery_count=item.delivery_count,
-                        lock_deadline_ms=item.lock_deadline_ms, timestamp_ms=record.timestamp_ms,
-                        key=record.key, value=record.value, headers=list(record.headers),
-                    )
-                )
+            records = state.records
+            make = m.AcquiredRecord
+            for offset, delivery_count, lock_deadline_ms in acquired:
+                record = records[offset]
+                # The record's headers tuple as it is: msgspec encodes it as the list it is declared as.
+                got.append(make(partition=partition, offset=offset, delivery_count=delivery_count,
+                                lock_deadline_ms=lock_deadline_ms, timestamp_ms=record.timestamp_ms,
+                                key=record.key, value=record.value, headers=record.headers))
             if acquired:
                 state.version += 1
                 touched.append(state)
@@ -482,7 +496,7 @@ class QueueService:
                 if ack.action in ("accept", "reject") and (share.in_flight >= share.settings.max_in_flight or share.settings.fifo):
                     held_back.add(ack.partition)
                 if ack.action == "accept":
-                    share.accept(ack.offset, ack.delivery_count, now)
+                    share.accept(ack.offset, ack.delivery_count, now, advance=False)  # once for them all, below
                     state.records.pop(ack.offset, None)
                 elif ack.action == "release":
                     dead |= share.release(ack.offset, ack.delivery_count, now, delay_ms=None if ack.delay_ms < 0 else ack.delay_ms, error=ack.error)
@@ -498,6 +512,8 @@ class QueueService:
                 state.version += 1
                 touched[id(state)] = state
             results.append(result)
+        for state in touched.values():
+            state.share.advance_start()
         if touched:
             await asyncio.gather(*(self._persist(index, s) for s in touched.values()))
             if dead:

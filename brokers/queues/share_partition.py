@@ -24,7 +24,6 @@ Ownership: the event-loop thread of the coordinator that leads the group.
 from __future__ import annotations
 
 import enum
-import heapq
 import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -112,12 +111,9 @@ class SharePartition:
         self._maybe_dead_lettering = False
         self._delay_floor = 0  # no delayed record becomes available before this (a lower bound)
         self._none_available_below = 0  # no record below this offset is available (locked, done...)
-        # For the state log (see ``changes``): offsets whose state changed since the last call, offsets
-        # that have a row in the log (and a heap of them, to find those the start has passed), and the
-        # start offset as last logged.
+        # For the state log (see ``changes``): offsets whose state changed since the last call, and
+        # the start offset as last logged.
         self.changed: set[int] = set()
-        self.logged: set[int] = set()
-        self._logged_heap: list[int] = []
         self._start_logged = -1
 
     # -- the log side ---------------------------------------------------------------
@@ -227,10 +223,15 @@ class SharePartition:
         self.changed.add(offset)
         out.append(Acquired(offset, entry.count, entry.deadline))
 
-    def accept(self, offset: int, delivery_count: int, now: int) -> None:
+    def accept(self, offset: int, delivery_count: int, now: int, *, advance: bool = True) -> None:
+        """Done. With ``advance=False`` the start moves at the next ``advance_start()`` (once for many accepts)."""
         entry = self._held(offset, delivery_count, now)
         entry.state = State.ACCEPTED
         self.in_flight -= 1
+        if advance:
+            self._advance_start()
+
+    def advance_start(self) -> None:
         self._advance_start()
 
     def release(self, offset: int, delivery_count: int, now: int, *, delay_ms: int | None = None, error: str = "") -> bool:
@@ -368,45 +369,33 @@ class SharePartition:
         The state log holds the start offset and one row per record whose state
         matters (locked, done above the start, or delivered before); applying
         each call's answer in order to the log gives what ``snapshot`` would
-        (``restore`` reads either). ``start`` is None when it has not moved; a
-        deleted offset's row must go (the record is done below the start, or
-        fresh again). So a write costs what changed, not the whole window.
-        If the write fails, hand the answer back to ``unwritten``.
+        (``restore`` reads either). ``start`` is None when it has not moved.
+        Rows below the start are dropped by whoever reads the log
+        (``state_log.replay``), so records done at the front cost no delete:
+        a row once written never needs one above the start either (a record
+        that mattered keeps mattering: its delivery count stays), so
+        ``deleted`` is always empty now (logs written before carry some).
+        A write costs what changed, not the whole window. If the write fails,
+        hand the answer back to ``unwritten``.
         """
         start = self.start_offset
         changed, self.changed = self.changed, set()
-        logged, heap = self.logged, self._logged_heap
         rows: list[list] = []
-        deleted: list[int] = []
+        entries, restored = self.entries, self.restored
         for offset in changed:
             if offset < start:
-                continue  # below the start: deleted by the heap walk if it was logged
-            entry = self.entries.get(offset) or self.restored.get(offset)
+                continue  # below the start: moot
+            entry = entries.get(offset) or restored.get(offset)
             if entry is not None and (entry.count or entry.state is not State.AVAILABLE):
                 rows.append(entry.to_list(offset))
-                if offset not in logged:
-                    logged.add(offset)
-                    heapq.heappush(heap, offset)
-            elif offset in logged:
-                logged.discard(offset)
-                deleted.append(offset)
-        while heap and heap[0] < start:
-            offset = heapq.heappop(heap)
-            if offset in logged:
-                logged.discard(offset)
-                deleted.append(offset)
         moved = None
         if start != self._start_logged:
             moved = self._start_logged = start
-        return moved, rows, deleted
+        return moved, rows, []
 
     def unwritten(self, rows: list[list], deleted: list[int]) -> None:
         """A write of ``changes()``' answer failed: include all of it in the next answer."""
         self.changed.update(row[0] for row in rows)
-        self.changed.update(deleted)
-        for offset in deleted:  # still in the log: delete it again
-            self.logged.add(offset)
-            heapq.heappush(self._logged_heap, offset)
         self._start_logged = -1
 
     def snapshot_for_log(self) -> dict:
@@ -414,8 +403,6 @@ class SharePartition:
         snapshot = self.snapshot()
         snapshot["entries"] = [row for row in snapshot["entries"] if row[0] >= snapshot["start"]]
         self.changed = set()
-        self.logged = {row[0] for row in snapshot["entries"]}
-        self._logged_heap = sorted(self.logged)
         self._start_logged = snapshot["start"]
         return snapshot
 
@@ -436,7 +423,6 @@ class SharePartition:
         share._start_logged = snapshot["start"]
         for row in snapshot["entries"]:
             offset, entry = Entry.from_list(row)
-            share.logged.add(offset)  # rows below the start are deleted with the next change
             if entry.state in _DONE and offset < share.start_offset:
                 continue
             share.restored[offset] = entry
@@ -444,5 +430,4 @@ class SharePartition:
                 share.in_flight += 1
             elif entry.state is State.DEAD_LETTERING:
                 share._maybe_dead_lettering = True
-        share._logged_heap = sorted(share.logged)
         return share

@@ -126,12 +126,16 @@ class UsageMeter:
                if p.role is Role.LEADER and scope_of(key[0]) is not None}
         for key in [k for k in self._metered if k not in led]:
             del self._metered[key]  # no longer leading: whoever leads carries on from the committed position
+            partition = self._replicas.partitions.get(key)
+            if partition is not None:
+                partition.log.stop_counting_appends()
         await self._load_positions([key for key in led if key not in self._metered])
         for (topic, number), partition in led.items():
             start = self._metered.get((topic, number))
             if start is None:
                 continue  # its position could not be read yet: next time
             log_ = partition.log
+            log_.count_appends()  # from now on its appends are counted as they happen
             end = log_.high_watermark
             if sample_storage:
                 storage.append([topic, number, round(log_.size_bytes * seconds), round(seconds, 3)])
@@ -223,7 +227,27 @@ class UsageMeter:
 
 
 def _count(log_, start: int, end: int) -> tuple[int, int]:
-    """(records, bytes) of the batches of ``log_`` whose base offset lies in [start, end)."""
+    """(records, bytes) of the batches of ``log_`` whose base offset lies in [start, end).
+
+    From what the log noted as it appended (``Log.appended``); what it did not
+    note (appended before counting began, or more than it keeps) is read back.
+    """
+    appended = log_.appended
+    if appended is None:
+        return _read_count(log_, start, end)
+    messages = size = 0
+    if start < log_.appended_from:
+        messages, size = _read_count(log_, start, min(end, log_.appended_from))
+    while appended and appended[0][0] < end:
+        base, records, batch_bytes = appended.popleft()
+        if base >= start:
+            messages += records
+            size += batch_bytes
+    return messages, size
+
+
+def _read_count(log_, start: int, end: int) -> tuple[int, int]:
+    """``_count`` by reading the batches back."""
     messages = size = 0
     offset = max(start, log_.log_start_offset)
     while offset < end:

@@ -28,6 +28,7 @@ import re
 import shutil
 import time
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -93,6 +94,12 @@ class Log:
         self.segments: list[Segment] = []
         self._base_offsets: list[int] = []
         self.high_watermark = 0
+        # What this replica appended as leader, batch by batch, while someone counts it (usage
+        # metering): (base offset, records, bytes), complete from offset ``appended_from``.
+        # Counting from here costs nothing; reading the batches back cost a read and a CRC
+        # check of everything appended, all in one event-loop turn (tail latency).
+        self.appended: deque[tuple[int, int, int]] | None = None
+        self.appended_from = 0
         self.flushed_offset = 0  # every offset below this is on disk (fsynced)
         self.epochs = LeaderEpochCache(directory)
         self.producers = ProducerStateTable(directory)
@@ -267,7 +274,20 @@ class Log:
         self.active_segment.append(data, stamped)
         for header in stamped:
             self.producers.update(header)
+        if self.appended is not None:
+            if len(self.appended) == self.appended.maxlen:  # nobody took them: the oldest are read back instead
+                self.appended_from = self.appended[1][0]
+            self.appended.extend((header.base_offset, header.record_count, header.size) for header in stamped)
         return AppendResult(base_offset, next_offset - 1, records, len(data))
+
+    def count_appends(self, keep_max: int = 100_000) -> None:
+        """Note every batch appended as leader from now on (see ``appended``)."""
+        if self.appended is None:
+            self.appended = deque(maxlen=keep_max)
+            self.appended_from = self.log_end_offset
+
+    def stop_counting_appends(self) -> None:
+        self.appended = None
 
     def append_replicated(self, data: bytes) -> AppendResult:
         """Append batches copied from the leader, offsets and epochs as they are.
@@ -275,6 +295,7 @@ class Log:
         Raises CorruptRecordError, writing nothing, unless every batch is
         intact and the first starts exactly at the log end offset.
         """
+        self.appended = None  # a follower's appends are not its own
         headers = validate_batches(data, batch_bytes_max=len(data), from_producer=False)
         next_offset = self.log_end_offset
         for header in headers:
@@ -347,6 +368,7 @@ class Log:
         """Remove every record at or after ``offset`` (replication uses this)."""
         if offset >= self.log_end_offset:
             return
+        self.appended = None
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()

@@ -9,14 +9,18 @@ found intact is recorded as verified (so the next start need not check it);
 a bad batch goes to the log's ``on_corruption`` handler, which repairs the
 replica from the leader when it can.
 
-Ownership: the broker's event-loop thread (each step is a bounded amount of
-work: ``bytes_per_step`` at some GB/s of CRC-32C, well under a millisecond at
-the default rate).
+Ownership: the broker's event-loop thread. Each step is bounded twice: by
+``bytes_per_step`` and by ``step_s`` of time (1 ms). The bytes alone did not
+bound it: CRC-32C runs at GB/s, but each batch costs some microseconds of
+Python, so 800 KiB of one-record batches took 15-25 ms, a stall every 100 ms
+that set the broker's latency p99.9 (measured, docs/benchmarks.md). A log of
+small batches is therefore scrubbed more slowly than the configured rate.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 # What a visit to a segment costs against the budget even when it reads
 # nothing (an empty segment): a step over many logs stays bounded.
 _VISIT_COST_BYTES = 4096
+# A step reads at most this much between two looks at the clock.
+_SLICE_BYTES = 64 << 10
 
 
 @dataclass
@@ -42,9 +48,10 @@ class _Cursor:
 
 
 class Scrubber:
-    def __init__(self, logs: Callable[[], dict[tuple[str, int], Log]], *, bytes_per_step: int) -> None:
+    def __init__(self, logs: Callable[[], dict[tuple[str, int], Log]], *, bytes_per_step: int, step_s: float = 0.001) -> None:
         self._logs = logs
         self.bytes_per_step = bytes_per_step
+        self.step_s = step_s
         self._cursor: _Cursor | None = None
         self.bytes_checked = 0
         self.passes = 0  # complete rounds over every log
@@ -54,7 +61,8 @@ class Scrubber:
         budget = self.bytes_per_step
         checked = 0
         visited = 0
-        while budget > 0:
+        stop_at = time.perf_counter() + self.step_s
+        while budget > 0 and time.perf_counter() < stop_at:
             cursor = self._cursor or self._first()
             if cursor is None:
                 break  # no logs at all
@@ -68,7 +76,7 @@ class Scrubber:
             if cursor.stamp is None:
                 cursor.stamp = segment.modification_stamp()
                 cursor.expected_offset = segment.base_offset
-            end, next_offset, problem = segment.scan(cursor.position, cursor.expected_offset, budget)
+            end, next_offset, problem = segment.scan(cursor.position, cursor.expected_offset, min(budget, _SLICE_BYTES))
             read = max(end - cursor.position, 0)
             checked += read
             budget -= max(read, _VISIT_COST_BYTES)

@@ -51,6 +51,7 @@ _INDEX_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 # Read this much at a time while scanning a log during recovery.
 _RECOVERY_CHUNK_BYTES = 8 << 20
+_READ_HINTS_MAX = 16  # where recent reads ended and recent appends began (see Segment._read_hints)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -79,9 +80,11 @@ class Segment:
         self.index_timestamps = array("q")  # max timestamp of records before the entry
         self._bytes_since_index = 0
         self._indexes_dirty = False
-        # (offset, position) where the last read ended: sequential consumers
-        # start there instead of searching the index.
-        self._read_hint = (-1, -1)
+        # offset -> byte position of the batch starting there, for the last few reads' ends and
+        # appends: readers at the log end (followers, consumers, a queue's coordinator) each
+        # start where they stopped or where the newest batch begins, instead of walking batch
+        # headers from an index entry; one hint for all of them missed for all but one.
+        self._read_hints: dict[int, int] = {}
 
     # -- loading -------------------------------------------------------------
 
@@ -220,7 +223,7 @@ class Segment:
         self.index_positions = array("q")
         self.index_timestamps = array("q")
         self._bytes_since_index = 0
-        self._read_hint = (-1, -1)
+        self._read_hints = {}
 
     # -- writing -------------------------------------------------------------
 
@@ -233,6 +236,7 @@ class Segment:
             written += os.write(self.fd, view[written:])
         for header in headers:
             self._track(header, position)
+            self._hint(header.base_offset, position)
             position += header.size
         self.size_bytes = position
 
@@ -307,16 +311,22 @@ class Segment:
             end = len(raw)
         # Remember where the next sequential read will start.
         last_header = read_header(raw, _last_batch_position(raw, end))
-        self._read_hint = (last_header.next_offset, position + end)
+        self._hint(last_header.next_offset, position + end)
         return raw[:end] if end < len(raw) else raw
+
+    def _hint(self, offset: int, position: int) -> None:
+        hints = self._read_hints
+        hints[offset] = position
+        if len(hints) > _READ_HINTS_MAX:
+            del hints[next(iter(hints))]
 
     def _position_of(self, offset: int) -> int | None:
         """Byte position of the batch holding ``offset``; None if past the end."""
         if offset >= self.next_offset:
             return None
-        hint_offset, hint_position = self._read_hint
-        if hint_offset == offset and hint_position < self.size_bytes:
-            return hint_position
+        hinted = self._read_hints.get(offset)
+        if hinted is not None and hinted < self.size_bytes:
+            return hinted
         slot = bisect_right(self.index_offsets, offset - self.base_offset) - 1
         position = self.index_positions[slot] if slot >= 0 else 0
         while position < self.size_bytes:

@@ -37,9 +37,8 @@ async def start_publish(caller: Caller, queue: QueueInfo, messages: list[Outgoin
     await limits.reserve_dedup_ids(queue.id, dedup)
     try:
         producer = await pool.producer(queue.bootstrap)
-        futures = [await producer.send(queue.broker_topic, p.value, key=p.key, headers=p.headers, partition=p.partition,
-                                       batch_bytes_max=batch_limit)
-                   for p in prepared]
+        futures = await producer.send_many(queue.broker_topic, [(p.value, p.key, p.headers, p.partition) for p in prepared],
+                                           batch_bytes_max=batch_limit)
     except BaseException as exc:
         await limits.settle_dedup_ids(queue.id, [(d, None) for _i, d in dedup])
         if isinstance(exc, broker_errors.UnknownTopicOrPartitionError):  # deleted since this process looked it up

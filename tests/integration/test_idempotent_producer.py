@@ -1,5 +1,8 @@
 """Resent batches are recognised by the broker across restarts and failovers (issue 3)."""
 
+import asyncio
+import signal
+
 from brokers.client import Consumer, Producer, TidewayClient
 from brokers.client.conn import connect
 from brokers.client.credentials import default_credentials
@@ -70,3 +73,38 @@ async def test_idempotent_producer_client_writes_each_record_once(broker):
         values += [r.value for rs in (await consumer.getmany(timeout_ms=2000)).values() for r in rs]
     await consumer.stop()
     assert values == [b"v%d" % i for i in range(1000)]
+
+
+async def test_records_sent_one_by_one_while_a_partition_is_busy_join_one_batch(broker):
+    """As a gateway publishing one message per frame: no linger, a loop turn between sends.
+
+    While the partition has its most batches in flight (here: the broker is
+    stopped, so none is answered), the records that follow wait in one open
+    batch, as Kafka's accumulator does, instead of queueing as one-record
+    batches; once the broker answers, every record is acknowledged, in order.
+    """
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("one-by-one")
+    async with Producer(broker.bootstrap, acks="all", linger_ms=0) as producer:
+        await (await producer.send("one-by-one", b"first", partition=0))  # connected, metadata known
+        batch_sizes = []
+        send_request = producer._send_request
+
+        def counting(leader, connection, batches):
+            batch_sizes.extend(len(b.builder) for b in batches)
+            send_request(leader, connection, batches)
+
+        producer._send_request = counting
+        broker.signal(signal.SIGSTOP)
+        try:
+            futures = []
+            for i in range(3000):
+                futures.append(await producer.send("one-by-one", b"%d" % i, partition=0))
+                await asyncio.sleep(0)  # the sender runs between two records
+        finally:
+            broker.signal(signal.SIGCONT)
+        offsets = [(await future).offset for future in futures]
+    assert offsets == list(range(1, 3001))
+    assert sum(batch_sizes) == 3000
+    # The first few went out one record each before the partition's in-flight cap was reached.
+    assert len(batch_sizes) <= 10, f"{len(batch_sizes)} batches for 3,000 records: {batch_sizes[:20]}"

@@ -230,3 +230,31 @@ def test_blocking_clients_for_both_models(broker):
             got += [r.value for records in member.poll(500).values() for r in records]
         assert got == [b"x", b"y"]
         member.commit()
+
+
+async def test_acks_of_one_loop_turn_go_in_one_request_and_each_answers_for_its_own(broker):
+    """Handlers finishing together each ack their own message: one request carries them; one stale receipt fails alone."""
+    await _topic(broker.bootstrap, "per-message", partitions=2)
+    await _publish(broker.bootstrap, "per-message", [str(i).encode() for i in range(200)])
+    async with QueueConsumer(broker.bootstrap, "handlers", "per-message") as queue:
+        messages = await _drain(queue, until=200)
+        assert len(messages) == 200
+        sent = []
+        request = queue.link.request
+
+        async def counting(api, body, **kwargs):
+            sent.append(len(getattr(body, "acks", [])))
+            return await request(api, body, **kwargs)
+
+        queue.link.request = counting
+        stale = (messages[0].partition, messages[0].offset, messages[0].delivery_count + 1)  # a delivery that never was
+        outcomes = await asyncio.gather(queue.ack([stale]), *(queue.ack([m]) for m in messages[1:]), return_exceptions=True)
+        assert sent == [200]
+        queue.link.request = request
+        assert isinstance(outcomes[0], errors.InvalidRecordStateError)
+        assert not any(isinstance(outcome, BaseException) for outcome in outcomes[1:])
+        await queue.ack([messages[0]])
+        assert await queue.receive(10, wait_ms=300) == []  # every message accepted: nothing comes back
+    async with TidewayClient(broker.bootstrap) as client:
+        description = await describe_group(client, "handlers")
+    assert sum(p.in_flight for p in description.share_partitions) == 0

@@ -125,3 +125,21 @@ def test_a_damaged_replica_truncated_to_the_bad_batch_reads_intact_again(tmp_pat
         last = list(iter_batches(chunk))[-1]
         offset = read_header(chunk, last[0]).next_offset
     assert offset == bad_offset
+
+
+def test_a_scrubber_step_is_bounded_in_time_too_over_many_small_batches(tmp_path):
+    """800 KiB of one-record batches is thousands of batch checks: a step stops on its clock, the next carries on."""
+    log_ = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(segment_bytes=64 << 20), recovery_point=None)
+    fill(log_, batches=20_000, per_batch=1)
+    log_.verified.clear()
+    size = log_.size_bytes
+    scrubber = Scrubber(lambda: {("t", 0): log_}, bytes_per_step=1 << 30, step_s=0.001)
+    first = scrubber.step()
+    assert 0 < first < size  # the byte budget would have allowed all of it
+    steps = 1
+    while scrubber.passes == 0:
+        scrubber.step()
+        steps += 1
+    assert steps > 2
+    assert scrubber.bytes_checked >= size
+    assert set(log_.verified) == {s.base_offset for s in log_.segments}

@@ -1,0 +1,127 @@
+"""The consumer keeps every record a broker served it, even when part of a fetch fails.
+
+Brokers meter what they serve (egress); a record served but dropped by the client would be
+billed and never seen. A fake client stands in for the brokers: this is a unit test of the
+consumer's fetch loop alone (the whole path is covered by tests/fault/test_usage_crash.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from brokers import errors
+from brokers.client.consumer import Consumer
+from brokers.protocol import messages as m
+from brokers.record.batch import BatchBuilder, stamp_batch
+
+
+def _batch(base_offset: int, values: list[bytes]) -> bytes:
+    builder = BatchBuilder()
+    for value in values:
+        builder.append(1_700_000_000_000, None, value)
+    data = bytearray(builder.build())
+    stamp_batch(data, 0, base_offset, 0)
+    return bytes(data)
+
+
+class _Connection:
+    def __init__(self, answer) -> None:
+        self._answer = answer
+        self.requests: list[m.FetchRequest] = []
+
+    async def request(self, api, request, timeout_s):
+        self.requests.append(request)
+        return await self._answer(request, len(self.requests))
+
+
+class _Client:
+    request_timeout_s = 1.0
+
+    def __init__(self, leaders: dict[tuple[str, int], int], connections: dict[int, _Connection]) -> None:
+        self.leaders = leaders
+        self.connections = connections
+        self.refreshes = 0
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        return self.leaders[(topic, partition)]
+
+    async def connection(self, broker: int) -> _Connection:
+        return self.connections[broker]
+
+    async def refresh_metadata(self) -> None:
+        self.refreshes += 1
+
+    async def partitions_for(self, topic: str) -> int:
+        return 2
+
+
+async def _received(consumer: Consumer, want: int) -> list[bytes]:
+    values: list[bytes] = []
+    for _ in range(50):
+        for records in (await consumer.getmany(timeout_ms=100)).values():
+            values.extend(r.value for r in records)
+        if len(values) >= want:
+            break
+    return values
+
+
+async def _eventually(condition) -> bool:
+    for _ in range(100):
+        if condition():
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def test_a_partition_whose_leader_moved_does_not_drop_the_records_of_the_others():
+    async def answer(request: m.FetchRequest, nth: int) -> m.FetchResponse:
+        results = []
+        for part in request.partitions:
+            if part.partition == 0:  # this broker no longer leads partition 0; listed first
+                results.append(m.FetchPartitionResult(topic="t", partition=0, error_code=errors.NotLeaderError.errno,
+                                                      error_message="moved"))
+            elif part.fetch_offset == 0:
+                results.append(m.FetchPartitionResult(topic="t", partition=1, high_watermark=2,
+                                                      records=_batch(0, [b"a", b"b"])))
+            else:
+                await asyncio.sleep(0.05)
+                results.append(m.FetchPartitionResult(topic="t", partition=1, high_watermark=2))
+        return m.FetchResponse(partitions=results)
+
+    connection = _Connection(answer)
+    client = _Client({("t", 0): 1, ("t", 1): 1}, {1: connection})
+    consumer = Consumer(client)
+    await consumer.assign([("t", 0), ("t", 1)], start=0)
+    await consumer.start()
+    try:
+        assert await _received(consumer, 2) == [b"a", b"b"]  # served once, kept though partition 0 failed
+        assert await _eventually(lambda: client.refreshes >= 1)  # and the error still sent it looking for the new leader
+    finally:
+        await consumer.stop()
+
+
+async def test_a_failed_fetch_is_retried_only_once_every_fetch_of_the_round_has_ended():
+    async def fails(request, nth):
+        raise errors.ConnectionClosedError("broker killed")
+
+    async def slow(request: m.FetchRequest, nth: int) -> m.FetchResponse:
+        if nth == 1:
+            await asyncio.sleep(0.2)  # still out when the other broker's fetch fails
+            return m.FetchResponse(partitions=[m.FetchPartitionResult(
+                topic="t", partition=1, high_watermark=3, records=_batch(0, [b"x", b"y", b"z"]))])
+        await asyncio.sleep(0.05)
+        return m.FetchResponse(partitions=[m.FetchPartitionResult(topic="t", partition=1, high_watermark=3)])
+
+    slow_connection = _Connection(slow)
+    client = _Client({("t", 0): 1, ("t", 1): 2}, {1: _Connection(fails), 2: slow_connection})
+    consumer = Consumer(client)
+    await consumer.assign([("t", 0), ("t", 1)], start=0)
+    await consumer.start()
+    try:
+        assert await _received(consumer, 3) == [b"x", b"y", b"z"]
+        # No second fetch of partition 1 from offset 0 raced the first: its answer would have
+        # been served (and metered) and thrown away.
+        assert await _eventually(lambda: len(slow_connection.requests) >= 2)
+        assert [r.partitions[0].fetch_offset for r in slow_connection.requests][:2] == [0, 3]
+    finally:
+        await consumer.stop()
