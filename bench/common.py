@@ -56,7 +56,7 @@ class CpuMeter:
     the whole machine spent on it: ``cpu_s_per_million(messages)``.
     """
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> CpuMeter:
         self.started, self.busy_at_start = time.perf_counter(), machine_busy_cpu_s()
         return self
 

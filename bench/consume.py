@@ -26,7 +26,6 @@ import os
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,8 @@
 Acknowledgements made in the same event-loop turn (handlers of a batch
 finishing together, each acking its own message) travel in one request, and
 a request does not wait for the one before: ``await queue.ack([message])``
-per message costs about what one ``ack`` of the whole batch does. Each call
+per message costs about what one ``ack`` of the whole batch does. Accepts
+travel as ranges of consecutive offsets. Each call
 still answers only once the broker has stored its acknowledgements, and
 raises for its own messages only.
 
@@ -90,7 +91,7 @@ class QueueConsumer:
         self.member_id = member_id
         self.link = CoordinatorLink(self.client, group_id, group_type="queue")
         # Acknowledgements waiting for the end of this loop turn, and the requests on their way.
-        self._unsent: list[tuple[list[m.ShareAck], asyncio.Future]] = []
+        self._unsent: list[tuple[list, str | None, asyncio.Future]] = []
         self._send_scheduled = False
         self._sending: set[asyncio.Task] = set()
 
@@ -127,8 +128,8 @@ class QueueConsumer:
         ]
 
     def ack(self, messages: list[Receipt]) -> asyncio.Future:
-        """Accept: the messages are done. Await the answer: it comes once the broker has stored the acceptance."""
-        return self._acknowledge(messages, "accept")
+        """Accept: the messages are done. Await it: it answers (None) once the broker has stored the acceptance."""
+        return self._queue(self._receipts(messages), None)
 
     def nack(self, messages: list[Receipt], *, delay_ms: int | None = None, error: str = "") -> asyncio.Future:
         """Release for redelivery after ``delay_ms`` (default: the queue's backoff); dead-lettered at the delivery limit."""
@@ -143,27 +144,37 @@ class QueueConsumer:
         results = await self._acknowledge(messages, "extend", lock_ms=lock_ms)
         return [r.lock_deadline_ms for r in results]
 
-    def _acknowledge(self, messages: list[Receipt], action: str, **fields) -> asyncio.Future:
-        """Queue the acknowledgements for this loop turn's request; the future gets their results or their error.
-
-        A plain future, not a coroutine: acknowledging each message of a batch
-        and awaiting them together (``asyncio.gather``) makes no task per message.
-        """
-        acks = []
+    @staticmethod
+    def _receipts(messages: list[Receipt]) -> list[tuple[int, int, int]]:
+        receipts = []
         for message in messages:
             if isinstance(message, Message):
-                partition, offset, count = message.partition, message.offset, message.delivery_count
+                receipts.append((message.partition, message.offset, message.delivery_count))
             elif isinstance(message, tuple):
-                partition, offset, count = message
+                receipts.append(message)
             else:
-                partition, offset, count = parse_receipt(message)
-            acks.append(m.ShareAck(partition=partition, offset=offset, delivery_count=count, action=action, **fields))
+                receipts.append(parse_receipt(message))
+        return receipts
+
+    def _acknowledge(self, messages: list[Receipt], action: str, **fields) -> asyncio.Future:
+        acks = [m.ShareAck(partition=partition, offset=offset, delivery_count=count, action=action, **fields)
+                for partition, offset, count in self._receipts(messages)]
+        return self._queue(acks, action)
+
+    def _queue(self, items: list, action: str | None) -> asyncio.Future:
+        """Queue acknowledgements for this loop turn's request; the future gets their answer or their error.
+
+        ``items`` are receipts to accept (``action`` None: sent as ranges of
+        offsets) or ``ShareAck``s. A plain future, not a coroutine:
+        acknowledging each message of a batch and awaiting them together
+        (``asyncio.gather``) makes no task per message.
+        """
         loop = asyncio.get_running_loop()
         answered = loop.create_future()
-        if not acks:
-            answered.set_result([])
+        if not items:
+            answered.set_result([] if action else None)
             return answered
-        self._unsent.append((acks, answered))
+        self._unsent.append((items, action, answered))
         if not self._send_scheduled:
             self._send_scheduled = True
             loop.call_soon(self._send_unsent)
@@ -182,31 +193,51 @@ class QueueConsumer:
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
-    async def _send(self, batch: list[tuple[list[m.ShareAck], asyncio.Future]]) -> None:
-        request = m.ShareAcknowledgeRequest(group_id=self.group_id, topic=self.topic, acks=[ack for acks, _ in batch for ack in acks])
+    async def _send(self, batch: list[tuple[list, str | None, asyncio.Future]]) -> None:
+        acks = [ack for items, action, _ in batch if action for ack in items]
+        accepts = _ranges([receipt for items, action, _ in batch if not action for receipt in items])
+        request = m.ShareAcknowledgeRequest(group_id=self.group_id, topic=self.topic, acks=acks, accepts=accepts)
         try:
             response: m.ShareAcknowledgeResponse = await self.link.request(ApiKey.SHARE_ACKNOWLEDGE, request)
             if len(response.results) != len(request.acks):
                 raise errors.TidewayError(f"{len(response.results)} results for {len(request.acks)} acknowledgements")
         except BaseException as exc:
-            for _, answered in batch:
+            for _, _, answered in batch:
                 if not answered.done():
                     answered.cancel() if isinstance(exc, asyncio.CancelledError) else answered.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        refused = {(r.partition, r.offset): r for r in response.accept_failures}
         start = 0
-        for acks, answered in batch:  # results come in the order of the acknowledgements
-            results = response.results[start:start + len(acks)]
-            start += len(acks)
+        for items, action, answered in batch:
+            if action:  # results come in the order of the acknowledgements
+                results = response.results[start:start + len(items)]
+                start += len(items)
+                failed = next((result for result in results if result.error_code), None)
+            else:
+                results = None
+                failed = next((refused[(p, o)] for p, o, _ in items if (p, o) in refused), None) if refused else None
             if answered.done():
                 continue
-            failed = next((result for result in results if result.error_code), None)
             if failed is None:
                 answered.set_result(results)
             else:
                 answered.set_exception(errors.error_for_code(
                     failed.error_code, f"{self.topic}-{failed.partition}@{failed.offset}: {failed.error_message}"))
+
+
+def _ranges(receipts: list[tuple[int, int, int]]) -> list[m.AcceptRange]:
+    """Receipts as ranges of consecutive offsets of one partition and delivery count (a receipt twice counts once)."""
+    out: list[m.AcceptRange] = []
+    last = None
+    for partition, offset, count in sorted(set(receipts), key=lambda r: (r[0], r[2], r[1])):
+        if last is not None and last.partition == partition and last.delivery_count == count and last.last_offset + 1 == offset:
+            last.last_offset = offset
+        else:
+            last = m.AcceptRange(partition, offset, offset, count)
+            out.append(last)
+    return out
 
 
 # -- dead letters ------------------------------------------------------------------------------

@@ -590,10 +590,22 @@ class ShareAck(Struct, kw_only=True, omit_defaults=True):
     error: str = ""  # release, reject: why (kept for the dead-letter headers)
 
 
+class AcceptRange(Struct, array_like=True):
+    """Accept every offset from ``first_offset`` to ``last_offset`` (both included), each in its ``delivery_count``-th delivery."""
+
+    partition: int
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
 class ShareAcknowledgeRequest(Struct, kw_only=True):
     group_id: str
     topic: str
     acks: list[ShareAck] = []
+    # Plain accepts, the common case, as ranges of consecutive offsets: a worker accepting each message of a
+    # batch on its own sends a few ranges, not a thousand acks (Kafka's share groups acknowledge in ranges too).
+    accepts: list[AcceptRange] = []
 
 
 class ShareAckResult(Struct, kw_only=True, omit_defaults=True):
@@ -605,7 +617,8 @@ class ShareAckResult(Struct, kw_only=True, omit_defaults=True):
 
 
 class ShareAcknowledgeResponse(_Response):
-    results: list[ShareAckResult] = []
+    results: list[ShareAckResult] = []  # one per ack, in their order
+    accept_failures: list[ShareAckResult] = []  # the offsets of ``accepts`` that could not be accepted (the rest were)
 
 
 # -- authentication ---------------------------------------------------------------

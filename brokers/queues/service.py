@@ -50,13 +50,16 @@ WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, 
 READ_BYTES = 256 << 10
 MAX_WAIT_MS = 30_000
 WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
-STOP_WRITE_WAIT_S = 2.0
+STOP_WRITE_WAIT_S = 2.0  # how long a stopping broker waits for acquisitions' writes in flight
 # How long acquisitions wait to be written: an acknowledgement that comes meanwhile carries them,
 # and records accepted below the start need no row at all (a worker acking within a few ms of
 # receiving, the common case, then costs one state write instead of two).
 ACQUISITION_WRITE_DELAY_S = 0.005
-DEAD_LETTER_WAIT_S = 5.0  # how long a reject (or a release at the delivery limit) waits for its dead letter's write  # how long a stopping broker waits for acquisitions' writes in flight
+DEAD_LETTER_WAIT_S = 5.0  # how long a reject (or a release at the delivery limit) waits for its dead letter's write
 ACTIONS = ("accept", "release", "reject", "extend")
+# Offsets one acknowledgement request may accept through ranges: a few bytes name a long range, and each
+# offset costs a step of the loop (a window holds at most WINDOW_RECORDS_MAX records per partition).
+ACCEPTED_PER_REQUEST_MAX = 100_000
 
 
 def settings_of(config: TopicConfig) -> QueueSettings:
@@ -109,6 +112,19 @@ class Coordinator(Protocol):
 
     def local_partition(self, topic: str, partition: int) -> Partition | None:
         """This broker's replica of ``topic``-``partition``, if it holds one."""
+
+
+def _check_accept_ranges(ranges: list[m.AcceptRange]) -> None:
+    """Refuse the whole request, before anything changes, if a range is malformed or they are too long together."""
+    total = 0
+    for accepts in ranges:
+        if accepts.partition < 0 or accepts.first_offset < 0 or accepts.last_offset < accepts.first_offset:
+            raise errors.InvalidRequestError(
+                f"accept range {accepts.partition}:{accepts.first_offset}-{accepts.last_offset} is not a partition "
+                "and two offsets in order")
+        total += accepts.last_offset - accepts.first_offset + 1
+    if total > ACCEPTED_PER_REQUEST_MAX:
+        raise errors.InvalidRequestError(f"{total} offsets accepted in one request; at most {ACCEPTED_PER_REQUEST_MAX:,}")
 
 
 def _delivered_bytes(records: list[m.AcquiredRecord]) -> int:
@@ -472,7 +488,8 @@ class QueueService:
     async def acknowledge(self, request: m.ShareAcknowledgeRequest) -> m.ShareAcknowledgeResponse:
         coordinator = self.coordinator
         index = coordinator.check_coordinator(request.group_id)
-        for partition in {ack.partition for ack in request.acks}:
+        _check_accept_ranges(request.accepts)
+        for partition in {ack.partition for ack in request.acks} | {r.partition for r in request.accepts}:
             key = (request.group_id, request.topic, partition)
             if key in self._restored:  # acknowledged before anyone received here since a failover
                 await self._share(*key, settings_of(coordinator.topic_config(request.topic)))
@@ -512,6 +529,28 @@ class QueueService:
                 state.version += 1
                 touched[id(state)] = state
             results.append(result)
+        accept_failures = []
+        for accepts in request.accepts:
+            state = self.shares.get((request.group_id, request.topic, accepts.partition))
+            first, last = accepts.first_offset, accepts.last_offset
+            if state is None:
+                error = errors.InvalidRecordStateError(f"{request.topic}-{accepts.partition} has no record locked by group {request.group_id!r}")
+                accept_failures += [m.ShareAckResult(partition=accepts.partition, offset=o, error_code=error.errno,
+                                                     error_message=error.message) for o in range(first, last + 1)]
+                continue
+            share = state.share
+            if share.in_flight >= share.settings.max_in_flight or share.settings.fifo:
+                held_back.add(accepts.partition)
+            failed = share.accept_range(first, last, accepts.delivery_count, now)
+            records = state.records
+            for offset in range(first, last + 1):
+                records.pop(offset, None)
+            if failed:
+                accept_failures += [m.ShareAckResult(partition=accepts.partition, offset=offset, error_code=exc.errno,
+                                                     error_message=exc.message) for offset, exc in failed]
+            if len(failed) <= last - first:  # something was accepted
+                state.version += 1
+                touched[id(state)] = state
         for state in touched.values():
             state.share.advance_start()
         if touched:
@@ -528,7 +567,7 @@ class QueueService:
             except TimeoutError:
                 log.info("group %s: dead letters of %s not written within %.0f s; they will be", request.group_id,
                          request.topic, DEAD_LETTER_WAIT_S)
-        return m.ShareAcknowledgeResponse(results=results)
+        return m.ShareAcknowledgeResponse(results=results, accept_failures=accept_failures)
 
     async def _until_dead_lettered(self, states: list[_Share]) -> None:
         async with self._dead_letters_written:

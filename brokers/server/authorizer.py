@@ -348,6 +348,8 @@ def _share_acknowledge(principal: Principal, request: m.ShareAcknowledgeRequest)
     def after(response: m.ShareAcknowledgeResponse) -> None:
         for result in response.results:
             result.error_message = principal.names.scrub(result.error_message)
+        for result in response.accept_failures:
+            result.error_message = principal.names.scrub(result.error_message)
 
     return after
 

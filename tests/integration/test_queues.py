@@ -11,6 +11,7 @@ from brokers import errors
 from brokers.client import Producer, TidewayClient
 from brokers.client.group import describe_group
 from brokers.client.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
+from brokers.protocol.messages import AcceptRange, ApiKey, ShareAcknowledgeRequest
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -243,13 +244,16 @@ async def test_acks_of_one_loop_turn_go_in_one_request_and_each_answers_for_its_
         request = queue.link.request
 
         async def counting(api, body, **kwargs):
-            sent.append(len(getattr(body, "acks", [])))
+            if api is ApiKey.SHARE_ACKNOWLEDGE:
+                sent.append((len(body.acks), sum(r.last_offset - r.first_offset + 1 for r in body.accepts), len(body.accepts)))
             return await request(api, body, **kwargs)
 
         queue.link.request = counting
         stale = (messages[0].partition, messages[0].offset, messages[0].delivery_count + 1)  # a delivery that never was
         outcomes = await asyncio.gather(queue.ack([stale]), *(queue.ack([m]) for m in messages[1:]), return_exceptions=True)
-        assert sent == [200]
+        # One request; the accepts as ranges of consecutive offsets (per partition, and the stale delivery apart).
+        ((acks, accepted, ranges),) = sent
+        assert (acks, accepted) == (0, 200) and ranges <= 5, sent
         queue.link.request = request
         assert isinstance(outcomes[0], errors.InvalidRecordStateError)
         assert not any(isinstance(outcome, BaseException) for outcome in outcomes[1:])
@@ -258,3 +262,25 @@ async def test_acks_of_one_loop_turn_go_in_one_request_and_each_answers_for_its_
     async with TidewayClient(broker.bootstrap) as client:
         description = await describe_group(client, "handlers")
     assert sum(p.in_flight for p in description.share_partitions) == 0
+
+
+async def test_accept_ranges_that_are_malformed_or_too_long_are_refused_and_change_nothing(broker):
+    await _topic(broker.bootstrap, "ranges", partitions=1)
+    await _publish(broker.bootstrap, "ranges", [b"a", b"b", b"c"])
+    async with QueueConsumer(broker.bootstrap, "rangers", "ranges") as queue:
+        messages = await _drain(queue, until=3)
+        assert len(messages) == 3
+        for accepts in ([AcceptRange(0, 2, 0, 1)],  # backwards
+                        [AcceptRange(0, 0, 2, 1), AcceptRange(0, 3, 200_002, 1)]):  # 200,003 offsets: past the bound
+            with pytest.raises(errors.InvalidRequestError):
+                await queue.link.request(ApiKey.SHARE_ACKNOWLEDGE, ShareAcknowledgeRequest(
+                    group_id="rangers", topic="ranges", accepts=accepts))
+        async with TidewayClient(broker.bootstrap) as client:
+            assert sum(p.in_flight for p in (await describe_group(client, "rangers")).share_partitions) == 3
+        # A range naming offsets some of which are not held: those fail, the others are accepted.
+        response = await queue.link.request(ApiKey.SHARE_ACKNOWLEDGE, ShareAcknowledgeRequest(
+            group_id="rangers", topic="ranges", accepts=[AcceptRange(0, 0, 4, 1)]))
+        assert sorted(r.offset for r in response.accept_failures) == [3, 4]
+        assert {r.error_code for r in response.accept_failures} == {errors.InvalidRecordStateError.errno}
+        async with TidewayClient(broker.bootstrap) as client:
+            assert sum(p.in_flight for p in (await describe_group(client, "rangers")).share_partitions) == 0

@@ -139,6 +139,19 @@ class ShareMachine(RuleBasedStateMachine):
             held["state"] = "accepted"
 
     @precondition(lambda self: self.receipts)
+    @rule(data=st.data(), span=st.integers(0, 3))
+    def accept_range(self, data, span):
+        """Accepts as a range of offsets (what a worker acking each message sends): each offset as if accepted alone."""
+        first, count = data.draw(st.sampled_from(self.receipts))
+        held = {o: self.model.held(o, count, self.now) for o in range(first, first + span + 1)}
+        failed = self.real.accept_range(first, first + span, count, self.now)
+        self.real.advance_start()
+        assert sorted(o for o, _exc in failed) == sorted(o for o, h in held.items() if h is None)
+        for h in held.values():
+            if h is not None:
+                h["state"] = "accepted"
+
+    @precondition(lambda self: self.receipts)
     @rule(data=st.data(), delay=st.sampled_from([None, 0, 700]))
     def release(self, data, delay):
         held = self._ack(data, lambda o, c: self.real.release(o, c, self.now, delay_ms=delay, error="boom"))
