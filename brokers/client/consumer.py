@@ -243,7 +243,11 @@ class Consumer:
 
     async def _fetch_from(self, leader: int, tps: list[TopicPartition]) -> None:
         connection = await self.client.connection(leader)
-        positions = {tp: self._partitions[tp].fetch_position for tp in tps}
+        # Partitions revoked (or sought elsewhere) while the connection was being made are not fetched.
+        positions = {tp: state.fetch_position for tp in tps if (state := self._partitions.get(tp)) is not None}
+        if not positions:
+            return
+        tps = list(positions)
         request = m.FetchRequest(
             max_wait_ms=self.fetch_max_wait_ms,
             min_bytes=self.fetch_min_bytes,

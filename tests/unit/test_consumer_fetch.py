@@ -125,3 +125,30 @@ async def test_a_failed_fetch_is_retried_only_once_every_fetch_of_the_round_has_
         assert [r.partitions[0].fetch_offset for r in slow_connection.requests][:2] == [0, 3]
     finally:
         await consumer.stop()
+
+
+async def test_a_partition_removed_while_the_connection_is_made_is_not_fetched():
+    """A group member's partitions are revoked at any moment: that must not fail the fetcher (it was a KeyError)."""
+    async def answer(request: m.FetchRequest, nth: int) -> m.FetchResponse:
+        return m.FetchResponse(partitions=[m.FetchPartitionResult(topic=p.topic, partition=p.partition, high_watermark=1,
+                                                                  records=_batch(0, [b"kept"]) if p.fetch_offset == 0 else b"")
+                                           for p in request.partitions])
+
+    connection = _Connection(answer)
+    consumer_box: list[Consumer] = []
+
+    class _Revoking(_Client):
+        async def connection(self, broker: int) -> _Connection:
+            consumer_box[0].remove([("t", 0)])  # revoked while connecting
+            return await super().connection(broker)
+
+    client = _Revoking({("t", 0): 1, ("t", 1): 1}, {1: connection})
+    consumer = Consumer(client)
+    consumer_box.append(consumer)
+    await consumer.assign([("t", 0), ("t", 1)], start=0)
+    await consumer.start()
+    try:
+        assert await _received(consumer, 1) == [b"kept"]
+        assert connection.requests and all([p.partition for p in r.partitions] == [1] for r in connection.requests)
+    finally:
+        await consumer.stop()
