@@ -20,7 +20,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "scopes. The key is shown only now: keep it.",
     )
     create.add_argument("name", help="the tenant's name; its id (slug) is derived from it")
-    create.add_argument("--plan", default="free", help="plan name: free, team or business (default %(default)s)")
+    create.add_argument("--plan", default="free", help="plan name: free, team, business or enterprise (default %(default)s)")
     create.add_argument("--region", default="local", help="region its queues are placed in (default %(default)s)")
     create.add_argument("--json", action="store_true", help="print {tenant, plan, api_key} as JSON")
     create.set_defaults(handler=_create_tenant)

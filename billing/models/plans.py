@@ -50,4 +50,9 @@ DEFAULT_PLANS = [
     dict(name="business", display_name="Business", max_queues=500, max_partitions=2_000, max_storage_bytes=2_000 * GIB,
          max_publish_bytes_per_s=200 * MIB, max_consume_bytes_per_s=400 * MIB, max_requests_per_s=10_000,
          max_message_bytes=8 * MIB, max_retention_ms=90 * DAY_MS, monthly_price_cents=49_900),
+    # Thousands of queues per tenant (issue 20's scale): usage is billed from the first byte (no allowance).
+    dict(name="enterprise", display_name="Enterprise", max_queues=5_000, max_partitions=20_000,
+         max_storage_bytes=20_000 * GIB, max_publish_bytes_per_s=1_000 * MIB, max_consume_bytes_per_s=2_000 * MIB,
+         max_requests_per_s=100_000, max_message_bytes=8 * MIB, max_retention_ms=365 * DAY_MS,
+         monthly_price_cents=249_900),
 ]

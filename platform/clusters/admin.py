@@ -64,7 +64,7 @@ def _run(bootstrap: str, call: Callable[[TidewayClient], Awaitable[T]]) -> T:
     async def main() -> T:
         client = TidewayClient(bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS, credentials=broker_credentials())
         try:
-            await client.start()
+            await client.refresh_metadata([])  # the brokers only: every topic's metadata grows with the cluster
             return await call(client)
         finally:
             await client.close()

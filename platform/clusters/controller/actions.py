@@ -307,11 +307,20 @@ def do_delete_topic(lease: Lease, name: str) -> None:
 # -- reading state ----------------------------------------------------------------------------------
 
 
-def snapshot(lease: Lease, controller_id: int = 0) -> m.ClusterStateRequest:
-    """The whole cluster as brokers need it (for CLUSTER_STATE)."""
+def snapshot(lease: Lease, controller_id: int = 0, *, topics: list[str] | None = None) -> m.ClusterStateRequest:
+    """The cluster as brokers need it (for CLUSTER_STATE): every broker, and every topic or only ``topics``.
+
+    Brokers apply what a request names and keep the rest, so a push of the
+    topics that changed is enough for a change.
+    """
     brokers = Broker.objects.filter(cluster_id=lease.cluster_id)
-    topics = list(Topic.objects.filter(cluster_id=lease.cluster_id))
-    partitions = list(_partitions(lease).select_related("topic"))
+    topic_rows = Topic.objects.filter(cluster_id=lease.cluster_id)
+    partition_rows = _partitions(lease).select_related("topic")
+    if topics is not None:
+        topic_rows = topic_rows.filter(name__in=topics)
+        partition_rows = partition_rows.filter(topic__name__in=topics)
+    topics = list(topic_rows)
+    partitions = list(partition_rows)
     return m.ClusterStateRequest(
         controller_id=controller_id,
         controller_epoch=lease.epoch,

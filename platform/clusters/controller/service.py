@@ -91,6 +91,11 @@ class Controller:
         self._broker_epochs: dict[int, int] = {}
         self._connections: dict[int, Connection] = {}
         self._push_needed = asyncio.Event()
+        # What the next push must carry: every topic (a broker joined, leaders moved) or only the
+        # topics that changed. A change costs a push of what changed, not of the whole cluster:
+        # creating a queue must not cost more with every queue there is.
+        self._push_everything = False
+        self._push_topics: set[str] = set()
         self._heartbeats_recorded = 0.0
         self._tasks: list[asyncio.Task] = []
         self._server: asyncio.AbstractServer | None = None
@@ -197,7 +202,7 @@ class Controller:
         self._deadlines = {b: deadline for b in await self.db(actions.alive_broker_ids, lease)}
         self._last_preferred_check = time.monotonic()
         log.info("controller %s is active in epoch %d", self.holder, lease.epoch)
-        self._push_needed.set()
+        self._push_soon()
 
     def _resign(self, reason: str) -> None:
         log.warning("controller %s stepping down: %s", self.holder, reason)
@@ -211,7 +216,7 @@ class Controller:
                 del self._deadlines[broker_id]
                 moved = await self.db(actions.do_fence_broker, self.lease, broker_id)
                 log.warning("broker %d session expired: fenced; leadership moved: %s", broker_id, ", ".join(moved) or "none")
-                self._push_needed.set()
+                self._push_soon()
 
     async def _record_heartbeats(self) -> None:
         now = time.monotonic()
@@ -227,7 +232,7 @@ class Controller:
         moved = await self.db(actions.do_preferred_leader_election, self.lease)
         if moved:
             log.info("preferred leader election: %s", ", ".join(moved))
-            self._push_needed.set()
+            self._push_soon()
 
     # -- pushing state to brokers -------------------------------------------------------------
 
@@ -236,18 +241,31 @@ class Controller:
         while True:
             try:
                 await asyncio.wait_for(self._push_needed.wait(), interval_s)
+                periodic = False
             except TimeoutError:
-                pass
+                periodic = True
             self._push_needed.clear()
+            # The periodic push carries everything: a broker that missed a push (it was down, or
+            # the push failed) catches up within an interval.
+            everything = periodic or self._push_everything or not self._push_topics
+            topics, self._push_topics, self._push_everything = self._push_topics, set(), False
             if self.lease is None:
                 continue
             try:
-                state = await self.db(actions.snapshot, self.lease)
+                state = await self.db(actions.snapshot, self.lease, topics=None if everything else sorted(topics))
             except Exception:
                 log.exception("could not read cluster state")
                 continue
             alive = set(self._deadlines)
             await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
+
+    def _push_soon(self, topics: list[str] | None = None) -> None:
+        """Have the pusher push ``topics`` (None: everything) now."""
+        if topics is None:
+            self._push_everything = True
+        else:
+            self._push_topics.update(topics)
+        self._push_needed.set()
 
     async def _push_to(self, broker: m.BrokerInfo, state: m.ClusterStateRequest) -> None:
         try:
@@ -300,7 +318,7 @@ class Controller:
         self._broker_epochs[request.broker_id] = broker_epoch
         self._deadlines[request.broker_id] = time.monotonic() + self.config.broker_session_timeout_ms / 1000
         log.info("broker %d registered from %s:%d (broker epoch %d)", request.broker_id, request.host, request.port, broker_epoch)
-        self._push_needed.set()
+        self._push_soon()
         return m.BrokerRegisterResponse(broker_epoch=broker_epoch, controller_epoch=self.lease.epoch)
 
     async def _heartbeat(self, request: m.BrokerHeartbeatRequest) -> m.BrokerHeartbeatResponse:
@@ -312,14 +330,14 @@ class Controller:
 
     async def _alter_isr(self, request: m.AlterIsrRequest) -> m.AlterIsrResponse:
         state = await self.db(actions.do_alter_isr, self.lease, request)
-        self._push_needed.set()
+        self._push_soon([request.topic])
         return m.AlterIsrResponse(state=state)
 
     async def _replica_damaged(self, request: m.ReplicaDamagedRequest) -> m.ReplicaDamagedResponse:
         if self._broker_epochs.get(request.broker_id) != request.broker_epoch:
             raise errors.StaleBrokerEpochError(f"broker {request.broker_id} must register with this controller")
         state = await self.db(actions.do_replica_damaged, self.lease, request)
-        self._push_needed.set()
+        self._push_soon([request.topic])
         return m.ReplicaDamagedResponse(state=state)
 
     async def _create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
@@ -332,8 +350,7 @@ class Controller:
             except BrokerError as exc:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
-        self._push_needed.set()
-        await self._wait_for_push()
+        await self._wait_for_push([topic.name for topic in request.topics])
         return m.CreateTopicsResponse(topics=results)
 
     async def _delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
@@ -348,7 +365,7 @@ class Controller:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
         if deleted:
-            state = await self.db(actions.snapshot, self.lease)
+            state = await self.db(actions.snapshot, self.lease, topics=[])
             state.deleted_topics = deleted
             alive = set(self._deadlines)
             await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
@@ -356,17 +373,17 @@ class Controller:
 
     async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
         await self.db(actions.do_create_partitions, self.lease, request.topic, request.count)
-        await self._wait_for_push()
+        await self._wait_for_push([request.topic])
         return m.CreatePartitionsResponse()
 
     async def _alter_configs(self, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
         configs = await self.db(actions.do_alter_configs, self.lease, request.topic, request.set, request.delete)
-        await self._wait_for_push()
+        await self._wait_for_push([request.topic])
         return m.AlterConfigsResponse(configs=configs)
 
-    async def _wait_for_push(self) -> None:
-        """Push now, so an admin call returns once the brokers know the result."""
-        state = await self.db(actions.snapshot, self.lease)
+    async def _wait_for_push(self, topics: list[str]) -> None:
+        """Push ``topics`` now, so an admin call returns once the brokers know the result."""
+        state = await self.db(actions.snapshot, self.lease, topics=topics)
         alive = set(self._deadlines)
         await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,6 +18,8 @@ from topics.models import Queue
 
 TAG = ["queues"]
 DEAD_LETTER_SUFFIX = ".dlq"
+LIST_LIMIT_DEFAULT = 100  # queues a list page holds unless ``limit`` says otherwise
+LIST_LIMIT_MAX = 1000
 
 
 def dead_letter_queue_json(queue: Queue) -> dict:
@@ -30,11 +34,32 @@ def dead_letter_queue_json(queue: Queue) -> dict:
             "redrive_url": f"/api/v1/queues/{queue.name}/dead-letters/redrive"}
 
 
+class ListPage(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=LIST_LIMIT_MAX, default=LIST_LIMIT_DEFAULT)
+    after = serializers.CharField(max_length=100, required=False, help_text="the last name of the page before")
+
+
 class QueueListView(APIView):
-    @extend_schema(responses=QueueSerializer(many=True), tags=TAG)
+    @extend_schema(parameters=[ListPage], responses=QueueSerializer(many=True), tags=TAG,
+                   description=f"The tenant's queues by name, {LIST_LIMIT_DEFAULT} a page (``limit`` up to "
+                               f"{LIST_LIMIT_MAX}); a ``Link`` header (rel=\"next\") names the next page.")
     def get(self, request):
-        rows = Queue.objects.filter(tenant=request.auth.tenant).select_related("cluster")
-        return Response(QueueSerializer([q for q in rows if request.auth.may_touch(q.name)], many=True).data)
+        query = ListPage(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        limit, after = query.validated_data["limit"], query.validated_data.get("after")
+        rows = Queue.objects.filter(tenant=request.auth.tenant).select_related("cluster").order_by("name")
+        if after is not None:
+            rows = rows.filter(name__gt=after)
+        listed = []
+        for queue in rows.iterator(chunk_size=limit + 1):  # a key limited to some names skips the others
+            if request.auth.may_touch(queue.name):
+                listed.append(queue)
+                if len(listed) > limit:
+                    break
+        response = Response(QueueSerializer(listed[:limit], many=True).data)
+        if len(listed) > limit:
+            response["Link"] = f'<{request.path}?{urlencode({"after": listed[limit - 1].name, "limit": limit})}>; rel="next"'
+        return response
 
     @extend_schema(request=QueueSerializer, responses={201: QueueSerializer}, tags=TAG)
     def post(self, request):

@@ -1,0 +1,150 @@
+"""Benchmark how Tideway scales with tenants' objects rather than traffic; prints the curves as JSON.
+
+Curves (``--curves``, comma-separated; default all):
+
+* ``partitions``: one broker; for 1, 10, 100 and 1,000 partitions in one
+  topic, produce 200,000 x 100 B spread over them evenly (message i to
+  partition i mod P; acks=1, linger 5 ms), then the broker's open files
+  and its CPU while idle for 5 s;
+
+* ``queues``: one tenant on the enterprise plan creates queues over REST
+  (default settings: a queue and its dead-letter topic, replication factor
+  3) in a whole deployment (Redis, a controller, 3 brokers, a Celery worker
+  and ``tideway serve``, as the tests start them). For each mark (10, 100,
+  1,000 existing queues by default) the median time of the 10 creates
+  before it, and how long ``GET /api/v1/queues/`` (its first page) takes
+  there; ``last_100_over_first_100`` compares the medians of the last and
+  the first 100 creates (creation in constant time keeps it near 1).
+
+More curves (groups, WebSocket subscribers) are issue 20's next steps. Progress goes to stderr.
+
+    .venv/bin/python bench/scale.py --curves queues            # about 3 minutes
+    .venv/bin/python bench/scale.py --curves queues --queues 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from bench.common import CpuMeter, free_port, progress  # noqa: E402
+from tests.api.conftest import running_control_plane  # noqa: E402
+
+CURVES = ("partitions", "queues")
+PARTITION_COUNTS = (1, 10, 100, 1_000)
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+async def _produce_spread(bootstrap: str, topic: str, partitions: int, count: int) -> dict:
+    from brokers.client import Producer
+
+    value = os.urandom(100)
+    async with Producer(bootstrap, acks=1, linger_ms=5, batch_size_bytes=512 << 10) as producer:
+        with CpuMeter() as meter:
+            send = producer.send
+            for i in range(count):
+                await send(topic, value, partition=i % partitions)
+            await producer.flush()
+    return {"msgs_per_s": round(count / meter.seconds), "cpu_s_per_million": meter.cpu_s_per_million(count)}
+
+
+def partitions_curve(count: int = 200_000) -> dict:
+    import asyncio
+
+    from bench.broker import start_broker
+    from brokers.client import TidewayClient
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="tideway-bench-scale-partitions-") as data:
+        port = free_port()
+        bootstrap = f"127.0.0.1:{port}"
+        broker = start_broker(data, port)
+        try:
+            for partitions in PARTITION_COUNTS:
+                topic = f"t1.p{partitions}"
+
+                async def create(topic=topic, partitions=partitions) -> None:
+                    async with TidewayClient(bootstrap) as client:
+                        await client.create_topic(topic, partitions=partitions)
+
+                asyncio.run(create())
+                progress(f"{partitions:,} partitions: produce {count:,} x 100 B spread over them")
+                figures = asyncio.run(_produce_spread(bootstrap, topic, partitions, count))
+                time.sleep(1)
+                before = _cpu_s(broker.pid)
+                time.sleep(5)
+                figures["idle_cpu_percent"] = round((_cpu_s(broker.pid) - before) / 5 * 100, 1)
+                figures["open_files"] = len(os.listdir(f"/proc/{broker.pid}/fd"))
+                out[str(partitions)] = figures
+        finally:
+            broker.terminate()
+            broker.wait(30)
+    return out
+
+
+def queues_curve(plane, count: int) -> dict:
+    """Create ``count`` queues for one tenant; time each create and the list at the marks."""
+    _slug, key = plane.create_tenant(plan="enterprise")
+    marks = [m for m in (10, 100, 1_000, 10_000) if m <= count]
+    creates: list[float] = []
+    listed: dict[int, float] = {}
+    with plane.client(key) as api:
+        for i in range(count):
+            started = time.perf_counter()
+            answer = api.post("/api/v1/queues/", json={"name": f"scale-{i:05d}"})
+            creates.append(time.perf_counter() - started)
+            if answer.status_code != 201:
+                raise SystemExit(f"create {i + 1} failed: {answer.status_code} {answer.text}")
+            if i + 1 in marks:
+                started = time.perf_counter()
+                assert api.get("/api/v1/queues/").status_code == 200
+                listed[i + 1] = time.perf_counter() - started
+                progress(f"{i + 1:,} queues: create {statistics.median(creates[-10:]) * 1000:.0f} ms "
+                         f"(median of the last 10), list {listed[i + 1] * 1000:.0f} ms")
+    ms = lambda seconds: round(seconds * 1000, 1)  # noqa: E731
+    out = {"queues": count,
+           "create_ms_median_at": {str(mark): ms(statistics.median(creates[mark - 10:mark])) for mark in marks},
+           "list_first_page_ms_at": {str(mark): ms(seconds) for mark, seconds in listed.items()}}
+    if count >= 200:
+        first, last = statistics.median(creates[:100]), statistics.median(creates[-100:])
+        out.update(first_100_median_ms=ms(first), last_100_median_ms=ms(last), last_100_over_first_100=round(last / first, 2))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--curves", default=",".join(CURVES), help="which curves, comma-separated (default %(default)s)")
+    parser.add_argument("--queues", type=int, default=1_000, help="queues the tenant creates (default %(default)s)")
+    args = parser.parse_args()
+    curves = set(args.curves.split(","))
+    if curves - set(CURVES):
+        parser.error(f"unknown curves: {', '.join(sorted(curves - set(CURVES)))} (known: {', '.join(CURVES)})")
+    result: dict = {"bench": "scale", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    if "partitions" in curves:
+        result["partitions_per_broker"] = partitions_curve()
+    if "queues" in curves:
+        with tempfile.TemporaryDirectory(prefix="tideway-bench-scale-") as home:
+            progress("starting Redis, controller, 3 brokers, a Celery worker and the gateway")
+            with running_control_plane(Path(home), f"sqlite://{home}/control.sqlite3") as plane:
+                progress(f"one tenant creates {args.queues:,} queues")
+                result["queues_per_tenant"] = queues_curve(plane, args.queues)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
