@@ -16,7 +16,13 @@ Curves (``--curves``, comma-separated; default all):
   there; ``last_100_over_first_100`` compares the medians of the last and
   the first 100 creates (creation in constant time keeps it near 1).
 
-More curves (groups, WebSocket subscribers) are issue 20's next steps. Progress goes to stderr.
+* ``subscribers``: in the same deployment, a queue (3 partitions,
+  replication factor 3) and, for each count (0, 10, 100 by default;
+  ``--subscribers``), that many idle WebSocket subscribers of one group
+  (prefetch 10, nothing published); after 3 s, the brokers' CPU (the three
+  summed, % of one core) and the gateway's over 10 s.
+
+More curves (queue and stream groups) are issue 20's next steps. Progress goes to stderr.
 
     .venv/bin/python bench/scale.py --curves queues            # about 3 minutes
     .venv/bin/python bench/scale.py --curves queues --queues 200
@@ -40,7 +46,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
 from tests.api.conftest import running_control_plane  # noqa: E402
 
-CURVES = ("partitions", "queues")
+CURVES = ("partitions", "queues", "subscribers")
 PARTITION_COUNTS = (1, 10, 100, 1_000)
 
 
@@ -126,10 +132,52 @@ def queues_curve(plane, count: int) -> dict:
     return out
 
 
+def subscribers_curve(plane, counts: list[int]) -> dict:
+    """Brokers' and gateway's CPU with ``count`` idle WebSocket subscribers on one queue."""
+    import asyncio
+
+    import websockets
+
+    _slug, key = plane.create_tenant(plan="enterprise")
+    headers = {"Authorization": f"Bearer {key}"}
+    with plane.client(key) as api:
+        answer = api.post("/api/v1/queues/", json={"name": "idle", "partitions": 3, "replication_factor": 3})
+        assert answer.status_code == 201, answer.text
+    url = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/idle"
+    brokers = [b.process.pid for b in plane.deployment.brokers.values()]
+
+    async def measure(count: int) -> dict:
+        sockets = []
+        try:
+            for _ in range(count):
+                ws = await websockets.connect(url, additional_headers=headers, max_queue=16)
+                await ws.send(json.dumps({"type": "subscribe", "group": "idle", "prefetch": 10}))
+                sockets.append(ws)
+            for ws in sockets:
+                while json.loads(await ws.recv())["type"] != "subscribed":
+                    pass
+            await asyncio.sleep(3)
+            before = [_cpu_s(pid) for pid in brokers], _cpu_s(plane.server.pid)
+            await asyncio.sleep(10)
+            after = [_cpu_s(pid) for pid in brokers], _cpu_s(plane.server.pid)
+        finally:
+            await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+        return {"brokers_cpu_percent": round((sum(after[0]) - sum(before[0])) / 10 * 100, 1),
+                "gateway_cpu_percent": round((after[1] - before[1]) / 10 * 100, 1)}
+
+    out = {}
+    for count in counts:
+        progress(f"{count:,} idle WebSocket subscribers for 10 s")
+        out[str(count)] = asyncio.run(measure(count))
+        progress(f"  {out[str(count)]}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--curves", default=",".join(CURVES), help="which curves, comma-separated (default %(default)s)")
     parser.add_argument("--queues", type=int, default=1_000, help="queues the tenant creates (default %(default)s)")
+    parser.add_argument("--subscribers", default="0,10,100", help="idle subscriber counts (default %(default)s)")
     args = parser.parse_args()
     curves = set(args.curves.split(","))
     if curves - set(CURVES):
@@ -137,12 +185,16 @@ def main() -> None:
     result: dict = {"bench": "scale", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     if "partitions" in curves:
         result["partitions_per_broker"] = partitions_curve()
-    if "queues" in curves:
+    if curves & {"queues", "subscribers"}:
         with tempfile.TemporaryDirectory(prefix="tideway-bench-scale-") as home:
             progress("starting Redis, controller, 3 brokers, a Celery worker and the gateway")
             with running_control_plane(Path(home), f"sqlite://{home}/control.sqlite3") as plane:
-                progress(f"one tenant creates {args.queues:,} queues")
-                result["queues_per_tenant"] = queues_curve(plane, args.queues)
+                if "subscribers" in curves:
+                    counts = [int(c) for c in args.subscribers.split(",")]
+                    result["idle_subscribers"] = subscribers_curve(plane, counts)
+                if "queues" in curves:
+                    progress(f"one tenant creates {args.queues:,} queues")
+                    result["queues_per_tenant"] = queues_curve(plane, args.queues)
     print(json.dumps(result, indent=2))
 
 

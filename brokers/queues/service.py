@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from brokers import errors
-from brokers.aio import cancel_and_wait
+from brokers.aio import Signal, cancel_and_wait
 from brokers.protocol import messages as m
 from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS
 from brokers.queues.share_partition import QueueSettings, SharePartition, State
@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, per share-partition
 READ_BYTES = 256 << 10
 MAX_WAIT_MS = 30_000
+IDLE_RECHECK_S = 1.0  # a waiting receive looks again at least this often though nothing woke it
 WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
 STOP_WRITE_WAIT_S = 2.0  # how long a stopping broker waits for acquisitions' writes in flight
 # How long acquisitions wait to be written: an acknowledgement that comes meanwhile carries them,
@@ -146,7 +147,7 @@ class QueueService:
         self._peer_client = peer_client  # a client of the cluster acting as this broker (remote leaders, dead letters)
         self.shares: dict[tuple[str, str, int], _Share] = {}
         self._restored: dict[tuple[str, str, int], dict] = {}  # replayed state logs, with "seq" (see restore)
-        self._changed: dict[tuple[str, str], asyncio.Event] = {}
+        self._changed: dict[tuple[str, str], Signal] = {}
         self._round_robin: dict[tuple[str, str], int] = {}
         self._dead_letters = asyncio.Event()
         self._dead_letters_written = asyncio.Condition()  # notified after every pass that wrote dead letters
@@ -383,7 +384,9 @@ class QueueService:
         lock_ms = request.lock_ms if request.lock_ms > 0 else None
         deadline = time.monotonic() + min(max(request.max_wait_ms, 0), MAX_WAIT_MS) / 1000
         key = (request.group_id, request.topic)
-        event = self._changed.setdefault(key, asyncio.Event())
+        event = self._changed.get(key)
+        if event is None:
+            event = self._changed[key] = Signal()
         while True:
             event.clear()
             got, touched, next_due = await self._acquire_once(request, config, settings, lock_ms)
@@ -397,13 +400,13 @@ class QueueService:
             if remaining <= 0:
                 return m.ShareAcquireResponse()
             self._watch_remote_leaders(request.group_id, request.topic, config)
-            wait = min(remaining, 0.1)
+            # Woken by what makes records available (local appends, a remote leader's long poll,
+            # acknowledgements, releases) or by the next lock expiry or delay; the recheck is a
+            # safety net, not a poll: waiting receivers cost nothing while nothing happens.
+            wait = min(remaining, IDLE_RECHECK_S)
             if next_due is not None:
                 wait = min(wait, max(0.001, (next_due - _now_ms()) / 1000))
-            try:
-                await asyncio.wait_for(event.wait(), wait)
-            except TimeoutError:
-                pass
+            await event.wait(wait)
             coordinator.check_coordinator(request.group_id)
 
     async def _acquire_once(self, request, config: TopicConfig, settings: QueueSettings, lock_ms):
@@ -481,7 +484,10 @@ class QueueService:
         local = self._local_leader(state.topic, state.partition)
         if local is not None:
             return state.share.end_offset < local.log.high_watermark
-        return True  # a remote leader: ask it
+        # A remote leader: ask it, unless a long poll is out there already (what it brings goes
+        # into the window and wakes the receivers). Asking on every pass made each waiting
+        # receiver a fetch every pass.
+        return state.watching is None
 
     # -- acknowledge ----------------------------------------------------------------------------------
 

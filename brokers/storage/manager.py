@@ -3,7 +3,8 @@
 Files in the data directory::
 
     .lock                         flock'd while a broker uses the directory
-    topics.json                   topic name -> TopicConfig (atomic rewrite)
+    topics.json                   topic name -> TopicConfig (atomic rewrite, now and then)
+    topics.journal                changes since: one JSON line each, [name, config or null]
     recovery-point-checkpoint     "topic partition offset" lines: fsynced offsets
     high-watermark-checkpoint     "topic partition offset" lines: last known high watermarks
     .clean-shutdown               present only after a clean shutdown
@@ -28,11 +29,17 @@ from brokers.storage.config import TopicConfig, validate_topic_name
 from brokers.storage.files import fsync_directory, write_atomically
 from brokers.storage.log import Log
 
-__all__ = ["LogManager"]
+__all__ = ["LogManager", "read_topics"]
 
 log = logging.getLogger(__name__)
 
 _TOPICS_FILE = "topics.json"
+# A topic's change is a line appended here (one small fsynced write), not a rewrite of every
+# topic's settings: creating topic N+1 must not cost more than creating topic 1. The journal is
+# folded into topics.json once it holds as many lines as there are topics (or _JOURNAL_MIN).
+_TOPICS_JOURNAL = "topics.journal"
+_JOURNAL_MIN = 256
+_JOURNAL_LINE = msgspec.json.Decoder(tuple[str, TopicConfig | None])
 _CHECKPOINT_FILE = "recovery-point-checkpoint"
 _HIGH_WATERMARK_FILE = "high-watermark-checkpoint"
 _CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
@@ -46,6 +53,8 @@ class LogManager:
         self.topics: dict[str, TopicConfig] = {}
         self.logs: dict[tuple[str, int], Log] = {}
         self._lock_fd = -1
+        self._journal_fd = -1
+        self._journal_lines = 0
         self.on_corruption = None  # given to every log opened (Log.on_corruption); None keeps the log's default
 
     def open(self) -> None:
@@ -57,6 +66,7 @@ class LogManager:
         except BlockingIOError:
             raise StorageError(f"data directory {self.data_dir} is in use by another broker") from None
         self.topics = self._read_topics()
+        self._fold_journal()
         clean_marker = os.path.join(self.data_dir, _CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(clean_marker)
         checkpoint = {} if clean else self._read_offsets(_CHECKPOINT_FILE)
@@ -106,7 +116,7 @@ class LogManager:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         config.check()
         self.topics[name] = config
-        self._write_topics()
+        self._write_topics(name)
         for partition in range(config.partitions) if local_partitions is None else local_partitions:
             self.add_replica(name, partition)
         log.info("created topic %s: %d partitions, flush %s", name, config.partitions, config.flush_policy)
@@ -116,7 +126,7 @@ class LogManager:
         config = self.topics[name]
         if count > config.partitions:
             self.topics[name] = msgspec.structs.replace(config, partitions=count)
-            self._write_topics()
+            self._write_topics(name)
 
     def set_config(self, name: str, config: TopicConfig) -> None:
         """Replace topic ``name``'s settings; its open logs use them from now on."""
@@ -127,7 +137,7 @@ class LogManager:
         if config == current:
             return
         self.topics[name] = config
-        self._write_topics()
+        self._write_topics(name)
         for (topic, _), log_ in self.logs.items():
             if topic == name:
                 log_.config = config
@@ -153,7 +163,7 @@ class LogManager:
         config = self.topics.pop(name, None)
         if config is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-        self._write_topics()
+        self._write_topics(name)
         for partition in range(config.partitions):
             log_ = self.logs.pop((name, partition), None)
             if log_ is not None:
@@ -202,6 +212,9 @@ class LogManager:
             log_.close()
         self.checkpoint()
         write_atomically(os.path.join(self.data_dir, _CLEAN_SHUTDOWN_FILE), b"")
+        if self._journal_fd >= 0:
+            os.close(self._journal_fd)
+            self._journal_fd = -1
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -209,15 +222,30 @@ class LogManager:
     # -- files ------------------------------------------------------------------------
 
     def _read_topics(self) -> dict[str, TopicConfig]:
-        path = os.path.join(self.data_dir, _TOPICS_FILE)
-        try:
-            with open(path, "rb") as f:
-                return msgspec.json.decode(f.read(), type=dict[str, TopicConfig])
-        except FileNotFoundError:
-            return {}
+        return read_topics(self.data_dir)
 
-    def _write_topics(self) -> None:
+    def _fold_journal(self) -> None:
+        """Write every topic to topics.json and start the journal afresh."""
         write_atomically(os.path.join(self.data_dir, _TOPICS_FILE), msgspec.json.encode(self.topics))
+        if self._journal_fd >= 0:
+            os.close(self._journal_fd)
+        path = os.path.join(self.data_dir, _TOPICS_JOURNAL)
+        self._journal_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        os.fsync(self._journal_fd)
+        fsync_directory(self.data_dir)
+        self._journal_lines = 0
+
+    def _write_topics(self, name: str) -> None:
+        """Make the change of topic ``name`` (its settings now, or its deletion) durable."""
+        if self._journal_fd < 0 or self._journal_lines >= max(_JOURNAL_MIN, len(self.topics)):
+            self._fold_journal()
+            return
+        line = msgspec.json.encode([name, self.topics.get(name)]) + b"\n"
+        written = 0
+        while written < len(line):
+            written += os.write(self._journal_fd, line[written:])
+        os.fsync(self._journal_fd)
+        self._journal_lines += 1
 
     def _read_offsets(self, file_name: str) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
@@ -231,3 +259,31 @@ class LogManager:
             pass
         return out
 
+
+def read_topics(data_dir: str) -> dict[str, TopicConfig]:
+    """The topics of a data directory: topics.json with the journal's changes applied.
+
+    A last line cut short by a crash is left out: its change was never acknowledged.
+    """
+    topics: dict[str, TopicConfig] = {}
+    try:
+        with open(os.path.join(data_dir, _TOPICS_FILE), "rb") as f:
+            topics = msgspec.json.decode(f.read(), type=dict[str, TopicConfig])
+    except FileNotFoundError:
+        pass
+    try:
+        with open(os.path.join(data_dir, _TOPICS_JOURNAL), "rb") as f:
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        lines = []
+    for line in lines[:-1]:  # the last piece is empty, or a line cut short
+        try:
+            name, config = _JOURNAL_LINE.decode(line)
+        except msgspec.DecodeError:
+            log.warning("topics journal: skipping an unreadable line in %s", data_dir)
+            continue
+        if config is None:
+            topics.pop(name, None)
+        else:
+            topics[name] = config
+    return topics

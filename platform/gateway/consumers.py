@@ -16,7 +16,9 @@ answers echo the request's ``id``.
 Flow control is by credit: at most ``prefetch`` delivered messages are
 unacknowledged at any time, so a slow client never makes the server hold
 more than that. When the connection closes, its unacknowledged messages are
-released for redelivery at once.
+released for redelivery at once. The subscribers of one group share its
+receives (``gateway.feeds``): an idle subscriber costs the brokers nothing,
+and messages are shared out in turn among the subscribers with credit.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ import msgspec
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from brokers import errors as broker_errors
-from gateway import limits
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
+from gateway.feeds import Feed, feed_for
 from gateway.metering import meter
 from gateway.operations import (
     broker_failure,
@@ -51,10 +53,6 @@ log = logging.getLogger(__name__)
 
 PREFETCH_MAX = 1000
 IN_FLIGHT_MAX = 64  # publishes and acks one connection may have waiting for the brokers
-LONG_POLL_MS = 2000
-# Receives in flight per subscription, each for at most its share of the credit: while one
-# waits for the brokers (a replicated state write), another's messages are being pushed.
-PUMPS = 2
 
 
 class Frame(msgspec.Struct, forbid_unknown_fields=True):
@@ -83,15 +81,12 @@ class QueueSocket(AsyncWebsocketConsumer):
         name = self.scope["url_route"]["kwargs"]["name"]
         headers = dict(self.scope.get("headers", []))
         query = parse_qs(self.scope.get("query_string", b"").decode())
-        self.pumps: list[asyncio.Task] = []
+        self.feed: Feed | None = None
         self.unacked: dict[str, int] = {}  # receipt -> lock deadline (ms)
         self.first_deadline = float("inf")  # no lock in ``unacked`` ends before this
-        self.asked = 0  # messages asked for by receives in flight (credit they hold)
-        self.credit = asyncio.Event()
         self.closing = False
         self.consumer = None
         self.background: set[asyncio.Task] = set()  # publishes and acks waiting for the brokers
-        self.owed_bytes = 0  # pushed but not yet charged to the consume bucket
         try:
             self.caller = await authenticate(headers.get(b"authorization", b"").decode(), (query.get("token") or [""])[0])
             if not self.caller.may_touch(name):
@@ -170,7 +165,7 @@ class QueueSocket(AsyncWebsocketConsumer):
 
     async def on_subscribe(self, frame: Frame) -> None:
         self._need("consume")
-        if self.pumps:
+        if self.feed is not None:
             raise invalid("this connection is already subscribed")
         require_queue_mode(self.queue)
         if not 1 <= frame.prefetch <= PREFETCH_MAX:
@@ -180,10 +175,10 @@ class QueueSocket(AsyncWebsocketConsumer):
         self.prefetch = frame.prefetch
         self.lock_ms = int(frame.visibility_timeout * 1000) if frame.visibility_timeout else 0
         self.base64_always = frame.encoding == "base64"
-        pumps = min(PUMPS, self.prefetch)
-        self.pump_share = -(-self.prefetch // pumps)  # one pump's share of the credit, rounded up
-        self.pumps = [asyncio.get_running_loop().create_task(self._pump()) for _ in range(pumps)]
         await self.send_json({"type": "subscribed", "id": frame.id, "group": frame.group or "default", "prefetch": self.prefetch})
+        self.feed = feed_for((self.queue.bootstrap, self.consumer.group_id, self.queue.broker_topic, self.lock_ms),
+                             self.consumer, self.lock_ms)
+        self.feed.join(self)
 
     async def _settle(self, frame: Frame, action: str) -> None:
         self._need("consume")
@@ -205,7 +200,8 @@ class QueueSocket(AsyncWebsocketConsumer):
         # (if that fails, the brokers deliver them again, as for an expired lock).
         for receipt in receipts:
             self.unacked.pop(receipt, None)
-        self.credit.set()
+        if self.feed is not None:
+            self.feed.wake()
         await self._in_background(self._answer_when_done(frame.id, settled, answer))
 
     async def _answer_when_done(self, frame_id, settled, answer: dict) -> None:
@@ -240,66 +236,47 @@ class QueueSocket(AsyncWebsocketConsumer):
 
     # -- pushing -----------------------------------------------------------------------------
 
-    def _room(self) -> int:
+    def room(self) -> int:
+        """Messages this subscriber may take now (the feed asks)."""
+        if self.closing:
+            return 0
         now_ms = time.time() * 1000
         if now_ms >= self.first_deadline:
             expired = [r for r, deadline in self.unacked.items() if deadline <= now_ms]
             for receipt in expired:  # the lock passed: the message is someone else's now
                 del self.unacked[receipt]
             self.first_deadline = min(self.unacked.values(), default=float("inf"))
-        return self.prefetch - len(self.unacked) - self.asked
+        return self.prefetch - len(self.unacked)
 
-    async def _pump(self) -> None:
-        while not self.closing:
-            room = min(self._room(), self.pump_share)
-            if room <= 0:
-                self.credit.clear()
-                try:
-                    await asyncio.wait_for(self.credit.wait(), 1.0)
-                except TimeoutError:
-                    pass
-                continue
-            self.asked += room
-            try:
-                await limits.take(self.caller, requests=1, consume_bytes=self.owed_bytes, consuming=True)
-                self.owed_bytes = 0
-                messages = await self.consumer.receive(room, wait_ms=LONG_POLL_MS, lock_ms=self.lock_ms)
-            except GatewayError as exc:
-                await self.send_json({"type": "throttle", "retry_after_ms": exc.retry_after_ms, **exc.body()})
-                await asyncio.sleep((exc.retry_after_ms or 1000) / 1000)
-                continue
-            except broker_errors.TidewayError as exc:
-                log.info("websocket on %s: receive failed (%s); retrying", self.queue.broker_topic, exc)
-                await asyncio.sleep(0.5)
-                continue
-            finally:
-                self.asked -= room
-            if not messages:
-                self.credit.set()  # the credit this receive held is free again
-                continue
+    async def deliver(self, messages) -> bool:
+        """Push ``messages`` (the feed's share for this socket); False if the socket is gone."""
+        if self.closing:
+            return False
+        for message in messages:  # held before the frame goes: an ack may come right after it
+            self.unacked[message.receipt] = message.lock_deadline_ms
+        self.first_deadline = min(self.first_deadline, min(m.lock_deadline_ms for m in messages))
+        try:
+            await self.send_json({"type": "messages", "messages": [delivery_json(m, self.base64_always) for m in messages]})
+        except Exception as exc:  # the client went away: the feed gives these to others or back
+            log.info("websocket on %s: push failed (%s); the connection is closing", self.queue.broker_topic, exc)
             for message in messages:
-                self.unacked[message.receipt] = message.lock_deadline_ms
-            self.first_deadline = min(self.first_deadline, min(m.lock_deadline_ms for m in messages))
-            if len(messages) < room:
-                self.credit.set()
-            if self.closing:
-                break
-            try:
-                await self.send_json({"type": "messages", "messages": [delivery_json(m, self.base64_always) for m in messages]})
-            except Exception as exc:  # the client went away: disconnect() releases what it held
-                log.info("websocket on %s: push failed (%s); the connection is closing", self.queue.broker_topic, exc)
-                self.closing = True
-                break
-            self.owed_bytes += sum(len(m.value or b"") + len(m.key or b"") for m in messages)  # charged with the next receive
+                self.unacked.pop(message.receipt, None)
+            self.closing = True
+            return False
+        if self.closing:  # it disconnected meanwhile (and released what it held before these)
+            for message in messages:
+                self.unacked.pop(message.receipt, None)
+            return False
+        return True
+
+    async def throttled(self, exc: GatewayError) -> None:
+        await self.send_json({"type": "throttle", "retry_after_ms": exc.retry_after_ms, **exc.body()})
 
     async def disconnect(self, code) -> None:
         self.closing = True
-        if getattr(self, "pumps", None):
-            try:
-                await asyncio.wait_for(asyncio.gather(*self.pumps), LONG_POLL_MS / 1000 + 5)
-            except (TimeoutError, asyncio.CancelledError, Exception) as exc:  # closing: release what we can
-                log.info("websocket pump ended with %r", exc)
-        if self.unacked and self.consumer is not None:
+        if getattr(self, "feed", None) is not None:
+            self.feed.leave(self)  # from now on it gives this socket nothing
+        if getattr(self, "unacked", None) and self.consumer is not None:
             receipts = list(self.unacked)
             self.unacked.clear()
             try:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
+
+import msgspec
 
 from brokers.client import TidewayClient
+from brokers.storage.manager import read_topics
 from tests.api.conftest import wait_for
 
 
@@ -25,8 +27,9 @@ def _partition_dirs(control_plane, topic: str) -> list[str]:
 
 
 def _topic_settings(control_plane, topic: str) -> dict:
-    """The topic's settings as broker 1 stored them (topics.json)."""
-    return json.loads((control_plane.deployment.brokers[1].data_dir / "topics.json").read_text()).get(topic, {})
+    """The topic's settings as broker 1 stored them (topics.json and its journal)."""
+    stored = read_topics(str(control_plane.deployment.brokers[1].data_dir)).get(topic)
+    return {} if stored is None else msgspec.to_builtins(stored)
 
 
 def test_created_queue_exists_on_the_brokers_then_grows_and_is_deleted_with_its_data(control_plane):
