@@ -35,7 +35,7 @@ from brokers import errors as broker_errors
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
-from gateway.feeds import Feed, feed_for
+from gateway.feeds import LONG_POLL_MS, Feed, feed_for
 from gateway.metering import meter
 from gateway.operations import (
     broker_failure,
@@ -274,8 +274,11 @@ class QueueSocket(AsyncWebsocketConsumer):
 
     async def disconnect(self, code) -> None:
         self.closing = True
-        if getattr(self, "feed", None) is not None:
-            self.feed.leave(self)  # from now on it gives this socket nothing
+        feed = getattr(self, "feed", None)
+        if feed is not None:
+            feed.leave(self)  # from now on it gives this socket nothing
+            if not feed.subscribers and self.unacked:
+                await feed.receives_back(LONG_POLL_MS / 1000 + 5)
         if getattr(self, "unacked", None) and self.consumer is not None:
             receipts = list(self.unacked)
             self.unacked.clear()

@@ -52,6 +52,8 @@ class Feed:
         self.subscribers: list[Subscriber] = []
         self.credit = asyncio.Event()  # set when a subscriber joins or frees credit
         self.asked = 0  # messages asked for by receives in flight
+        self._no_receive_out = asyncio.Event()
+        self._no_receive_out.set()
         self.owed_bytes = 0  # pushed but not yet charged to the tenant's consume bucket
         self._turn = 0  # who is first in line at the next share-out
         self._pumps: list[asyncio.Task] = []
@@ -69,6 +71,18 @@ class Feed:
         # what it brings; if nobody does, its pumps release that and the feed goes (see _pump).
         if subscriber in self.subscribers:
             self.subscribers.remove(subscriber)
+
+    async def receives_back(self, timeout_s: float) -> None:
+        """Return once no receive is out (or after ``timeout_s``).
+
+        The last subscriber to leave waits for this before it releases what it
+        holds: a receive still out would take those messages straight back, with
+        nobody to give them to, and release them once more (a delivery wasted).
+        """
+        try:
+            await asyncio.wait_for(self._no_receive_out.wait(), timeout_s)
+        except TimeoutError:
+            pass
 
     def wake(self) -> None:
         """A subscriber freed credit (it acknowledged or its locks ran out)."""
@@ -93,6 +107,7 @@ class Feed:
                     pass
                 continue
             self.asked += room
+            self._no_receive_out.clear()
             try:
                 await limits.take(self.subscribers[0].caller, requests=1, consume_bytes=self.owed_bytes, consuming=True)
                 self.owed_bytes = 0
@@ -107,14 +122,18 @@ class Feed:
                 continue
             finally:
                 self.asked -= room
+                if not self.asked:
+                    self._no_receive_out.set()
             if messages:
                 await self._share_out(messages)
 
     async def _share_out(self, messages: list[Message]) -> None:
         left = list(messages)
         shares: dict[int, list[Message]] = {}
+        order = self._in_turn()
+        last = None
         while left:
-            takers = [s for s in self._in_turn() if s.room() - len(shares.get(id(s), ())) > 0]
+            takers = [s for s in order if s.room() - len(shares.get(id(s), ())) > 0]
             if not takers:
                 break
             chunk = -(-len(left) // len(takers))  # an equal share, rounded up
@@ -122,9 +141,11 @@ class Feed:
                 free = subscriber.room() - len(shares.get(id(subscriber), ()))
                 given, left = left[:min(chunk, free)], left[min(chunk, free):]
                 shares.setdefault(id(subscriber), []).extend(given)
+                last = subscriber
                 if not left:
                     break
-        self._turn += 1
+        if last is not None:  # the next share-out starts after the last subscriber given something
+            self._turn = (self.subscribers.index(last) + 1) if last in self.subscribers else 0
         by_id = {id(s): s for s in self.subscribers}
         for ident, share in shares.items():
             subscriber = by_id.get(ident)
