@@ -28,7 +28,7 @@ SCREENSHOTS = REPO_ROOT / "test-results" / "alerts"
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     from tests.api.conftest import running_control_plane
-    from tests.lag.conftest import start_monitoring_worker
+    from tests.lag.conftest import kill_monitoring_worker, start_monitoring_worker
 
     home = tmp_path_factory.mktemp("alerts-console")
     with pytest.MonkeyPatch.context() as patch:
@@ -38,7 +38,7 @@ def plane(tmp_path_factory):
             try:
                 yield plane
             finally:
-                worker.kill()
+                kill_monitoring_worker(worker)
 
 
 def _receiver() -> tuple[str, list[str]]:

@@ -3,6 +3,8 @@ looking at every group every second (TIDEWAY_LAG_SAMPLE_S=1)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -21,9 +23,23 @@ def start_monitoring_worker(plane, name: str = "monitoring") -> subprocess.Popen
          "-s", str(plane.home / f"{name}-beat-schedule"), "-n", f"{name}@%h", "--without-mingle", "--without-gossip",
          "--loglevel", "INFO"],
         cwd=REPO_ROOT / "platform", stdout=log_file, stderr=subprocess.STDOUT,
-        env={**plane.env, "TIDEWAY_LAG_SAMPLE_S": str(SAMPLE_S)})
+        env={**plane.env, "TIDEWAY_LAG_SAMPLE_S": str(SAMPLE_S)},
+        start_new_session=True)  # its own process group: the pool and beat children go with it
     log_file.close()
     return process
+
+
+def kill_monitoring_worker(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Stop the worker and its children (killing only the parent left them running after the tests)."""
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +51,4 @@ def plane(tmp_path_factory):
         try:
             yield plane
         finally:
-            if plane.monitoring.poll() is None:
-                plane.monitoring.terminate()
-                try:
-                    plane.monitoring.wait(10)
-                except subprocess.TimeoutExpired:
-                    plane.monitoring.kill()
+            kill_monitoring_worker(plane.monitoring, signal.SIGTERM)

@@ -24,7 +24,7 @@ from brokers.client import GroupConsumer, Producer, TidewayClient
 from tests.api.conftest import running_control_plane
 from tests.conftest import free_port
 from tests.gateway.conftest import make_queue
-from tests.lag.conftest import start_monitoring_worker
+from tests.lag.conftest import kill_monitoring_worker, start_monitoring_worker
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -104,7 +104,7 @@ def alerting(tmp_path_factory):
             try:
                 yield plane
             finally:
-                plane.monitoring.kill()
+                kill_monitoring_worker(plane.monitoring)
     finally:
         mailbox.controller.stop()
         for name, value in saved.items():
@@ -176,8 +176,7 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
 
     _wait(lambda: delivered("hook", "firing"), 20, "the firing delivery recorded")
     # The monitoring worker (beat and evaluation) dies between firing and resolving, and comes back.
-    plane.monitoring.kill()
-    plane.monitoring.wait(10)
+    kill_monitoring_worker(plane.monitoring)
     plane.monitoring = start_monitoring_worker(plane)
 
     async def catch_up() -> None:
