@@ -112,8 +112,12 @@ def start_worker(home: Path, env: dict) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def running_control_plane(home: Path, database_url: str):
-    """Redis, a controller, 3 brokers, a Celery worker and `tideway serve`, stopped afterwards."""
+def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool = False):
+    """Redis, a controller, 3 brokers, a Celery worker and `tideway serve`, stopped afterwards.
+
+    ``broker_metrics``: each broker serves /metrics on a port of its own (``plane.broker_metrics``
+    lists the URLs), for tests that count what the brokers were asked.
+    """
     redis_server = RedisProcess(home / "redis")
     env = {**os.environ, "TIDEWAY_HOME": str(home), "DATABASE_URL": database_url, "TIDEWAY_REDIS_URL": redis_server.url}
     controller = ControllerProcess(home, "controller", database_url=database_url,
@@ -122,8 +126,14 @@ def running_control_plane(home: Path, database_url: str):
     server = worker = plane = None
     try:
         brokers = {}
+        metrics_urls = []
         for i in range(1, 4):
-            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=["--controller", controller.address])
+            extra = ["--controller", controller.address]
+            if broker_metrics:
+                port = free_port()
+                extra += ["--metrics-listen", f"127.0.0.1:{port}"]
+                metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
+            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=extra)
             brokers[i] = broker.start()
             processes.append(broker)
         deployment = Deployment([controller], brokers)
@@ -132,6 +142,7 @@ def running_control_plane(home: Path, database_url: str):
         server, port = _start_server(home, env)
         plane = ControlPlane(home, database_url, deployment, server, port)
         plane.redis_url = redis_server.url
+        plane.broker_metrics = metrics_urls
         plane.server_env = env
         yield plane
     finally:
