@@ -136,7 +136,7 @@ def subscribers_curve(plane, counts: list[int]) -> dict:
     """Brokers' and gateway's CPU with ``count`` idle WebSocket subscribers on one queue."""
     import asyncio
 
-    import websockets
+    from tests.gateway.conftest import close_all, subscribe_many
 
     _slug, key = plane.create_tenant(plan="enterprise")
     headers = {"Authorization": f"Bearer {key}"}
@@ -147,21 +147,14 @@ def subscribers_curve(plane, counts: list[int]) -> dict:
     brokers = [b.process.pid for b in plane.deployment.brokers.values()]
 
     async def measure(count: int) -> dict:
-        sockets = []
+        sockets = await subscribe_many(url, headers, count, group="idle")
         try:
-            for _ in range(count):
-                ws = await websockets.connect(url, additional_headers=headers, max_queue=16)
-                await ws.send(json.dumps({"type": "subscribe", "group": "idle", "prefetch": 10}))
-                sockets.append(ws)
-            for ws in sockets:
-                while json.loads(await ws.recv())["type"] != "subscribed":
-                    pass
             await asyncio.sleep(3)
             before = [_cpu_s(pid) for pid in brokers], _cpu_s(plane.server.pid)
             await asyncio.sleep(10)
             after = [_cpu_s(pid) for pid in brokers], _cpu_s(plane.server.pid)
         finally:
-            await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+            await close_all(sockets)
         return {"brokers_cpu_percent": round((sum(after[0]) - sum(before[0])) / 10 * 100, 1),
                 "gateway_cpu_percent": round((after[1] - before[1]) / 10 * 100, 1)}
 

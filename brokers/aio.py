@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["Signal", "cancel_and_wait"]
+__all__ = ["Signal", "cancel_and_wait", "resolve"]
 
 
 async def cancel_and_wait(*tasks: asyncio.Task | None) -> None:
@@ -55,7 +55,7 @@ class Signal:
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         self._waiters.append(waiter)
-        timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, waiter)
+        timer = None if timeout_s is None else loop.call_later(timeout_s, resolve, waiter, False)
         try:
             return await waiter
         finally:
@@ -65,7 +65,7 @@ class Signal:
                 self._waiters.remove(waiter)
 
 
-def _expire(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
-
+def resolve(future: asyncio.Future, value=None) -> None:
+    """Give ``future`` its result unless it has one: what a timer calls to end a wait (``loop.call_later``)."""
+    if not future.done():
+        future.set_result(value)

@@ -404,13 +404,16 @@ class Producer:
             self._wakeup.clear()
             now = time.monotonic()
             next_deadline = None
+            waiting = None  # partitions with a batch in _ready, looked up once a turn when needed
             for batch in list(self._open.values()):
                 deadline = batch.created_monotonic + self.linger_s
                 if deadline <= now:
                     # As Kafka's accumulator: a batch whose partition could not be sent now stays
                     # open and takes the records that follow, so under load requests grow instead
                     # of queueing one-record batches (an answer wakes this loop).
-                    if self._can_send_now(batch):
+                    if waiting is None:
+                        waiting = {(b.topic, b.partition) for b in self._ready}
+                    if self._can_send_now(batch, waiting):
                         self._close_batch(batch)
                 elif next_deadline is None or deadline < next_deadline:
                     next_deadline = deadline
@@ -420,11 +423,11 @@ class Producer:
             if not self._wakeup.is_set():
                 await self._wakeup.wait(timeout)
 
-    def _can_send_now(self, batch: _Batch) -> bool:
+    def _can_send_now(self, batch: _Batch, waiting: set[tuple[str, int]]) -> bool:
         key = (batch.topic, batch.partition)
         if self.idempotent and self._partition_in_flight.get(key, 0) >= IN_FLIGHT_BATCHES_PER_PARTITION_MAX:
             return False
-        if any(b.partition == batch.partition and b.topic == batch.topic for b in self._ready):
+        if key in waiting:
             return False  # its partition already has a batch waiting to go
         try:
             leader = self.client.leader_for(batch.topic, batch.partition)

@@ -138,7 +138,7 @@ class SharePartition:
                 entry = self.restored.pop(offset)
                 if entry.state is State.ACQUIRED:
                     self.in_flight -= 1
-        self._advance_start()
+        self.advance_start()
 
     def move_start(self, offset: int) -> None:
         """The log no longer holds records below ``offset`` (retention): forget them."""
@@ -157,7 +157,8 @@ class SharePartition:
     def window_records(self) -> int:
         return len(self.entries)
 
-    def _advance_start(self) -> None:
+    def advance_start(self) -> None:
+        """Move the start past the records done at the front of the window."""
         entries = self.entries
         while entries:
             offset = next(iter(entries))
@@ -229,7 +230,7 @@ class SharePartition:
         entry.state = State.ACCEPTED
         self.in_flight -= 1
         if advance:
-            self._advance_start()
+            self.advance_start()
 
     def accept_range(self, first: int, last: int, delivery_count: int, now: int) -> list[tuple[int, InvalidRecordStateError]]:
         """``accept(offset, delivery_count, now, advance=False)`` for each offset from ``first`` to ``last``.
@@ -255,9 +256,6 @@ class SharePartition:
                 failed.append((offset, exc))
         self.in_flight -= accepted
         return failed
-
-    def advance_start(self) -> None:
-        self._advance_start()
 
     def release(self, offset: int, delivery_count: int, now: int, *, delay_ms: int | None = None, error: str = "") -> bool:
         """Give the record back for redelivery; True if it goes to the dead-letter topic instead."""
@@ -354,7 +352,7 @@ class SharePartition:
         if entry is not None and entry.state is State.DEAD_LETTERING:
             entry.state = State.DEAD
             self.changed.add(offset)
-            self._advance_start()
+            self.advance_start()
 
     def entry(self, offset: int) -> Entry | None:
         return self.entries.get(offset) or self.restored.get(offset)

@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from brokers import errors
+from brokers.aio import resolve
 from brokers.errors import BrokerError, InvalidRequestError
 from brokers.protocol import messages as m
 from brokers.record.batch import iter_batches
@@ -202,7 +203,7 @@ class ReplicaManager:
                 self._data_waiters[key].add(waiter)
             # A timer that resolves the waiter, not asyncio.wait_for: the fetch resumes on the loop
             # iteration after the append that woke it (end-to-end latency).
-            timer = loop.call_later(remaining, _resolve, waiter)
+            timer = loop.call_later(remaining, resolve, waiter)
             try:
                 await waiter
             finally:
@@ -305,9 +306,3 @@ class ReplicaManager:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
         return m.ListOffsetsResponse(partitions=results)
-
-
-def _resolve(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-

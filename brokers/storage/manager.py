@@ -65,7 +65,7 @@ class LogManager:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise StorageError(f"data directory {self.data_dir} is in use by another broker") from None
-        self.topics = self._read_topics()
+        self.topics = read_topics(self.data_dir)
         self._fold_journal()
         clean_marker = os.path.join(self.data_dir, _CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(clean_marker)
@@ -220,9 +220,6 @@ class LogManager:
             self._lock_fd = -1
 
     # -- files ------------------------------------------------------------------------
-
-    def _read_topics(self) -> dict[str, TopicConfig]:
-        return read_topics(self.data_dir)
 
     def _fold_journal(self) -> None:
         """Write every topic to topics.json and start the journal afresh."""

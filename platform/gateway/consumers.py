@@ -257,13 +257,10 @@ class QueueSocket(AsyncWebsocketConsumer):
         self.first_deadline = min(self.first_deadline, min(m.lock_deadline_ms for m in messages))
         try:
             await self.send_json({"type": "messages", "messages": [delivery_json(m, self.base64_always) for m in messages]})
-        except Exception as exc:  # the client went away: the feed gives these to others or back
+        except Exception as exc:  # the client went away
             log.info("websocket on %s: push failed (%s); the connection is closing", self.queue.broker_topic, exc)
-            for message in messages:
-                self.unacked.pop(message.receipt, None)
             self.closing = True
-            return False
-        if self.closing:  # it disconnected meanwhile (and released what it held before these)
+        if self.closing:  # gone, or it disconnected meanwhile (releasing what it held before these): the feed takes them back
             for message in messages:
                 self.unacked.pop(message.receipt, None)
             return False

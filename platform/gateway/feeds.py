@@ -128,31 +128,31 @@ class Feed:
                 await self._share_out(messages)
 
     async def _share_out(self, messages: list[Message]) -> None:
-        left = list(messages)
-        shares: dict[int, list[Message]] = {}
-        order = self._in_turn()
+        free = {s: s.room() for s in self._in_turn()}  # in turn order
+        shares: dict[Subscriber, list[Message]] = {}
+        given = 0
         last = None
-        while left:
-            takers = [s for s in order if s.room() - len(shares.get(id(s), ())) > 0]
+        while given < len(messages):
+            takers = [s for s, room in free.items() if room > 0]
             if not takers:
                 break
-            chunk = -(-len(left) // len(takers))  # an equal share, rounded up
+            chunk = -(-(len(messages) - given) // len(takers))  # an equal share, rounded up
             for subscriber in takers:
-                free = subscriber.room() - len(shares.get(id(subscriber), ()))
-                given, left = left[:min(chunk, free)], left[min(chunk, free):]
-                shares.setdefault(id(subscriber), []).extend(given)
+                count = min(chunk, free[subscriber], len(messages) - given)
+                shares.setdefault(subscriber, []).extend(messages[given:given + count])
+                free[subscriber] -= count
+                given += count
                 last = subscriber
-                if not left:
+                if given == len(messages):
                     break
         if last is not None:  # the next share-out starts after the last subscriber given something
             self._turn = (self.subscribers.index(last) + 1) if last in self.subscribers else 0
-        by_id = {id(s): s for s in self.subscribers}
-        for ident, share in shares.items():
-            subscriber = by_id.get(ident)
-            if subscriber is None or not await subscriber.deliver(share):
-                left += share
-            else:
+        left = messages[given:]
+        for subscriber, share in shares.items():
+            if await subscriber.deliver(share):  # False once it has gone: its share goes back
                 self.owed_bytes += sum(len(m.value or b"") + len(m.key or b"") for m in share)
+            else:
+                left += share
         if left:
             try:
                 await self.consumer.nack(left, delay_ms=0, error="no subscriber had room for it")

@@ -9,15 +9,14 @@ the gateway's receives, and a waiting receive sleeps until records may be there.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import resource
 
 import httpx
 import pytest
-import websockets
 
 from tests.api.conftest import running_control_plane
+from tests.gateway.conftest import close_all, pushed_values, subscribe_many
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -57,15 +56,8 @@ async def test_a_thousand_idle_subscribers_cost_fewer_requests_than_ten_did_and_
         assert answer.status_code == 201, answer.text
     url = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/idle"
     headers = {"Authorization": f"Bearer {key}"}
-    sockets = []
+    sockets = await subscribe_many(url, headers, SUBSCRIBERS, group="idle")
     try:
-        for _ in range(SUBSCRIBERS):
-            ws = await websockets.connect(url, additional_headers=headers, open_timeout=30)
-            await ws.send(json.dumps({"type": "subscribe", "group": "idle", "prefetch": 10}))
-            sockets.append(ws)
-        for ws in sockets:
-            while json.loads(await asyncio.wait_for(ws.recv(), 30))["type"] != "subscribed":
-                pass
         await asyncio.sleep(2)
         before = _requests(plane)
         await asyncio.sleep(IDLE_S)
@@ -78,21 +70,10 @@ async def test_a_thousand_idle_subscribers_cost_fewer_requests_than_ten_did_and_
                 answer = api.post("/api/v1/queues/idle/messages",
                                   json={"messages": [{"value": f"m{batch}-{i}"} for i in range(100)]})
                 assert answer.status_code == 200, answer.text
-        got: list[list[str]] = [[] for _ in sockets]
-
-        async def collect(index: int, ws) -> None:
-            try:
-                while True:  # until 3 s pass with nothing new
-                    frame = json.loads(await asyncio.wait_for(ws.recv(), 3))
-                    if frame["type"] == "messages":
-                        got[index] += [m["value"] for m in frame["messages"]]
-            except TimeoutError:
-                pass
-
-        await asyncio.gather(*(collect(i, ws) for i, ws in enumerate(sockets)))
+        got = await pushed_values(sockets)
         values = sorted(v for held in got for v in held)
         assert values == sorted(f"m{b}-{i}" for b in range(10) for i in range(100))  # each once
         counts = sorted(len(held) for held in got)
         assert counts[0] >= 1 and counts[-1] <= 10, (counts[:5], counts[-5:])  # nobody without, nobody over prefetch
     finally:
-        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+        await close_all(sockets)

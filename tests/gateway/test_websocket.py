@@ -10,7 +10,7 @@ import pytest
 import websockets
 
 from tests.api.conftest import wait_for
-from tests.gateway.conftest import make_queue
+from tests.gateway.conftest import close_all, make_queue, pushed_values, subscribe_many
 
 
 def _ws_url(gateway, name: str, token: str | None = None) -> str:
@@ -159,35 +159,18 @@ async def test_many_subscribers_of_one_group_share_the_messages_in_turn(gateway)
     and a message (the group's receives are shared: none waits empty while another fills up)."""
     _, key = gateway.create_tenant(plan="business")
     name = make_queue(gateway, key, partitions=3)
-    subscribers = []
+    subscribers = await subscribe_many(_ws_url(gateway, name), {"Authorization": f"Bearer {key}"}, 200, group="crowd")
     try:
-        for _ in range(200):
-            ws = await _connect(gateway, name, key)
-            await ws.send(json.dumps({"type": "subscribe", "group": "crowd", "prefetch": 10}))
-            subscribers.append(ws)
-        for ws in subscribers:
-            await _next(ws, "subscribed")
         async with await _connect(gateway, name, key) as publisher:
             for batch in range(4):
                 await publisher.send(json.dumps({"type": "publish", "id": batch,
                                                  "messages": [{"value": f"m{batch}-{i}"} for i in range(100)]}))
                 await _next(publisher, "published")
-        got: list[list[str]] = [[] for _ in subscribers]
-
-        async def collect(index: int, ws) -> None:
-            try:
-                while True:  # until a second passes with nothing new
-                    frame = json.loads(await asyncio.wait_for(ws.recv(), 3))
-                    if frame["type"] == "messages":
-                        got[index] += [m["value"] for m in frame["messages"]]
-            except TimeoutError:
-                pass
-
-        await asyncio.gather(*(collect(i, ws) for i, ws in enumerate(subscribers)))
+        got = await pushed_values(subscribers)
         values = [v for held in got for v in held]
         assert sorted(values) == sorted(f"m{b}-{i}" for b in range(4) for i in range(100))  # each once, none lost
         counts = sorted(len(held) for held in got)
         assert counts[0] >= 1, counts  # nobody starved
         assert counts[-1] <= 10, counts  # nobody over its prefetch (nothing was acked)
     finally:
-        await asyncio.gather(*(ws.close() for ws in subscribers), return_exceptions=True)
+        await close_all(subscribers)
