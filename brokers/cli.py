@@ -186,6 +186,14 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         "(default %(default)s)",
     )
     parser.add_argument(
+        "--queue-idle-unload-ms",
+        type=int,
+        default=300_000,
+        help="a queue group's partition that nobody received from or acknowledged on for this long, with nothing "
+        "in flight, leaves the broker's memory; its state stays in __consumer_offsets and is read back on the next "
+        "receive (default %(default)s)",
+    )
+    parser.add_argument(
         "--usage-storage-interval-s",
         type=float,
         default=60,
@@ -270,6 +278,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         scrub_bytes_per_s=int(args.scrub_rate * (1 << 20)),
         usage_interval_ms=args.usage_interval_ms,
         usage_storage_interval_s=args.usage_storage_interval_s,
+        queue_idle_unload_ms=args.queue_idle_unload_ms,
     )
     try:
         return run_async(_serve(Broker(config))) or 0

@@ -86,6 +86,7 @@ class GroupCoordinator:
         peer_client: Callable[[], TidewayClient],
         internal_partitions: int = 8,
         heartbeat_interval_ms: int = 1_000,
+        queue_idle_unload_ms: int = 300_000,
     ) -> None:
         self.broker_id = broker_id
         self.replicas = replicas  # the internal topic's partitions this broker holds, and appends to them
@@ -96,7 +97,9 @@ class GroupCoordinator:
         self.loaded: dict[int, int] = {}  # internal partition -> the leader epoch its groups were loaded in
         self.group_types: dict[str, str] = {}
         self.stream_groups: dict[str, StreamGroup] = {}
-        self.queues = QueueService(self, peer_client, on_delivered=replicas.metrics.traffic.add_out)
+        self.queues = QueueService(self, peer_client, on_delivered=replicas.metrics.traffic.add_out,
+                                   idle_unload_s=queue_idle_unload_ms / 1000)
+        replicas.metrics.watch_queues(self.queues.held)
         self._creating: asyncio.Task | None = None
         self._sweeper: asyncio.Task | None = None
 

@@ -56,6 +56,8 @@ STOP_WRITE_WAIT_S = 2.0  # how long a stopping broker waits for acquisitions' wr
 # and records accepted below the start need no row at all (a worker acking within a few ms of
 # receiving, the common case, then costs one state write instead of two).
 ACQUISITION_WRITE_DELAY_S = 0.005
+IDLE_UNLOAD_S = 300.0  # a share-partition nobody received from or acknowledged on for this long is unloaded
+UNLOAD_CHECK_S = 10.0  # how often idle share-partitions are looked for
 DEAD_LETTER_WAIT_S = 5.0  # how long a reject (or a release at the delivery limit) waits for its dead letter's write
 ACTIONS = ("accept", "release", "reject", "extend")
 # Offsets one acknowledgement request may accept through ranges: a few bytes name a long range, and each
@@ -94,6 +96,14 @@ class _Share:
     log_end_known: int = -1  # the leader's high watermark at the last read
     watching: asyncio.Task | None = None  # a long-polling fetch from a remote leader (see _watch)
     acquisitions_to_write: bool = False  # a write of acquisitions is due (see _write_soon)
+    used: float = field(default_factory=time.monotonic)  # the last receive or acknowledgement (see _unload_idle)
+
+    def unloadable(self) -> bool:
+        """Nothing in flight, nothing to write or dead-letter, nobody reading: the state log holds it all."""
+        share = self.share
+        return (not share.in_flight and not share.restored and not share.dead_lettering() and not self.writes
+                and self.persisted == self.version and not self.acquisitions_to_write and self.watching is None
+                and not self.reading.locked())
 
 
 class Coordinator(Protocol):
@@ -141,8 +151,10 @@ def _delivered_bytes(records: list[m.AcquiredRecord]) -> int:
 
 class QueueService:
     def __init__(self, coordinator: Coordinator, peer_client: Callable[[], TidewayClient],
-                 on_delivered: Callable[[str, int, int], None] = lambda topic, messages, size: None) -> None:
+                 on_delivered: Callable[[str, int, int], None] = lambda topic, messages, size: None,
+                 idle_unload_s: float = IDLE_UNLOAD_S) -> None:
         self.coordinator = coordinator
+        self.idle_unload_s = idle_unload_s
         self._on_delivered = on_delivered  # (topic, messages, bytes) delivered to receivers: the broker's traffic
         self._peer_client = peer_client  # a client of the cluster acting as this broker (remote leaders, dead letters)
         self.shares: dict[tuple[str, str, int], _Share] = {}
@@ -158,7 +170,8 @@ class QueueService:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._expire_forever()), loop.create_task(self._dead_letter_forever())]
+        self._tasks = [loop.create_task(self._expire_forever()), loop.create_task(self._dead_letter_forever()),
+                       loop.create_task(self._unload_idle_forever())]
 
     async def stop(self) -> None:
         if self._acquisition_writes:  # a clean shutdown keeps what receivers were told, if it can within a moment
@@ -192,6 +205,7 @@ class QueueService:
         found = self.shares.get(key)
         if found is not None:
             found.share.settings = settings
+            found.used = time.monotonic()
             return found
         snapshot = self._restored.pop(key, None)
         state_log = StateLog(group_id, topic, partition)
@@ -551,14 +565,18 @@ class QueueService:
             records = state.records
             for offset in range(first, last + 1):
                 records.pop(offset, None)
+            if not records:
+                state.records = {}  # not the emptied table a full window grew (see SharePartition.advance_start)
             if failed:
                 accept_failures += [m.ShareAckResult(partition=accepts.partition, offset=offset, error_code=exc.errno,
                                                      error_message=exc.message) for offset, exc in failed]
             if len(failed) <= last - first:  # something was accepted
                 state.version += 1
                 touched[id(state)] = state
+        used = time.monotonic()
         for state in touched.values():
             state.share.advance_start()
+            state.used = used
         if touched:
             await asyncio.gather(*(self._persist(index, s) for s in touched.values()))
             if dead:
@@ -581,9 +599,13 @@ class QueueService:
                     (state.group_id, state.topic, state.partition)) is state):
                 await self._dead_letters_written.wait()
 
+    def held(self) -> tuple[int, int, int]:
+        """(share-partitions loaded, unloaded or not loaded yet, records in the loaded windows), for metrics."""
+        return len(self.shares), len(self._restored), sum(s.share.window_records for s in self.shares.values())
+
     def group_ids(self) -> set[str]:
-        """Queue groups with state held here."""
-        return {group_id for group_id, _topic, _partition in self.shares}
+        """Queue groups with state held here (loaded, or restored and not loaded yet)."""
+        return {group_id for group_id, _topic, _partition in (*self.shares, *self._restored)}
 
     def positions(self) -> dict[str, list[tuple[str, int, int, int]]]:
         """Per queue group held here: (topic, partition, oldest record not yet accepted or dead-lettered, records in
@@ -591,12 +613,15 @@ class QueueService:
         out: dict[str, list[tuple[str, int, int, int]]] = {}
         for (group_id, topic, partition), state in self.shares.items():
             out.setdefault(group_id, []).append((topic, partition, state.share.start_offset, state.share.in_flight))
+        for (group_id, topic, partition), snapshot in self._restored.items():
+            in_flight = sum(1 for row in snapshot["entries"] if row[1] == State.ACQUIRED)
+            out.setdefault(group_id, []).append((topic, partition, snapshot["start"], in_flight))
         return out
 
     def describe(self, group_id: str) -> list[m.SharePartitionDescription]:
         now = _now_ms()
         out = []
-        for (g, topic, partition), state in sorted(self.shares.items(), key=lambda kv: kv[0]):
+        for (g, topic, partition), state in self.shares.items():
             if g != group_id:
                 continue
             counts = state.share.counts(now)
@@ -607,6 +632,20 @@ class QueueService:
                     dead_lettering=counts["dead_lettering"],
                 )
             )
+        for (g, topic, partition), snapshot in self._restored.items():
+            if g != group_id:
+                continue
+            # Not loaded (idle, or not received from since a failover): what its snapshot says; the
+            # window is read again on the next receive.
+            counts = SharePartition.restore(snapshot, QueueSettings()).counts(now)
+            out.append(
+                m.SharePartitionDescription(
+                    topic=topic, partition=partition, start_offset=snapshot["start"], read_offset=snapshot["start"],
+                    available=counts["available"], delayed=counts["delayed"], in_flight=counts["in_flight"],
+                    dead_lettering=counts["dead_lettering"],
+                )
+            )
+        out.sort(key=lambda d: (d.topic, d.partition))
         return out
 
     # -- background: lock expiry and dead letters --------------------------------------------------------
@@ -620,6 +659,30 @@ class QueueService:
                     self._wake(state.group_id, state.topic)
                     if state.share.dead_lettering():
                         self._dead_letters.set()
+
+    async def _unload_idle_forever(self) -> None:
+        while True:
+            await asyncio.sleep(min(UNLOAD_CHECK_S, self.idle_unload_s))
+            self.unload_idle(time.monotonic() - self.idle_unload_s)
+
+    def unload_idle(self, unused_since: float) -> int:
+        """Unload share-partitions unused since ``unused_since`` (monotonic) with nothing outstanding.
+
+        What stays is the snapshot a failover would replay (the start offset and
+        rows of records delivered before): the window's records and their table
+        go, and ``_share`` restores it on the next receive or acknowledgement.
+        A hosted broker carries many idle groups; each costs a few hundred bytes
+        so, not its last window. Returns how many were unloaded.
+        """
+        unloaded = 0
+        for key, state in list(self.shares.items()):
+            if state.used < unused_since and state.unloadable():
+                del self.shares[key]
+                self._restored[key] = {**state.share.snapshot(), "seq": state.state_log.seq}
+                unloaded += 1
+        if unloaded:
+            log.debug("unloaded %d idle share-partition(s)", unloaded)
+        return unloaded
 
     async def _dead_letter_forever(self) -> None:
         while True:

@@ -95,6 +95,7 @@ class BrokerConfig:
     log_cleaner_interval_ms: int = 15_000
     offsets_topic_partitions: int = 8  # partitions of __consumer_offsets when a broker creates it
     group_heartbeat_interval_ms: int = 1_000
+    queue_idle_unload_ms: int = 300_000  # a queue group's share-partition idle this long leaves memory
     scrub_bytes_per_s: int = 8 << 20  # the scrubber re-reads and CRC-checks logs at this rate; 0: never
     scrub_interval_ms: int = 100
     usage_interval_ms: int = 1_000  # how often usage goes to __usage (metering); 0: off
@@ -146,6 +147,7 @@ class Broker:
             peer_client=self._peer_client,
             internal_partitions=config.offsets_topic_partitions,
             heartbeat_interval_ms=config.group_heartbeat_interval_ms,
+            queue_idle_unload_ms=config.queue_idle_unload_ms,
         )
         self.usage = None
         if config.usage_interval_ms > 0:

@@ -53,6 +53,25 @@ class _TrafficCollector:
         return families
 
 
+class _QueueStateCollector:
+    """Reports how many queue share-partitions this broker holds in memory and how many it unloaded (idle)."""
+
+    def __init__(self, counts: Callable[[], tuple[int, int, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterable[Metric]:
+        loaded, unloaded, window_records = self._counts()
+        shares = GaugeMetricFamily("tideway_queue_share_partitions",
+                                   "Queue groups' share-partitions coordinated here, in memory or unloaded while idle",
+                                   labels=["state"])
+        shares.add_metric(["loaded"], loaded)
+        shares.add_metric(["unloaded"], unloaded)
+        records = GaugeMetricFamily("tideway_queue_window_records",
+                                    "Records held in memory in the loaded share-partitions' windows")
+        records.add_metric([], window_records)
+        return [shares, records]
+
+
 class BrokerMetrics:
     def __init__(self, logs: Callable[[], LogManager]) -> None:
         self.registry = CollectorRegistry()
@@ -87,3 +106,7 @@ class BrokerMetrics:
         self.scrubbed_bytes = Counter("tideway_scrubbed_bytes", "Log bytes re-read and CRC-checked by the scrubber",
                                       registry=self.registry)
         self.registry.register(_LogSizeCollector(logs))
+
+    def watch_queues(self, counts: Callable[[], tuple[int, int, int]]) -> None:
+        """Report the queue service's (loaded, unloaded, window records) at every scrape."""
+        self.registry.register(_QueueStateCollector(counts))

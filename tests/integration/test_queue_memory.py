@@ -1,0 +1,126 @@
+"""A queue group's memory on the broker: bounded by its window, given back, and idle groups unloaded."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import urllib.request
+
+import pytest
+
+from brokers.client import Producer, TidewayClient
+from brokers.client.group import describe_group
+from brokers.client.queue import QueueConsumer
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.timeout(300)
+
+MESSAGES = 20_000
+PARTITIONS = 4
+GROUPS = 100
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _gauge(metrics_port: int, name: str, labels: str = "") -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    found = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M)
+    assert found, f"{name}{labels} not in the broker's metrics"
+    return float(found.group(1))
+
+
+async def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+
+
+async def _process_all(bootstrap: str, group: str) -> int:
+    """Receive and accept every message of the queue in ``group``; how many."""
+    done = 0
+    async with QueueConsumer(bootstrap, group, "jobs") as queue:
+        while done < MESSAGES:
+            messages = await queue.receive(1000, wait_ms=1000)
+            assert messages, f"{group} got nothing after {done} messages"
+            await queue.ack(messages)
+            done += len(messages)
+    return done
+
+
+async def test_hundred_queue_groups_leave_the_broker_memory_where_it_started(broker_factory):
+    metrics_port = free_port()
+    broker = broker_factory(extra_args=["--metrics-listen", f"127.0.0.1:{metrics_port}", "--queue-idle-unload-ms", "2000"])
+    pid = broker.process.pid
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("jobs", partitions=PARTITIONS)
+    async with Producer(broker.bootstrap, acks=1, linger_ms=5) as producer:
+        for i in range(MESSAGES):
+            await producer.send("jobs", i.to_bytes(4, "big") * 25, partition=i % PARTITIONS)
+        await producer.flush()
+    await asyncio.sleep(1)
+    started_mib = _rss_mib(pid)
+
+    # Ten groups at a time, each reading the whole queue: a window of up to 5,000 records per partition.
+    for first in range(0, GROUPS, 10):
+        done = await asyncio.gather(*(_process_all(broker.bootstrap, f"g{n}") for n in range(first, first + 10)))
+        assert done == [MESSAGES] * 10
+    after_mib = _rss_mib(pid)
+    # Before windows gave their tables back: 44 -> 216 MiB (about 1.7 MiB kept per group).
+    assert after_mib - started_mib < 100, f"RSS {started_mib:.0f} -> {after_mib:.0f} MiB after {GROUPS} groups"
+
+    # Idle for 2 s with nothing in flight: every share-partition leaves memory; the state log keeps it.
+    await _wait_for(lambda: _gauge(metrics_port, "tideway_queue_share_partitions", '{state="loaded"}') == 0, 30,
+                    "idle share-partitions to unload")
+    assert _gauge(metrics_port, "tideway_queue_share_partitions", '{state="unloaded"}') == GROUPS * PARTITIONS
+    assert _gauge(metrics_port, "tideway_queue_window_records") == 0
+    async with TidewayClient(broker.bootstrap) as client:
+        description = await describe_group(client, "g7")
+    assert [(p.partition, p.start_offset, p.in_flight) for p in description.share_partitions] == [
+        (p, MESSAGES // PARTITIONS, 0) for p in range(PARTITIONS)]
+    assert _gauge(metrics_port, "tideway_queue_share_partitions", '{state="loaded"}') == 0  # describing loads nothing
+
+    # Reloaded on demand: nothing is delivered again, and new messages are.
+    async with Producer(broker.bootstrap, acks=1) as producer:
+        await (await producer.send("jobs", b"late", partition=2))
+    async with QueueConsumer(broker.bootstrap, "g7", "jobs") as queue:
+        messages = await queue.receive(100, wait_ms=2000)
+        assert [(m.partition, m.offset, m.value) for m in messages] == [(2, MESSAGES // PARTITIONS, b"late")]
+        await queue.ack(messages)
+    assert _gauge(metrics_port, "tideway_queue_share_partitions", '{state="loaded"}') == PARTITIONS
+
+
+async def test_an_unloaded_group_keeps_delivery_counts_and_released_messages(broker_factory):
+    metrics_port = free_port()
+    broker = broker_factory(extra_args=["--metrics-listen", f"127.0.0.1:{metrics_port}", "--queue-idle-unload-ms", "1000"])
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("jobs", partitions=1, configs={"queue.retry.backoff.ms": "0"})
+    async with Producer(broker.bootstrap, acks="all") as producer:
+        for value in (b"a", b"b", b"c"):
+            await (await producer.send("jobs", value))
+    async with QueueConsumer(broker.bootstrap, "workers", "jobs") as queue:
+        first = await queue.receive(3, wait_ms=2000)
+        assert [m.value for m in first] == [b"a", b"b", b"c"]
+        await queue.ack([first[0]])
+        await queue.nack([first[1]], delay_ms=0)  # back to available, delivered once
+        await queue.reject([first[2]], error="bad")  # dead-lettered
+
+    await _wait_for(lambda: _gauge(metrics_port, "tideway_queue_share_partitions", '{state="unloaded"}') == 1, 30,
+                    "the idle share-partition to unload")
+    async with TidewayClient(broker.bootstrap) as client:
+        description = await describe_group(client, "workers")
+    [share] = description.share_partitions
+    assert (share.start_offset, share.available, share.in_flight) == (1, 1, 0)
+
+    async with QueueConsumer(broker.bootstrap, "workers", "jobs") as queue:
+        again = await queue.receive(3, wait_ms=2000)
+        assert [(m.value, m.delivery_count) for m in again] == [(b"b", 2)]
+        await queue.ack(again)
+        assert await queue.receive(3, wait_ms=300) == []
