@@ -81,15 +81,21 @@ class TidewayClient:
 
     # -- connections ------------------------------------------------------------
 
-    async def connection(self, node_id: int) -> Connection:
-        """The connection to broker ``node_id``, (re)opened when needed."""
+    async def connection(self, node_id: int, *, coordination: bool = False) -> Connection:
+        """The connection to broker ``node_id``, (re)opened when needed.
+
+        ``coordination``: a second connection to it, for stream groups' heartbeats
+        and commits (Kafka's clients do the same), so they never queue behind
+        the long-polling fetches of many consumers sharing this client: the
+        broker reads at most so many requests of one connection at a time.
+        """
         if node_id not in self.brokers:
             await self.refresh_metadata()
             if node_id not in self.brokers:
                 raise errors.LeaderNotAvailableError(f"broker {node_id} is not in the cluster metadata")
-        return await self._connection_to(node_id, *self.brokers[node_id])
+        return await self._connection_to(("coordination", node_id) if coordination else node_id, *self.brokers[node_id])
 
-    async def _connection_to(self, key: int | tuple[str, int], host: str, port: int) -> Connection:
+    async def _connection_to(self, key: int | tuple[str, int] | tuple[str, str, int], host: str, port: int) -> Connection:
         connection = self._connections.get(key)
         if connection is not None and not connection.closed:
             return connection

@@ -50,9 +50,11 @@ _RETRY = (
 class CoordinatorLink:
     """Sends one group's requests to its coordinator, finding it again whenever it moves."""
 
-    def __init__(self, client: TidewayClient, group_id: str, *, retry_for_s: float = 30.0, group_type: str = "stream") -> None:
+    def __init__(self, client: TidewayClient, group_id: str, *, retry_for_s: float = 30.0, group_type: str = "stream",
+                 coordination_connection: bool = False) -> None:
         self.client = client
         self.group_id = group_id
+        self.coordination_connection = coordination_connection  # see TidewayClient.connection
         self.group_type = group_type  # stream | queue: a tenant's groups of each kind are different groups
         self.retry_for_s = retry_for_s
         self.node_id: int | None = None
@@ -74,7 +76,7 @@ class CoordinatorLink:
                     if found.node_id not in self.client.brokers:
                         await self.client.refresh_metadata()
                     self.node_id = found.node_id
-                connection = await self.client.connection(self.node_id)
+                connection = await self.client.connection(self.node_id, coordination=self.coordination_connection)
                 return await connection.request(api, body, timeout_s=timeout_s or self.client.request_timeout_s)
             except _RETRY as exc:
                 self.node_id = None
@@ -119,7 +121,9 @@ class GroupConsumer:
         self.client_id = client_id
         self.member_id = uuid.uuid4().hex
         self.member_epoch = 0
-        self.link = CoordinatorLink(self.client, group_id)
+        # Heartbeats and commits on a connection of their own: a client running many groups
+        # keeps many fetches waiting on its data connections.
+        self.link = CoordinatorLink(self.client, group_id, coordination_connection=True)
         self.consumer = Consumer(self.client, auto_offset_reset=auto_offset_reset, **consumer_options)
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
