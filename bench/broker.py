@@ -36,11 +36,12 @@ from bench.common import CpuMeter, free_port, progress, wait_port  # noqa: E402
 from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
 
 
-def start_broker(data_dir: str, port: int, extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
+def start_broker(data_dir: str, port: int, extra_args: tuple[str, ...] = (), log_file=None) -> subprocess.Popen:
+    """A broker process; its log goes to ``log_file`` (an open file) if given, else to this process's stderr."""
     process = subprocess.Popen(
         [sys.executable, "-m", "tideway_cli.main", "--log-level", "WARNING", "broker", "--data", data_dir,
          "--listen", f"127.0.0.1:{port}", "--internal-listen", "127.0.0.1:0", "--metrics-listen", "off", *extra_args],
-        cwd=REPO_ROOT,
+        cwd=REPO_ROOT, stdout=log_file, stderr=None if log_file is None else subprocess.STDOUT,
     )
     try:
         wait_port(port, timeout_s=20)

@@ -22,7 +22,17 @@ Curves (``--curves``, comma-separated; default all):
   (prefetch 10, nothing published); after 3 s, the brokers' CPU (the three
   summed, % of one core) and the gateway's over 10 s.
 
-More curves (queue and stream groups) are issue 20's next steps. Progress goes to stderr.
+* ``groups``: one broker (idle share-partitions unloaded after 5 s) and a
+  queue of 4 partitions holding 20,000 x 100 B; for 1, 10 and 100 groups
+  (``--groups``): queue groups, ten at a time, each receive (1,000 a call)
+  and accept every message; then stream groups, all at once in one process
+  sharing one client, each read every record and commit after every batch.
+  For each: messages/s over all groups, the broker's CPU seconds per group,
+  its RSS before, after and (queue groups) once the idle groups unloaded,
+  partitions stream members lost for want of a coordinator's answer, and
+  the warnings and errors the broker logged.
+
+Progress goes to stderr.
 
     .venv/bin/python bench/scale.py --curves queues            # about 3 minutes
     .venv/bin/python bench/scale.py --curves queues --queues 200
@@ -46,7 +56,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
 from tests.api.conftest import running_control_plane  # noqa: E402
 
-CURVES = ("partitions", "queues", "subscribers")
+CURVES = ("partitions", "groups", "queues", "subscribers")
 PARTITION_COUNTS = (1, 10, 100, 1_000)
 
 
@@ -97,6 +107,117 @@ def partitions_curve(count: int = 200_000) -> dict:
                 figures["idle_cpu_percent"] = round((_cpu_s(broker.pid) - before) / 5 * 100, 1)
                 figures["open_files"] = len(os.listdir(f"/proc/{broker.pid}/fd"))
                 out[str(partitions)] = figures
+        finally:
+            broker.terminate()
+            broker.wait(30)
+    return out
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def groups_curve(counts: list[int], messages: int = 20_000, partitions: int = 4) -> dict:
+    """Queue groups and stream groups on one broker: throughput, CPU and memory per group, lost partitions."""
+    import asyncio
+
+    from bench.broker import start_broker
+    from brokers.client import Producer, TidewayClient
+    from brokers.client.group import GroupConsumer
+    from brokers.client.queue import QueueConsumer
+
+    async def fill(bootstrap: str) -> None:
+        async with TidewayClient(bootstrap) as client:
+            await client.create_topic("work", partitions=partitions)
+        async with Producer(bootstrap, acks=1, linger_ms=5, batch_size_bytes=512 << 10) as producer:
+            value = os.urandom(100)
+            for i in range(messages):
+                await producer.send("work", value, partition=i % partitions)
+            await producer.flush()
+
+    async def queue_group(bootstrap: str, group: str) -> int:
+        done = 0
+        async with QueueConsumer(bootstrap, group, "work") as queue:
+            while done < messages:
+                received = await queue.receive(1000, wait_ms=1000)
+                if not received:
+                    raise SystemExit(f"queue group {group} got nothing after {done} messages")
+                await queue.ack(received)
+                done += len(received)
+        return done
+
+    async def queue_groups(bootstrap: str, count: int, prefix: str) -> int:
+        done = 0
+        for first in range(0, count, 10):
+            done += sum(await asyncio.gather(*(queue_group(bootstrap, f"{prefix}-{n}") for n in range(first, min(count, first + 10)))))
+        return done
+
+    async def stream_groups(bootstrap: str, count: int, prefix: str) -> tuple[int, int]:
+        lost: list[str] = []
+        async with TidewayClient(bootstrap) as client:
+            members = [GroupConsumer(client, f"{prefix}-{n}", ["work"], auto_offset_reset="earliest", enable_auto_commit=False,
+                                     on_lost=lambda tps: lost.append("lost")) for n in range(count)]
+            await asyncio.gather(*(member.start() for member in members))
+
+            async def read(member: GroupConsumer) -> int:
+                got = 0
+                while got < messages:
+                    batch = await member.getmany(1000, max_records=1000)
+                    got += sum(len(records) for records in batch.values())
+                    if batch:
+                        await member.commit()
+                return got
+
+            try:
+                done = sum(await asyncio.gather(*(read(member) for member in members)))
+            finally:
+                await asyncio.gather(*(member.stop() for member in members))
+        return done, len(lost)
+
+    def logged(log_path: str, since: int) -> tuple[int, list[str]]:
+        """The log's warnings, errors and tracebacks after byte ``since``, and where the log ends now."""
+        with open(log_path, "rb") as log_file:
+            log_file.seek(since)
+            lines = [line.decode(errors="replace").rstrip() for line in log_file]
+            end = log_file.tell()
+        return end, [line for line in lines if " WARNING " in line or " ERROR " in line or "Traceback" in line]
+
+    out: dict = {"messages_per_group": messages, "partitions": partitions}
+    with tempfile.TemporaryDirectory(prefix="tideway-bench-scale-groups-") as data:
+        port = free_port()
+        bootstrap = f"127.0.0.1:{port}"
+        log_path = os.path.join(data, "broker.log")
+        with open(log_path, "ab") as log_file:
+            broker = start_broker(os.path.join(data, "broker"), port, ("--queue-idle-unload-ms", "5000"), log_file=log_file)
+        try:
+            asyncio.run(fill(bootstrap))
+            seen, _ = logged(log_path, 0)
+            for kind in ("queue", "stream"):
+                for count in counts:
+                    progress(f"{count:,} {kind} groups each process {messages:,} messages")
+                    time.sleep(1)
+                    rss_before, cpu_before = _rss_mib(broker.pid), _cpu_s(broker.pid)
+                    started = time.perf_counter()
+                    figures: dict = {}
+                    if kind == "queue":
+                        done = asyncio.run(queue_groups(bootstrap, count, f"q{count}"))
+                    else:
+                        done, figures["partitions_lost"] = asyncio.run(stream_groups(bootstrap, count, f"s{count}"))
+                    seconds = time.perf_counter() - started
+                    figures.update(msgs_per_s=round(done / seconds), broker_cpu_s_per_group=round((_cpu_s(broker.pid) - cpu_before) / count, 3),
+                                   rss_mib_before=rss_before, rss_mib_after=_rss_mib(broker.pid))
+                    if kind == "queue":
+                        time.sleep(5 + 5 + 1)  # idle for 5 s, and the next look for idle ones (every 5 s here)
+                        figures["rss_mib_after_unload"] = _rss_mib(broker.pid)
+                    seen, lines = logged(log_path, seen)
+                    figures["broker_warnings_and_errors"] = len(lines)
+                    figures["first_warnings"] = lines[:3]
+                    progress(f"  {figures}")
+                    out.setdefault(f"{kind}_groups", {})[str(count)] = figures
         finally:
             broker.terminate()
             broker.wait(30)
@@ -171,6 +292,7 @@ def main() -> None:
     parser.add_argument("--curves", default=",".join(CURVES), help="which curves, comma-separated (default %(default)s)")
     parser.add_argument("--queues", type=int, default=1_000, help="queues the tenant creates (default %(default)s)")
     parser.add_argument("--subscribers", default="0,10,100", help="idle subscriber counts (default %(default)s)")
+    parser.add_argument("--groups", default="1,10,100", help="queue and stream group counts (default %(default)s)")
     args = parser.parse_args()
     curves = set(args.curves.split(","))
     if curves - set(CURVES):
@@ -178,6 +300,8 @@ def main() -> None:
     result: dict = {"bench": "scale", "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
     if "partitions" in curves:
         result["partitions_per_broker"] = partitions_curve()
+    if "groups" in curves:
+        result["groups_per_broker"] = groups_curve([int(c) for c in args.groups.split(",")])
     if curves & {"queues", "subscribers"}:
         with tempfile.TemporaryDirectory(prefix="tideway-bench-scale-") as home:
             progress("starting Redis, controller, 3 brokers, a Celery worker and the gateway")
