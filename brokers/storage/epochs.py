@@ -5,6 +5,14 @@ carries the epoch of the leader that wrote it, so the cache can always be
 rebuilt from the log; it is kept in the partition directory
 (``leader-epoch-checkpoint``) so start-up does not have to.
 
+A new epoch's entry is written without an fsync: the first append of every
+partition after a leader change paid one (a thousand new partitions: 0.3 s
+of a broker's event loop). A crash cannot lose it: a clean shutdown syncs the
+file (``sync``), and after an unclean one the log checks the cache against
+its last batch's epoch and rebuilds it from batch headers if they differ
+(``Log._load``); a file left behind holds a prefix of the epochs, never a
+wrong one, because every write replaces it whole.
+
 It answers the question replication asks after a failover: "for epoch E,
 where does your log stop?" (``end_offset_for``). A follower whose last epoch
 ended later on its own log than on the leader's has a divergent suffix and
@@ -27,6 +35,7 @@ class LeaderEpochCache:
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, FILE_NAME)
         self.entries: list[tuple[int, int]] = []
+        self.unsynced = False  # written since the last fsync
         try:
             with open(self.path) as f:
                 for line in f:
@@ -49,7 +58,7 @@ class LeaderEpochCache:
         while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
-        self._write()
+        self._write(sync=False)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest known epoch <= ``epoch``, offset where it ends).
@@ -78,5 +87,12 @@ class LeaderEpochCache:
         self.entries = []
         self._write()
 
-    def _write(self) -> None:
-        write_atomically(self.path, "".join(f"{e} {s}\n" for e, s in self.entries).encode(), sync_directory=False)
+    def sync(self) -> None:
+        """Make the file durable (a clean shutdown trusts it at the next start)."""
+        if self.unsynced:
+            self._write()
+
+    def _write(self, *, sync: bool = True) -> None:
+        write_atomically(self.path, "".join(f"{e} {s}\n" for e, s in self.entries).encode(), sync_directory=False,
+                         sync_file=sync)
+        self.unsynced = not sync

@@ -169,6 +169,11 @@ class Log:
         self.epochs.truncate_from_end(self.log_end_offset)
         if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
             self._rebuild_epochs()
+        elif recovery_point is not None and self._last_epoch() not in (None, self.epochs.latest_epoch):
+            # After a crash the cache may lack the latest epochs (written without an fsync).
+            log.info("%s-%d: leader epoch cache behind the log; rebuilding it", self.topic, self.partition)
+            self.epochs.entries = []
+            self._rebuild_epochs()
         if not self.producers.load_snapshot(self.log_end_offset):
             self._rebuild_producers()
         self.high_watermark = self.log_end_offset
@@ -320,6 +325,14 @@ class Log:
             for _position, header in segment.iter_headers():
                 self.producers.update(header)
 
+    def _last_epoch(self) -> int | None:
+        """The leader epoch of the log's last batch (None for an empty log)."""
+        for segment in reversed(self.segments):
+            header = segment.last_batch_header()
+            if header is not None:
+                return header.leader_epoch
+        return None
+
     def _rebuild_epochs(self) -> None:
         """Refill the epoch cache from batch headers (its file was lost)."""
         for segment in self.segments:
@@ -461,6 +474,7 @@ class Log:
         return deleted
 
     def close(self) -> None:
+        self.epochs.sync()
         self.producers.write_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()

@@ -337,6 +337,11 @@ class Segment:
             position += header.size
         return None
 
+    def last_batch_header(self) -> BatchHeader | None:
+        """The header of the segment's last batch (None when it is empty)."""
+        position = self._position_of(self.next_offset - 1) if self.next_offset > self.base_offset else None
+        return None if position is None else read_header(self._pread(BATCH_HEADER_BYTES, position))
+
     def batch_headers_from_timestamp(self, timestamp_ms: int) -> list[tuple[int, BatchHeader]]:
         """(position, header) of batches that may hold the first record >= timestamp."""
         slot = bisect_right(self.index_timestamps, timestamp_ms - 1) - 1

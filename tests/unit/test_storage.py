@@ -242,3 +242,26 @@ def test_topic_changes_are_journalled_and_survive_a_crash_and_a_torn_line(tmp_pa
     assert len(reopened.topics) == 299 and "t7" not in reopened.topics and "half-writ" not in str(reopened.topics)
     assert reopened.topics["t5"].retention_ms == 60_000 and reopened.topics["t299"].partitions == 1
     assert (tmp_path / "topics.journal").read_bytes() == b""  # folded at open
+
+
+def test_a_crash_that_lost_the_latest_epochs_rebuilds_them_from_the_log(tmp_path):
+    """A new epoch's entry is written without an fsync: after a crash the cache may hold only a prefix of them."""
+    config = TopicConfig(segment_bytes=2048)
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None)
+    for epoch in (0, 0, 3, 3, 7):
+        log.append(make_batch([b"record in epoch %d" % epoch] * 3), leader_epoch=epoch)
+    assert log.epochs.entries == [(0, 0), (3, 6), (7, 12)]
+    checkpoint = log.epochs.path
+    _unclean_copy(log)
+    with open(checkpoint, "w") as stale:  # as a power cut could leave it: the state before epochs 3 and 7
+        stale.write("0 0\n")
+
+    recovered = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=0)
+    assert recovered.epochs.entries == [(0, 0), (3, 6), (7, 12)]
+    assert recovered.epochs.end_offset_for(3, recovered.log_end_offset) == (3, 12)
+
+    # A clean close makes the file durable and the next start trusts it as it is.
+    recovered.append(make_batch([b"epoch 9"]), leader_epoch=9)
+    recovered.close()
+    with open(checkpoint) as synced:
+        assert synced.read() == "0 0\n3 6\n7 12\n9 15\n"
