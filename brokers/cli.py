@@ -37,6 +37,12 @@ def _host_port(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
 def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
@@ -186,6 +192,13 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         "(default %(default)s)",
     )
     parser.add_argument(
+        "--open-segments-max",
+        type=_positive_int,
+        default=1_000,
+        help="files of rolled log segments kept open; the least recently read are closed and opened again when "
+        "read (each partition's active segment stays open besides) (default %(default)s)",
+    )
+    parser.add_argument(
         "--queue-idle-unload-ms",
         type=int,
         default=300_000,
@@ -279,6 +292,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         usage_interval_ms=args.usage_interval_ms,
         usage_storage_interval_s=args.usage_storage_interval_s,
         queue_idle_unload_ms=args.queue_idle_unload_ms,
+        open_segments_max=args.open_segments_max,
     )
     try:
         return run_async(_serve(Broker(config))) or 0

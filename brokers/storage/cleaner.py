@@ -132,6 +132,8 @@ def swap(plan_: CompactionPlan, result: CompactionResult) -> int:
         fresh = Segment(log_.directory, segment.base_offset, log_.config.index_interval_bytes)
         fresh.load(recover=False)
         fresh.write_indexes()
+        if log_.open_files is not None:
+            fresh.seal(log_.open_files)
         segment.close_without_indexes()
         log_.segments[index] = fresh
         swapped += 1

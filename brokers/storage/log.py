@@ -49,6 +49,7 @@ from brokers.record.batch import (
 from brokers.storage.config import TopicConfig
 from brokers.storage.epochs import LeaderEpochCache
 from brokers.storage.files import write_atomically
+from brokers.storage.open_files import OpenFiles
 from brokers.storage.producers import ProducerStateTable
 from brokers.storage.segment import Segment
 
@@ -102,6 +103,7 @@ class Log:
         self.appended_from = 0
         self.flushed_offset = 0  # every offset below this is on disk (fsynced)
         self.epochs = LeaderEpochCache(directory)
+        self.open_files: OpenFiles | None = None  # the broker's LRU of rolled segments' files (None: all stay open)
         self.producers = ProducerStateTable(directory)
         self.last_flush_monotonic = time.monotonic()
         # base offset -> (size, mtime ns) of segments read back and found intact
@@ -111,7 +113,8 @@ class Log:
 
     @classmethod
     def open(
-        cls, directory: str, topic: str, partition: int, config: TopicConfig, *, recovery_point: int | None
+        cls, directory: str, topic: str, partition: int, config: TopicConfig, *, recovery_point: int | None,
+        open_files: OpenFiles | None = None,
     ) -> Log:
         """Open (or create) the log in ``directory``.
 
@@ -121,6 +124,7 @@ class Log:
         """
         os.makedirs(directory, exist_ok=True)
         instance = cls(directory, topic, partition, config)
+        instance.open_files = open_files
         instance._load(recovery_point)
         return instance
 
@@ -138,6 +142,8 @@ class Log:
         verified = self._read_verified()
         truncated_at: int | None = None
         for base_offset in base_offsets:
+            if self.segments and self.open_files is not None:
+                self.segments[-1].seal(self.open_files)  # as it goes: a log of 10,000 segments never holds 10,000 files
             segment = Segment(self.directory, base_offset, self.config.index_interval_bytes)
             if truncated_at is not None:
                 log.warning(
@@ -165,6 +171,7 @@ class Log:
             self.verified[base_offset] = stamp
         if not self.segments:
             self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes))
+        self.active_segment.unseal()  # sealed above if the segments after it were dropped
         self._base_offsets = [segment.base_offset for segment in self.segments]
         self.epochs.truncate_from_end(self.log_end_offset)
         if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
@@ -357,6 +364,8 @@ class Log:
             return
         active.write_indexes()
         active.fsync()
+        if self.open_files is not None:
+            active.seal(self.open_files)
         segment = Segment(self.directory, active.next_offset, self.config.index_interval_bytes)
         self.segments.append(segment)
         self._base_offsets.append(segment.base_offset)
@@ -385,6 +394,7 @@ class Log:
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()
+        self.active_segment.unseal()  # a rolled segment becomes the one written to again
         self.active_segment.truncate_to(offset)
         self.epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producers()

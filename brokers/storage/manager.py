@@ -28,6 +28,7 @@ from brokers.errors import StorageError, TopicAlreadyExistsError, UnknownTopicOr
 from brokers.storage.config import TopicConfig, validate_topic_name
 from brokers.storage.files import fsync_directory, write_atomically
 from brokers.storage.log import Log
+from brokers.storage.open_files import OPEN_SEGMENTS_MAX, OpenFiles
 
 __all__ = ["LogManager", "read_topics"]
 
@@ -48,8 +49,9 @@ _CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 class LogManager:
     """Owns every Log in ``data_dir`` (event-loop thread)."""
 
-    def __init__(self, data_dir: str) -> None:
+    def __init__(self, data_dir: str, *, open_segments_max: int = OPEN_SEGMENTS_MAX) -> None:
         self.data_dir = os.path.abspath(data_dir)
+        self.open_files = OpenFiles(open_segments_max)  # rolled segments' files kept open, least recently read closed
         self.topics: dict[str, TopicConfig] = {}
         self.logs: dict[tuple[str, int], Log] = {}
         self._lock_fd = -1
@@ -78,7 +80,8 @@ class LogManager:
                     continue  # a replica this broker does not hold
                 recovery_point = None if clean else checkpoint.get((name, partition), 0)
                 log_ = self._adopt(Log.open(
-                    self._log_dir(name, partition), name, partition, config, recovery_point=recovery_point
+                    self._log_dir(name, partition), name, partition, config, recovery_point=recovery_point,
+                    open_files=self.open_files,
                 ))
                 # A replicated partition must not show records that were never
                 # committed: start from the last high watermark known. (The
@@ -150,7 +153,8 @@ class LogManager:
             config = self.topics[name]
             if partition >= config.partitions:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition}")
-            log_ = self._adopt(Log.open(self._log_dir(name, partition), name, partition, config, recovery_point=None))
+            log_ = self._adopt(Log.open(self._log_dir(name, partition), name, partition, config, recovery_point=None,
+                                        open_files=self.open_files))
             self.logs[(name, partition)] = log_
         return log_
 

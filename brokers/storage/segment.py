@@ -16,8 +16,13 @@ The indexes live in memory (arrays) and are written out whole when the
 segment rolls, flushes or closes; a missing or inconsistent index file is
 rebuilt from the log by walking batch headers, which is cheap.
 
+Once the segment rolls it is *sealed*: never written again, and its file may
+be closed by the broker's LRU of open files (``open_files.py``) and opened
+again, read-only, by the next read.
+
 Ownership: a segment is used by the event-loop thread only, except ``fsync``,
-which a flusher thread may call; it only touches the file descriptor.
+which a flusher thread may call, and reads of sealed segments by a compaction
+thread; both only touch the file descriptor, under ``_fd_lock`` once sealed.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 from array import array
 from bisect import bisect_right
+from typing import TYPE_CHECKING
 
 from crc32c import crc32c
 
@@ -42,6 +49,9 @@ from brokers.record.batch import (
     read_header,
 )
 from brokers.storage.files import write_atomically
+
+if TYPE_CHECKING:
+    from brokers.storage.open_files import OpenFiles
 
 __all__ = ["Segment", "segment_file_name"]
 
@@ -85,6 +95,10 @@ class Segment:
         # start where they stopped or where the newest batch begins, instead of walking batch
         # headers from an index entry; one hint for all of them missed for all but one.
         self._read_hints: dict[int, int] = {}
+        # Once rolled, the LRU of open files that may close this one's file (see open_files.py);
+        # the lock keeps a close from landing between a thread's check of ``fd`` and its use.
+        self._sealed_in: OpenFiles | None = None
+        self._fd_lock = threading.Lock()
 
     # -- loading -------------------------------------------------------------
 
@@ -213,7 +227,7 @@ class Segment:
 
     def modification_stamp(self) -> tuple[int, int]:
         """(size, mtime in ns) of the file: any write since a check changes it."""
-        stat = os.fstat(self.fd) if self.fd >= 0 else os.stat(self.log_path)
+        stat = os.fstat(self.fd) if self.fd >= 0 and self._sealed_in is None else os.stat(self.log_path)
         return stat.st_size, stat.st_mtime_ns
 
     def _reset_state(self) -> None:
@@ -253,7 +267,13 @@ class Segment:
         self.next_offset = header.next_offset
 
     def fsync(self) -> None:
-        os.fsync(self.fd)
+        if self._sealed_in is None:
+            os.fsync(self.fd)
+            return
+        with self._fd_lock:  # a sealed segment's file may be closed: fsync through a new descriptor
+            if self.fd < 0:
+                self.fd = os.open(self.log_path, os.O_RDONLY)
+            os.fsync(self.fd)
 
     def write_indexes(self) -> None:
         """Write both index files whole (atomically, by rename)."""
@@ -377,15 +397,57 @@ class Segment:
         return self._pread(size, position)
 
     def _pread(self, size: int, position: int) -> bytes:
-        return os.pread(self.fd, size, position)
+        files = self._sealed_in
+        if files is None:
+            return os.pread(self.fd, size, position)
+        with self._fd_lock:
+            if self.fd < 0:
+                self.fd = os.open(self.log_path, os.O_RDONLY)
+            data = os.pread(self.fd, size, position)
+        files.used(self)
+        return data
 
     # -- lifecycle -----------------------------------------------------------
 
-    def close(self) -> None:
+    def seal(self, files: OpenFiles) -> None:
+        """Rolled (no more writes, fsynced): ``files`` may close the file while it is not read."""
+        if self._sealed_in is not None:
+            return
+        self._sealed_in = files
         if self.fd >= 0:
-            self.write_indexes()
-            os.close(self.fd)
-            self.fd = -1
+            files.used(self)
+
+    def unseal(self) -> None:
+        """Written again (a follower truncated back into it): keep a writable file open."""
+        files = self._sealed_in
+        if files is None:
+            return
+        with self._fd_lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+            self.fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        self._sealed_in = None
+        files.forget(self)
+
+    def close_idle(self) -> None:
+        """Close a sealed segment's file until the next read (OpenFiles evicting it)."""
+        with self._fd_lock:
+            if self.fd >= 0 and self._sealed_in is not None:
+                os.close(self.fd)
+                self.fd = -1
+
+    def _close_file(self) -> None:
+        files, self._sealed_in = self._sealed_in, None
+        if files is not None:
+            files.forget(self)
+        with self._fd_lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+    def close(self) -> None:
+        self.write_indexes()
+        self._close_file()
 
     def delete_indexes(self) -> None:
         for path in (self.index_path, self.time_index_path):
@@ -396,14 +458,10 @@ class Segment:
 
     def close_without_indexes(self) -> None:
         """Close the file only (its index files now belong to a replacement)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._close_file()
 
     def delete(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._close_file()
         for path in (self.log_path, self.index_path, self.time_index_path):
             try:
                 os.unlink(path)

@@ -265,3 +265,50 @@ def test_a_crash_that_lost_the_latest_epochs_rebuilds_them_from_the_log(tmp_path
     recovered.close()
     with open(checkpoint) as synced:
         assert synced.read() == "0 0\n3 6\n7 12\n9 15\n"
+
+
+def test_rolled_segments_files_are_closed_beyond_the_limit_and_reopened_to_read(tmp_path):
+    from brokers.storage.open_files import OpenFiles
+
+    files = OpenFiles(limit=3)
+    config = TopicConfig(segment_bytes=2048)
+    directory = str(tmp_path / "t-0")
+    log = Log.open(directory, "t", 0, config, recovery_point=None, open_files=files)
+    expected = fill(log, batches=60, per_batch=7)
+    assert len(log.segments) > 5
+    open_now = lambda: sum(1 for s in log.segments if s.fd >= 0)  # noqa: E731
+    assert open_now() == 3 + 1  # three rolled ones at most, and the active one
+    # Reading everything opens old files again and closes others; what is read is right.
+    assert read_all(log) == expected
+    assert open_now() == 3 + 1 and len(files) == 3
+    # Appends, fsyncs and the next roll still work; so do a clean close and a reopen.
+    more = [b"after %d" % i for i in range(40)]
+    for value in more:
+        log.append(make_batch([value * 10]), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    log.flush()
+    assert [v[:len(b"after 0")] for v in read_all(log)[len(expected):]][:1] == [b"after 0"]
+    log.close()
+    assert all(s.fd < 0 for s in log.segments)
+    reopened = Log.open(directory, "t", 0, config, recovery_point=0, open_files=OpenFiles(limit=2))
+    assert sum(1 for s in reopened.segments if s.fd >= 0) == 2 + 1
+    assert read_all(reopened)[:len(expected)] == expected
+
+
+def test_a_follower_truncating_into_a_rolled_segment_writes_to_it_again(tmp_path):
+    from brokers.storage.open_files import OpenFiles
+
+    files = OpenFiles(limit=1)
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(segment_bytes=2048), recovery_point=None, open_files=files)
+    expected = fill(log, batches=30, per_batch=7)
+    rolled = log.segments[-2]
+    log.read(0, 100)  # the oldest segment's file opens; the newest rolled one's closes (one at most)
+    assert rolled.fd < 0
+    cut = rolled.base_offset + 10  # inside the last rolled segment
+    log.truncate_to(cut)
+    assert log.active_segment is rolled
+    end = log.log_end_offset
+    assert rolled.base_offset < end <= cut
+    log.append(make_batch([b"new"]), leader_epoch=1)
+    log.high_watermark = log.log_end_offset
+    assert read_all(log) == expected[:end] + [b"new"]
