@@ -5,18 +5,17 @@ carries the epoch of the leader that wrote it, so the cache can always be
 rebuilt from the log; it is kept in the partition directory
 (``leader-epoch-checkpoint``) so start-up does not have to.
 
-A new epoch's entry is written without an fsync: the first append of every
-partition after a leader change paid one (a thousand new partitions: 0.3 s
-of a broker's event loop). A crash cannot lose it: a clean shutdown syncs the
-file (``sync``), and after an unclean one the log checks the cache against
-its last batch's epoch and rebuilds it from batch headers if they differ
-(``Log._load``); a file left behind holds a prefix of the epochs, never a
-wrong one, because every write replaces it whole.
-
-It answers the question replication asks after a failover: "for epoch E,
-where does your log stop?" (``end_offset_for``). A follower whose last epoch
-ended later on its own log than on the leader's has a divergent suffix and
-truncates it before fetching more (Kafka's KIP-101/KIP-320 design).
+A new epoch's entry is not written at once: the broker's periodic checkpoint
+writes the caches that changed, in its worker thread (``pending`` and
+``write_pending``). The first append of every partition after a leader
+change wrote and fsynced the file on the event loop (a thousand new
+partitions, or a failover moving a thousand leaders: 0.3 s of a broker's
+event loop). A crash cannot lose it: a clean shutdown writes the file
+(``sync``), and after an unclean one the log checks the cache against its
+last batch's epoch and rebuilds it from batch headers if they differ
+(``Log._load``); a file left behind holds an earlier list of the epochs
+(each write replaces it whole), which that check and the cut at the log end
+put right.
 """
 
 from __future__ import annotations
@@ -35,7 +34,9 @@ class LeaderEpochCache:
     def __init__(self, directory: str) -> None:
         self.path = os.path.join(directory, FILE_NAME)
         self.entries: list[tuple[int, int]] = []
-        self.unsynced = False  # written since the last fsync
+        self.version = 0  # bumped by every change; the file holds version ``written``
+        self.written = 0
+        self.dropped = False  # the log was deleted: a checkpoint's write must not recreate the file
         try:
             with open(self.path) as f:
                 for line in f:
@@ -58,7 +59,7 @@ class LeaderEpochCache:
         while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
-        self._write(sync=False)
+        self.version += 1  # written by the next checkpoint (see the module's docstring)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest known epoch <= ``epoch``, offset where it ends).
@@ -88,11 +89,28 @@ class LeaderEpochCache:
         self._write()
 
     def sync(self) -> None:
-        """Make the file durable (a clean shutdown trusts it at the next start)."""
-        if self.unsynced:
-            self._write()
+        """Write the file now, durably: a clean shutdown's next start trusts it as it is.
 
-    def _write(self, *, sync: bool = True) -> None:
-        write_atomically(self.path, "".join(f"{e} {s}\n" for e, s in self.entries).encode(), sync_directory=False,
-                         sync_file=sync)
-        self.unsynced = not sync
+        Always, not only when changed since the last write: a checkpoint's write of an
+        older list may have landed after this thread's last one.
+        """
+        self._write()
+
+    def pending(self) -> tuple[int, bytes] | None:
+        """(version, contents) to write if the file is behind (the owner's thread takes it)."""
+        return (self.version, self._contents()) if self.version != self.written else None
+
+    def write_pending(self, version: int, contents: bytes) -> None:
+        """Write what ``pending`` gave (safe in a worker thread: a temporary file of its own)."""
+        if self.dropped:
+            return
+        write_atomically(self.path, contents, sync_directory=False, temporary=self.path + ".checkpoint.tmp")
+        self.written = max(self.written, version)
+
+    def _contents(self) -> bytes:
+        return "".join(f"{e} {s}\n" for e, s in self.entries).encode()
+
+    def _write(self) -> None:
+        self.version += 1
+        write_atomically(self.path, self._contents(), sync_directory=False)
+        self.written = self.version

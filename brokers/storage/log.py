@@ -491,6 +491,7 @@ class Log:
         self.write_verified()
 
     def delete(self) -> None:
+        self.epochs.dropped = True
         for segment in self.segments:
             segment.delete()
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -192,16 +192,22 @@ class LogManager:
         """Write every log's durable offset to the recovery-point file (and the high watermarks)."""
         self.write_checkpoint(self.checkpoint_contents())
 
-    def checkpoint_contents(self) -> tuple[bytes, bytes]:
+    def checkpoint_contents(self) -> tuple[bytes, bytes, list]:
         """What ``write_checkpoint`` writes, as of now (cheap: the owner's thread takes it)."""
         items = list(self.logs.items())
         recovery_points = "".join(f"{topic} {partition} {log_.flushed_offset}\n" for (topic, partition), log_ in items)
         high_watermarks = "".join(f"{topic} {partition} {log_.high_watermark}\n" for (topic, partition), log_ in items)
-        return recovery_points.encode(), high_watermarks.encode()
+        epochs = [(log_.epochs, pending) for _key, log_ in items if (pending := log_.epochs.pending()) is not None]
+        return recovery_points.encode(), high_watermarks.encode(), epochs
 
-    def write_checkpoint(self, contents: tuple[bytes, bytes]) -> None:
-        """Write the files; safe in a worker thread (it only touches these two files)."""
-        recovery_points, high_watermarks = contents
+    def write_checkpoint(self, contents: tuple[bytes, bytes, list]) -> None:
+        """Write the files; safe in a worker thread (it only touches these files, and epoch caches' own temporaries)."""
+        recovery_points, high_watermarks, epochs = contents
+        for cache, (version, data) in epochs:  # new leader epochs (brokers/storage/epochs.py)
+            try:
+                cache.write_pending(version, data)
+            except FileNotFoundError:
+                pass  # its partition was deleted meanwhile
         write_atomically(os.path.join(self.data_dir, _CHECKPOINT_FILE), recovery_points)
         write_atomically(os.path.join(self.data_dir, _HIGH_WATERMARK_FILE), high_watermarks)
 

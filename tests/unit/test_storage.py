@@ -312,3 +312,21 @@ def test_a_follower_truncating_into_a_rolled_segment_writes_to_it_again(tmp_path
     log.append(make_batch([b"new"]), leader_epoch=1)
     log.high_watermark = log.log_end_offset
     assert read_all(log) == expected[:end] + [b"new"]
+
+
+def test_new_epochs_are_written_by_the_checkpoint_not_by_the_append(tmp_path):
+    manager = LogManager(str(tmp_path / "data"))
+    manager.open()
+    manager.create_topic("t", TopicConfig(partitions=3))
+    logs = [manager.logs[("t", p)] for p in range(3)]
+    for log in logs:
+        log.append(make_batch([b"a"]), leader_epoch=4)
+    assert not any(os.path.exists(log.epochs.path) for log in logs)  # nothing written on the append's path
+    manager.checkpoint()
+    for log in logs:
+        with open(log.epochs.path) as f:
+            assert f.read() == "4 0\n"
+    logs[0].append(make_batch([b"b"]), leader_epoch=5)
+    manager.close()
+    with open(logs[0].epochs.path) as f:
+        assert f.read() == "4 0\n5 1\n"
