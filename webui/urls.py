@@ -23,6 +23,7 @@ urlpatterns = [
     path("behind", dashboard.behind),
     path("traffic", dashboard.traffic),
     path("dead-letter-totals", dashboard.dead_letter_totals),
+    path("throttling", dashboard.throttling),
     path("signin", auth.signin),
     path("signup", auth.signup),
     path("signout", auth.signout),

@@ -76,10 +76,16 @@ class Scope:
         return self.all
 
 
-def rule_value(rule: AlertRule, scope: Scope, now_ms: int, stale_ms: int, quota_percent=None) -> float | None:
-    """The rule's value now over its scope, or None when there is no (fresh) data."""
+def rule_value(rule: AlertRule, scope: Scope, now_ms: int, stale_ms: int, quota_percent=None,
+               throttled=None) -> float | None:
+    """The rule's value now over its scope, or None when there is no (fresh) data.
+
+    ``quota_percent`` and ``throttled``: callables giving the tenant-wide metrics (read only when a rule asks).
+    """
     if rule.metric == "quota_use":
         return quota_percent() if quota_percent else None
+    if rule.metric == "throttled":
+        return throttled() if throttled else None
     values = []
     for sample in scope.matching(rule.queue, rule.group):
         if now_ms - sample["at_ms"] > stale_ms:
@@ -154,8 +160,9 @@ def step(rule: AlertRule, value: float | None, now: datetime) -> str | None:
     return notify
 
 
-def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int) -> dict:
-    """Evaluate every enabled rule; ``live``: {tenant id: {group key: sample}} (lag/store.py).
+def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int, throttled: dict[int, float] | None = None) -> dict:
+    """Evaluate every enabled rule; ``live``: {tenant id: {group key: sample}} (lag/store.py); ``throttled``:
+    {tenant id: times throttled lately} for tenants with a ``throttled`` rule (None: unknown, Redis did not answer).
 
     One query reads the rules; a rule whose state changes is written with a compare-and-set on its state and
     transition count (another evaluator that got there first wins, and this one records nothing), together with
@@ -182,7 +189,8 @@ def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int) -> dict:
     for rule in rules:
         before_state, before_count = rule.state, rule.transitions
         value = rule_value(rule, scopes.get(rule.tenant_id, empty), now_ms, stale_ms,
-                           quota_percent=lambda rule=rule: quota_percent(rule.tenant_id))
+                           quota_percent=lambda rule=rule: quota_percent(rule.tenant_id),
+                           throttled=lambda rule=rule: None if throttled is None else throttled.get(rule.tenant_id, 0.0))
         notify = step(rule, value, now)
         if rule.state == before_state and notify is None:
             continue

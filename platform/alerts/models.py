@@ -12,6 +12,7 @@ METRICS = {
     "unacknowledged message (queue groups)", "dead_letters": "dead-letter depth (queue groups)",
     "publish_rate": "publish rate (messages/s)", "consume_rate": "consume rate (messages/s)",
     "quota_use": "quota use (the highest, percent)",
+    "throttled": "times the plan's rate limits held the tenant back (the last minute or two)",
 }
 COMPARATORS = {">": lambda v, t: v > t, ">=": lambda v, t: v >= t, "<": lambda v, t: v < t, "<=": lambda v, t: v <= t}
 MISSING_DATA = ("insufficient_data", "breaching", "not_breaching", "keep_last")  # the default first

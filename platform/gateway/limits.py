@@ -38,10 +38,11 @@ PENDING_S = 30
 _PENDING = "pending"
 
 # KEYS: bucket keys. ARGV: now (ms), then rate (per s) and cost for each key.
-# Returns 0 when every bucket is above zero (and takes the costs), else the ms to wait.
+# Returns {0, 0} when every bucket is above zero (and takes the costs), else {ms to wait, which key}.
 _TAKE = """
 local now = tonumber(ARGV[1])
 local wait = 0
+local which = 0
 local levels = {}
 for i, key in ipairs(KEYS) do
   local rate = tonumber(ARGV[2 * i])
@@ -52,17 +53,26 @@ for i, key in ipairs(KEYS) do
   levels[i] = tokens
   if tokens <= 0 then
     local w = math.ceil((1 - tokens) * 1000 / rate)
-    if w > wait then wait = w end
+    if w > wait then wait = w; which = i end
   end
 end
-if wait > 0 then return wait end
+if wait > 0 then return {wait, which} end
 for i, key in ipairs(KEYS) do
   local rate = tonumber(ARGV[2 * i])
   redis.call('HSET', key, 't', levels[i] - tonumber(ARGV[2 * i + 1]), 'ts', now)
   redis.call('PEXPIRE', key, 60000)
 end
-return 0
+return {0, 0}
 """
+
+# What was throttled, counted per tenant and limit, by minute (kept 2 h) and by hour (kept 25 h): the console
+# and the ``throttled`` alert metric read them (``throttled_counts``).
+LIMITS = {"req": "requests", "in": "publish_bytes", "out": "consume_bytes"}
+_MINUTE_KEPT_S, _HOUR_KEPT_S = 2 * 3600, 25 * 3600
+
+
+def _throttle_keys(tenant_id: int, now_s: int) -> tuple[str, str]:
+    return f"tw:thr:{tenant_id}:m:{now_s // 60}", f"tw:thr:{tenant_id}:h:{now_s // 3600}"
 
 _connections: dict[int, redis.Redis] = {}
 _scripts: dict[int, object] = {}
@@ -105,7 +115,7 @@ async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, con
     """
     limits, tenant = caller.limits, caller.tenant_id
     now = time.monotonic()
-    keys, args, leased = [], [int(time.time() * 1000)], []
+    keys, args, leased, names = [], [int(time.time() * 1000)], [], []
     for name, rate, cost, applies in (("req", limits.requests_per_s, requests, requests > 0),
                                       ("in", limits.publish_bytes_per_s, publish_bytes, publish_bytes > 0),
                                       ("out", limits.consume_bytes_per_s, consume_bytes, consuming or consume_bytes > 0)):
@@ -118,6 +128,7 @@ async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, con
             continue
         chunk = max(rate * LEASE_FRACTION, 1)
         keys.append(key)
+        names.append(name)
         args += [max(rate, 1), cost + chunk]
         leased.append((key, chunk))
     if not keys:
@@ -125,17 +136,67 @@ async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, con
     connection()
     script = _scripts[id(asyncio.get_running_loop())]
     try:
-        wait_ms = int(await script(keys=keys, args=args))
+        wait_ms, which = (int(x) for x in await script(keys=keys, args=args))
     except (redis.RedisError, OSError) as exc:
         _redis_down(exc)  # availability first: a Redis outage must not stop publishing
         return
     if wait_ms > 0:
-        raise GatewayError("throttled", f"the plan's rate limit was reached: retry in {wait_ms} ms", 429,
-                           details={"retry_after_ms": wait_ms}, retry_after_ms=wait_ms)
+        limit = LIMITS[names[which - 1]]
+        await _count_throttled(tenant, limit)
+        raise GatewayError("throttled", f"the plan's rate limit was reached ({limit.replace('_', ' ')}/s): retry in "
+                           f"{wait_ms} ms", 429, details={"retry_after_ms": wait_ms, "limit": limit},
+                           retry_after_ms=wait_ms)
     if len(_leases) > 100_000:
         _leases.clear()
     for key, chunk in leased:
         _leases[key] = [chunk, now + LEASE_SECONDS]
+
+
+async def _count_throttled(tenant_id: int, limit: str) -> None:
+    minute, hour = _throttle_keys(tenant_id, int(time.time()))
+    try:
+        async with connection().pipeline(transaction=False) as pipe:
+            pipe.hincrby(minute, limit, 1)
+            pipe.expire(minute, _MINUTE_KEPT_S)
+            pipe.hincrby(hour, limit, 1)
+            pipe.expire(hour, _HOUR_KEPT_S)
+            await pipe.execute()
+    except (redis.RedisError, OSError) as exc:
+        _redis_down(exc)
+
+
+def throttled_counts(client, tenant_ids: list[int], *, minutes: int = 60) -> dict[int, dict[str, dict[str, int]]]:
+    """Per tenant: {"last_minute" | "last_hour" | "last_day": {limit: times throttled}} (a synchronous Redis client).
+
+    "last_minute" is the current and the previous minute (a look never finds an empty minute just begun),
+    "last_hour" the last ``minutes`` minutes, "last_day" the last 24 hours and this one. One round trip.
+    """
+    now_s = int(time.time())
+    pipe = client.pipeline(transaction=False)
+    for tenant_id in tenant_ids:
+        for back in range(minutes):
+            pipe.hgetall(_throttle_keys(tenant_id, now_s - back * 60)[0])
+        for back in range(25):
+            pipe.hgetall(_throttle_keys(tenant_id, now_s - back * 3600)[1])
+    answers = iter(pipe.execute())
+    out = {}
+    for tenant_id in tenant_ids:
+        spans = {"last_minute": dict.fromkeys(LIMITS.values(), 0), "last_hour": dict.fromkeys(LIMITS.values(), 0),
+                 "last_day": dict.fromkeys(LIMITS.values(), 0)}
+        for back in range(minutes):
+            for limit, count in next(answers).items():
+                limit = limit.decode() if isinstance(limit, bytes) else limit
+                if limit in spans["last_hour"]:
+                    spans["last_hour"][limit] += int(count)
+                    if back < 2:
+                        spans["last_minute"][limit] += int(count)
+        for _back in range(25):
+            for limit, count in next(answers).items():
+                limit = limit.decode() if isinstance(limit, bytes) else limit
+                if limit in spans["last_day"]:
+                    spans["last_day"][limit] += int(count)
+        out[tenant_id] = spans
+    return out
 
 
 async def charge_consumed(caller: Caller, consumed_bytes: int) -> None:

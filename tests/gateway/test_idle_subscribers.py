@@ -75,5 +75,9 @@ async def test_a_thousand_idle_subscribers_cost_fewer_requests_than_ten_did_and_
         assert values == sorted(f"m{b}-{i}" for b in range(10) for i in range(100))  # each once
         counts = sorted(len(held) for held in got)
         assert counts[0] >= 1 and counts[-1] <= 10, (counts[:5], counts[-5:])  # nobody without, nobody over prefetch
+        # A business-plan tenant is not throttled by its own subscriber count: they share the group's receives.
+        with plane.client(key) as api:
+            assert api.get("/api/v1/tenant").json()["throttled"]["last_hour"] == {
+                "requests": 0, "publish_bytes": 0, "consume_bytes": 0}
     finally:
         await close_all(sockets)

@@ -153,6 +153,7 @@ def test_rate_limits_answer_429_with_retry_after(gateway):
         throttled = [a for a in answers if a.status_code == 429]
         assert throttled, "200 requests at once exceed 50 requests/s"
         assert all(a.json()["code"] == "throttled" and int(a.headers["Retry-After"]) >= 1 for a in throttled)
+        assert all(a.json()["details"]["limit"] == "requests" for a in throttled)
         assert all(a.status_code in (200, 429) for a in answers)
         time.sleep(1.1)
         # Bytes: 1 MiB/s of publishing; five 250 KB messages take it all, the next publish waits.
@@ -160,7 +161,12 @@ def test_rate_limits_answer_429_with_retry_after(gateway):
         assert api.post(url, json={"messages": big}).status_code == 200
         refused = api.post(url, json={"messages": big})
         assert refused.status_code == 429 and refused.json()["code"] == "throttled"
+        assert refused.json()["details"]["limit"] == "publish_bytes"
         assert len(_stored(api, name)) == 5
+        # Every refusal is counted for the tenant, by limit (the API, the console and the `throttled` alert metric).
+        counts = api.get("/api/v1/tenant").json()["throttled"]
+        assert counts["last_minute"] == counts["last_hour"] == counts["last_day"] == {
+            "requests": len(throttled), "publish_bytes": 1, "consume_bytes": 0}
 
 
 def test_every_data_endpoint_is_throttled_when_the_tenant_is_out_of_requests(gateway):

@@ -1,5 +1,5 @@
 """The dashboard: the tenant's queues, traffic over the last hour, the groups furthest behind, dead letters,
-quota use and recent audit events (the parts that ask the brokers load separately, so the page never waits)."""
+quota use, how often the plan's rate limits held the tenant back, and recent audit events (the parts that ask the brokers load separately, so the page never waits)."""
 
 from __future__ import annotations
 
@@ -95,3 +95,30 @@ def dead_letter_totals(request):
                                             "dead_letter_error": error, "looked_at": len(names),
                                             "all_exact": all(r["exact"] for r in rows)},
                 partial="dead_letter_totals.html")
+
+
+@require_safe
+@member_page()
+def throttling(request):
+    """The plan's rate limits and how often each held the tenant back: the last minute, hour and day (from Redis)."""
+    import redis
+    from django.conf import settings
+
+    from gateway.limits import throttled_counts
+
+    plan = request.principal.tenant.plan
+    error, counts = "", None
+    connection = redis.Redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+    try:
+        counts = throttled_counts(connection, [request.principal.tenant.pk])[request.principal.tenant.pk]
+    except (redis.RedisError, OSError) as exc:
+        error = f"the rate limiter (Redis) did not answer: {exc}"
+    finally:
+        connection.close()
+    rates = {"requests": f"{plan.max_requests_per_s:,} requests/s",
+             "publish_bytes": f"{plan.max_publish_bytes_per_s / (1 << 20):,.0f} MiB/s published",
+             "consume_bytes": f"{plan.max_consume_bytes_per_s / (1 << 20):,.0f} MiB/s consumed"}
+    spans = ("last_minute", "last_hour", "last_day")
+    rows = [{"limit": limit, "rate": rate, **{span: counts[span][limit] if counts else None for span in spans}}
+            for limit, rate in rates.items()]
+    return page(request, "dashboard.html", {"throttling": rows, "throttling_error": error}, partial="throttling.html")

@@ -28,9 +28,24 @@ class UsageSerializer(serializers.Serializer):
     reserved_storage_bytes = serializers.IntegerField()
 
 
+class ThrottledSerializer(serializers.Serializer):
+    requests = serializers.IntegerField()
+    publish_bytes = serializers.IntegerField()
+    consume_bytes = serializers.IntegerField()
+
+
+class ThrottlingSerializer(serializers.Serializer):
+    """Times each of the plan's rate limits held the tenant back (429 answers and WebSocket throttle frames)."""
+
+    last_minute = ThrottledSerializer()
+    last_hour = ThrottledSerializer()
+    last_day = ThrottledSerializer()
+
+
 class CurrentTenantSerializer(serializers.Serializer):
     tenant = TenantSerializer()
     usage = UsageSerializer()
+    throttled = ThrottlingSerializer(allow_null=True, help_text="null when the rate limiter (Redis) did not answer")
 
 
 class ApiKeySerializer(serializers.ModelSerializer):

@@ -28,6 +28,21 @@ from tenants.models import ApiKey, AuditEntry, Membership, Tenant
 AUDIT_LIMIT_MAX = 1000
 
 
+def _throttled(tenant_id: int) -> dict | None:
+    import redis
+    from django.conf import settings
+
+    from gateway.limits import throttled_counts
+
+    connection = redis.Redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=2, socket_connect_timeout=1)
+    try:
+        return throttled_counts(connection, [tenant_id])[tenant_id]
+    except (redis.RedisError, OSError):
+        return None
+    finally:
+        connection.close()
+
+
 class CurrentTenantView(APIView):
     """The tenant the caller acts for, its plan and what its queues take from the quotas."""
 
@@ -40,6 +55,7 @@ class CurrentTenantView(APIView):
         return Response(CurrentTenantSerializer({
             "tenant": tenant,
             "usage": {"queues": used.queues, "partitions": used.partitions, "reserved_storage_bytes": used.storage_bytes},
+            "throttled": _throttled(tenant.pk),
         }).data)
 
 
