@@ -39,7 +39,7 @@ from brokers.aio import cancel_and_wait
 from brokers.groups.stream import Member, StreamGroup
 from brokers.protocol import messages as m
 from brokers.queues.service import QueueService
-from brokers.queues.state_log import replay
+from brokers.queues.state_log import SLOTS, replay
 from brokers.record.batch import BatchBuilder, decode_records, iter_batches, read_header
 from brokers.replication import Role
 from brokers.storage import TopicConfig
@@ -57,6 +57,9 @@ INTERNAL_TOPIC = "__consumer_offsets"
 INTERNAL_TOPIC_SETTINGS = {
     "cleanup.policy": "compact",
     "segment.bytes": str(16 << 20),
+    # Rolled at least every 10 minutes, so the cleaner drops what groups no longer need (and merges the
+    # small segments this makes) and the topic's size follows the live groups, not the traffic they had.
+    "segment.ms": str(10 * 60 * 1000),
     "retention.ms": "-1",
     "max.message.bytes": str(8 << 20),
 }
@@ -102,13 +105,14 @@ class GroupCoordinator:
         replicas.metrics.watch_queues(self.queues.held)
         self._creating: asyncio.Task | None = None
         self._sweeper: asyncio.Task | None = None
+        self._tombstone_writes: set[asyncio.Task] = set()  # see forget_topics
 
     def start(self) -> None:
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
         self.queues.start()
 
     async def stop(self) -> None:
-        await cancel_and_wait(*(t for t in (self._sweeper, self._creating) if t is not None))
+        await cancel_and_wait(*(t for t in (self._sweeper, self._creating) if t is not None), *self._tombstone_writes)
         await self.queues.stop()
 
     # -- which groups are ours ------------------------------------------------------------
@@ -234,6 +238,38 @@ class GroupCoordinator:
             "coordinator for %s-%d (epoch %d): loaded %d groups from %d keys in %.0f ms",
             INTERNAL_TOPIC, index, partition.leader_epoch, groups, len(latest), (time.monotonic() - started) * 1000,
         )
+
+    def forget_topics(self, names: list[str]) -> None:
+        """Topics were deleted: drop what groups kept about them here and tombstone it in the state log, so
+        ``__consumer_offsets`` holds what live groups need, not everything groups ever touched.
+
+        Groups coordinated elsewhere are the other brokers' business (every broker hears of a deletion).
+        """
+        count = self._internal_partition_count()
+        if not names or count is None:
+            return
+        tombstones: dict[int, list[tuple[list, object]]] = defaultdict(list)
+        for topic in names:
+            for group_id, number in self.queues.forget_topic(topic):
+                keys = [["share", group_id, topic, number]] + [["share-delta", group_id, topic, number, slot] for slot in range(SLOTS)]
+                tombstones[partition_for_group(group_id, count)] += [(key, None) for key in keys]
+            for group_id, group in self.stream_groups.items():
+                for tp in [tp for tp in group.offsets if tp[0] == topic]:
+                    del group.offsets[tp]
+                    tombstones[partition_for_group(group_id, count)].append((["offset", group_id, *tp], None))
+        for index, records in tombstones.items():
+            if index in self.loaded:
+                task = asyncio.get_running_loop().create_task(self._write_tombstones(index, records))
+                self._tombstone_writes.add(task)
+                task.add_done_callback(self._tombstone_writes.discard)
+
+    async def _write_tombstones(self, index: int, records: list[tuple[list, object]]) -> None:
+        try:
+            for start in range(0, len(records), 1000):
+                await self.write(index, records[start:start + 1000])
+            log.info("%s-%d: forgot %d keys of deleted topics", INTERNAL_TOPIC, index, len(records))
+        except errors.TidewayError as exc:  # the next coordinator's state still names them; harmless, only bigger
+            log.info("%s-%d: tombstones of deleted topics not written: %s", INTERNAL_TOPIC, index, exc)
 
     def _unload(self, index: int) -> None:
         if self.loaded.pop(index, None) is None:

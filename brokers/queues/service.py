@@ -190,6 +190,23 @@ class QueueService:
         self._restored[(group_id, topic, partition)] = {**snapshot, "seq": seq}
         self._dead_letters.set()
 
+    def forget_topic(self, topic: str) -> list[tuple[str, int]]:
+        """``topic`` was deleted: drop its share-partitions (loaded or not); (group, partition) of each dropped."""
+        dropped = []
+        for key in [k for k in (*self.shares, *self._restored) if k[1] == topic]:
+            state = self.shares.pop(key, None)
+            if state is not None:
+                for _version, done in state.writes:
+                    done.cancel()
+                if state.watching is not None:
+                    state.watching.cancel()
+            self._restored.pop(key, None)
+            dropped.append((key[0], key[2]))
+        for key in [k for k in self._changed if k[1] == topic]:
+            self._changed.pop(key).set()  # receivers waiting on it look again (and find the topic gone)
+            self._round_robin.pop(key, None)
+        return dropped
+
     def unload_group(self, group_id: str) -> None:
         for key in [k for k in self.shares if k[0] == group_id]:
             share = self.shares.pop(key)

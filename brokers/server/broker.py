@@ -492,6 +492,7 @@ class Broker:
                 if self.metadata.cluster_mode:
                     raise InvalidRequestError("this broker is in a cluster: delete topics through the controller")
                 self._delete_local_topic(name)
+                self.coordinator.forget_topics([name])
             except BrokerError as exc:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
@@ -568,6 +569,7 @@ class Broker:
         for name in request.deleted_topics:
             if name in self.logs.topics:
                 self._delete_local_topic(name)
+        self.coordinator.forget_topics(list(request.deleted_topics))
         for topic in request.topics:
             if topic.name in self.logs.topics:
                 # Settings and partition count may have changed (ALTER_CONFIGS, CREATE_PARTITIONS).

@@ -6,14 +6,21 @@ steps so that produce and fetch never wait for it:
 1. ``plan`` (event-loop thread): note the closed segments and how far the
    active segment reaches right now.
 2. ``build`` (a worker thread): read everything once to find each key's
-   latest offset, then write a cleaned copy of every closed segment next to it
+   latest offset, then write cleaned copies of the closed segments
    (``.log.cleaned``): batches whose records all survive are copied byte for
    byte, others are rebuilt with the survivors at their original offsets, empty
    ones are dropped. Tombstones (null values) older than delete.retention.ms
-   go too. The originals are only read (pread), so readers are unaffected.
-3. ``swap`` (event-loop thread): replace each segment that is still part of
-   the log with its cleaned copy, atomically by rename. A reader sees the old
-   segment or the new one, and both hold the latest value of every key.
+   go too. Consecutive segments whose cleaned contents fit in segment.bytes
+   together go into one copy (named after the first), so a log that rolls
+   often does not pile up small files. The originals are only read (pread), so
+   readers are unaffected.
+3. ``swap`` (event-loop thread): replace each group of segments still part of
+   the log with its cleaned copy. The copy is renamed ``.log.swap-END``, the
+   originals are deleted, and the copy is renamed ``.log``; a crash in between
+   leaves that file, which the log finishes putting in place when it
+   opens (``Log._load``: it deletes the segments the copy covers first). A
+   reader sees the old segments or the new one, and both hold the latest value
+   of every key.
 
 Offsets never change; compaction leaves gaps, which readers skip.
 """
@@ -26,6 +33,7 @@ import time
 from dataclasses import dataclass
 
 from brokers.record.batch import decode_records, iter_batches, read_header, rebuild_batch
+from brokers.storage.files import fsync_directory
 from brokers.storage.log import Log
 from brokers.storage.segment import Segment
 
@@ -35,6 +43,11 @@ log = logging.getLogger(__name__)
 
 _READ_CHUNK_BYTES = 8 << 20
 CLEANED_SUFFIX = ".cleaned"
+
+
+def swap_file_name(log_path: str, end_offset: int) -> str:
+    """The copy while it replaces the segments from its own base offset up to ``end_offset`` (see Log._load)."""
+    return f"{log_path}.swap-{end_offset}"
 
 
 @dataclass
@@ -48,9 +61,14 @@ class CompactionPlan:
 
 @dataclass
 class CompactionResult:
-    cleaned_paths: dict[int, str]  # segment base offset -> cleaned file
+    cleaned_paths: dict[int, str]  # first segment's base offset -> cleaned file (of the segments in ``merged``)
     records_before: int
     records_after: int
+    merged: dict[int, list[int]] = None  # first segment's base offset -> base offsets of every segment in the copy
+
+    def __post_init__(self) -> None:
+        if self.merged is None:
+            self.merged = {base: [base] for base in self.cleaned_paths}
 
 
 def plan(log_: Log, now_ms: int | None = None) -> CompactionPlan | None:
@@ -92,51 +110,83 @@ def build(plan_: CompactionPlan) -> CompactionResult:
                 if record.key is not None:
                     latest[record.key] = record.offset
     tombstone_horizon_ms = plan_.now_ms - plan_.log.config.delete_retention_ms
+    limit = plan_.log.config.segment_bytes
     cleaned: dict[int, str] = {}
+    merged: dict[int, list[int]] = {}
     before = after = 0
+    out, first, size = None, None, 0  # the copy being written, the base offset it is named after, its bytes
     for segment in plan_.segments:
-        path = segment.log_path + CLEANED_SUFFIX
-        with open(path, "wb") as out:
-            for raw in _batches(segment, segment.size_bytes):
-                records = decode_records(raw)
-                kept = [
-                    r for r in records
-                    if (r.key is None or latest.get(r.key) == r.offset)
-                    and not (r.value is None and r.timestamp_ms < tombstone_horizon_ms)
-                ]
-                before += len(records)
-                after += len(kept)
-                header = read_header(raw)
-                if len(kept) == len(records):
-                    out.write(raw)
-                elif kept or last_batch_of_producer.get(header.producer_id) == header.base_offset:
-                    # An idempotent producer's last batch stays, if need be as a bare
-                    # header, so its sequence history survives a rebuild from the log.
-                    out.write(rebuild_batch(header, kept))
-            out.flush()
-            os.fsync(out.fileno())
-        cleaned[segment.base_offset] = path
-    return CompactionResult(cleaned, before, after)
+        kept_batches = []
+        for raw in _batches(segment, segment.size_bytes):
+            records = decode_records(raw)
+            kept = [
+                r for r in records
+                if (r.key is None or latest.get(r.key) == r.offset)
+                and not (r.value is None and r.timestamp_ms < tombstone_horizon_ms)
+            ]
+            before += len(records)
+            after += len(kept)
+            header = read_header(raw)
+            if len(kept) == len(records):
+                kept_batches.append(bytes(raw))
+            elif kept or last_batch_of_producer.get(header.producer_id) == header.base_offset:
+                # An idempotent producer's last batch stays, if need be as a bare
+                # header, so its sequence history survives a rebuild from the log.
+                kept_batches.append(rebuild_batch(header, kept))
+        cleaned_size = sum(len(b) for b in kept_batches)
+        # Index positions are relative offsets in 32 bits: a copy spans less than 2**31 offsets.
+        fits = (out is not None and size + cleaned_size <= limit
+                and segment.next_offset - first < (1 << 31) - 1)
+        if not fits:
+            if out is not None:
+                _finish(out)
+            first, size = segment.base_offset, 0
+            path = segment.log_path + CLEANED_SUFFIX
+            out = open(path, "wb")
+            cleaned[first] = path
+            merged[first] = []
+        for batch in kept_batches:
+            out.write(batch)
+        size += cleaned_size
+        merged[first].append(segment.base_offset)
+    if out is not None:
+        _finish(out)
+    return CompactionResult(cleaned, before, after, merged)
+
+
+def _finish(out) -> None:
+    out.flush()
+    os.fsync(out.fileno())
+    out.close()
 
 
 def swap(plan_: CompactionPlan, result: CompactionResult) -> int:
-    """Put the cleaned segments in place (event-loop thread); return how many."""
+    """Put the cleaned copies in place (event-loop thread); return how many segments were replaced."""
     log_ = plan_.log
+    planned = {segment.base_offset: segment for segment in plan_.segments}
     swapped = 0
-    for index, segment in enumerate(log_.segments[:-1]):
-        path = result.cleaned_paths.pop(segment.base_offset, None)
-        if path is None or segment not in plan_.segments:
+    for first, bases in result.merged.items():
+        path = result.cleaned_paths.pop(first)
+        position = next((i for i, s in enumerate(log_.segments[:-1]) if s.base_offset == first), None)
+        group = log_.segments[position:position + len(bases)] if position is not None else []
+        if [s.base_offset for s in group] != bases or any(planned.get(s.base_offset) is not s for s in group):
+            os.unlink(path)  # the log changed meanwhile (retention): next time
             continue
-        segment.delete_indexes()
-        os.replace(path, segment.log_path)
-        fresh = Segment(log_.directory, segment.base_offset, log_.config.index_interval_bytes)
+        swap_path = swap_file_name(group[0].log_path, group[-1].next_offset)
+        os.replace(path, swap_path)
+        fsync_directory(log_.directory)
+        for old in group:
+            old.delete()  # its .log and index files; the copy holds what it kept
+        os.replace(swap_path, group[0].log_path)
+        fsync_directory(log_.directory)
+        fresh = Segment(log_.directory, first, log_.config.index_interval_bytes)
         fresh.load(recover=False)
         fresh.write_indexes()
         if log_.open_files is not None:
             fresh.seal(log_.open_files)
-        segment.close_without_indexes()
-        log_.segments[index] = fresh
-        swapped += 1
+        log_.segments[position:position + len(bases)] = [fresh]
+        log_.replaced_segments()
+        swapped += len(bases)
     for leftover in result.cleaned_paths.values():  # segments removed meanwhile (retention)
         try:
             os.unlink(leftover)

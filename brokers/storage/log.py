@@ -48,7 +48,7 @@ from brokers.record.batch import (
 )
 from brokers.storage.config import TopicConfig
 from brokers.storage.epochs import LeaderEpochCache
-from brokers.storage.files import write_atomically
+from brokers.storage.files import fsync_directory, write_atomically
 from brokers.storage.open_files import OpenFiles
 from brokers.storage.producers import ProducerStateTable
 from brokers.storage.segment import Segment
@@ -58,6 +58,7 @@ __all__ = ["AppendResult", "Log", "ReadResult"]
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+_SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap-(\d+)$")  # a compacted copy replacing segments (cleaner.swap)
 _VERIFIED_FILE = "verified-segments"
 
 # Told (log, first offset that cannot be served intact, what is wrong) when a
@@ -128,7 +129,28 @@ class Log:
         instance._load(recovery_point)
         return instance
 
+    def _finish_swaps(self) -> None:
+        """Put in place a compacted copy a crash left halfway (cleaner.swap): the segments it covers go first."""
+        for name in sorted(os.listdir(self.directory)):
+            match = _SWAP_FILE.match(name)
+            if match is None:
+                continue
+            first, end = int(match.group(1)), int(match.group(2))
+            for other in os.listdir(self.directory):
+                covered = _SEGMENT_FILE.match(other.rsplit(".", 1)[0] + ".log") if other.endswith((".log", ".index", ".timeindex")) else None
+                if covered is not None and first <= int(covered.group(1)) < end:
+                    os.unlink(os.path.join(self.directory, other))
+            os.replace(os.path.join(self.directory, name), os.path.join(self.directory, f"{first:020d}.log"))
+            fsync_directory(self.directory)
+            log.warning("%s-%d: finished putting compacted segment %d in place (offsets below %d)", self.topic,
+                        self.partition, first, end)
+
+    def replaced_segments(self) -> None:
+        """``segments`` changed in the middle (compaction merged some): look-ups follow."""
+        self._base_offsets = [segment.base_offset for segment in self.segments]
+
     def _load(self, recovery_point: int | None) -> None:
+        self._finish_swaps()
         base_offsets = sorted(
             int(match.group(1)) for name in os.listdir(self.directory) if (match := _SEGMENT_FILE.match(name))
         )

@@ -124,3 +124,50 @@ async def test_an_unloaded_group_keeps_delivery_counts_and_released_messages(bro
         assert [(m.value, m.delivery_count) for m in again] == [(b"b", 2)]
         await queue.ack(again)
         assert await queue.receive(3, wait_ms=300) == []
+
+
+def _offsets_topic_bytes(data_dir) -> int:
+    return sum(path.stat().st_size for path in data_dir.glob("__consumer_offsets-*/*.log"))
+
+
+async def test_deleting_a_queue_leaves_only_what_live_groups_need_in_the_offsets_topic(broker_factory):
+    """``__consumer_offsets`` follows the live groups: a deleted queue's groups are tombstoned and compacted away."""
+    broker = broker_factory(extra_args=["--log-cleaner-interval-ms", "300"])
+    async with TidewayClient(broker.bootstrap) as client:
+        for topic in ("doomed", "kept"):
+            await client.create_topic(topic, partitions=4)
+    async with Producer(broker.bootstrap, acks=1, linger_ms=5) as producer:
+        for i in range(2000):
+            await producer.send("doomed", b"x" * 100, partition=i % 4)
+        for i in range(40):
+            await producer.send("kept", b"k%d" % i, partition=i % 4)
+        await producer.flush()
+
+    async def process(group: str, topic: str, count: int) -> None:
+        async with QueueConsumer(broker.bootstrap, group, topic) as queue:
+            done = 0
+            while done < count:
+                messages = await queue.receive(100, wait_ms=1000)
+                assert messages
+                await asyncio.gather(*(queue.ack([m]) for m in messages))  # each on its own: many state writes
+                done += len(messages)
+
+    await asyncio.gather(*(process(f"g{n}", "doomed", 2000) for n in range(20)), process("survivor", "kept", 40))
+    grown = _offsets_topic_bytes(broker.data_dir)
+    async with TidewayClient(broker.bootstrap) as client:
+        # Roll the offsets topic at once (10 minutes by default), so the cleaner may drop what the tombstones replace.
+        await client.alter_configs("__consumer_offsets", set={"segment.ms": "1000"})
+        await asyncio.sleep(1.5)
+        await client.delete_topic("doomed")
+    await _wait_for(lambda: _offsets_topic_bytes(broker.data_dir) < grown / 4, 30,
+                    f"the offsets topic to shrink from {grown} bytes")
+    assert "forgot" in broker.log_text()
+
+    # The live group's state is intact, also after a restart that reads it back from the compacted topic.
+    assert broker.terminate() == 0
+    broker.restart()
+    async with TidewayClient(broker.bootstrap) as client:
+        description = await describe_group(client, "survivor")
+    assert [(p.partition, p.start_offset) for p in description.share_partitions] == [(p, 10) for p in range(4)]
+    async with QueueConsumer(broker.bootstrap, "survivor", "kept") as queue:
+        assert await queue.receive(10, wait_ms=300) == []
