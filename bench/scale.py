@@ -22,6 +22,13 @@ Curves (``--curves``, comma-separated; default all):
   (prefetch 10, nothing published); after 3 s, the brokers' CPU (the three
   summed, % of one core) and the gateway's over 10 s.
 
+* ``active``: in the same deployment, a queue (3 partitions, replication
+  factor 3) and 0, 10, 100 and 1,000 WebSocket subscribers (``--active``;
+  prefetch 10, each acknowledging a delivery at once) while 1,000 msgs/s are
+  published over REST (10 a request) for 15 s: what was delivered,
+  subscribers left without messages, throttle frames, publish and
+  publish-to-push latency, and the brokers' and the gateway's CPU.
+
 * ``groups``: one broker (idle share-partitions unloaded after 5 s) and a
   queue of 4 partitions holding 20,000 x 100 B; for 1, 10 and 100 groups
   (``--groups``): queue groups, ten at a time, each receive (1,000 a call)
@@ -56,7 +63,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
 from tests.api.conftest import running_control_plane  # noqa: E402
 
-CURVES = ("partitions", "groups", "queues", "subscribers")
+CURVES = ("partitions", "groups", "queues", "subscribers", "active")
 PARTITION_COUNTS = (1, 10, 100, 1_000)
 
 
@@ -287,12 +294,102 @@ def subscribers_curve(plane, counts: list[int]) -> dict:
     return out
 
 
+def active_subscribers_curve(plane, counts: list[int], rate: int = 1_000, seconds: float = 15.0) -> dict:
+    """WebSocket subscribers (prefetch 10, acking each delivery at once) while ``rate`` msgs/s are published over REST."""
+    import asyncio
+    import json
+
+    import httpx
+
+    from tests.gateway.conftest import close_all, subscribe_many
+
+    _slug, key = plane.create_tenant(plan="business")
+    headers = {"Authorization": f"Bearer {key}"}
+    with plane.client(key) as api:
+        answer = api.post("/api/v1/queues/", json={"name": "active", "partitions": 3, "replication_factor": 3})
+        assert answer.status_code == 201, answer.text
+    url = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/active"
+    brokers = [b.process.pid for b in plane.deployment.brokers.values()]
+
+    async def measure(count: int) -> dict:
+        sockets = await subscribe_many(url, headers, count, group="active")
+        got = [0] * count
+        push_ms: list[float] = []
+        throttles = [0]
+        stop = asyncio.Event()
+
+        async def subscriber(index: int, ws) -> None:
+            while not stop.is_set():
+                try:
+                    frame = json.loads(await asyncio.wait_for(ws.recv(), 1.0))
+                except TimeoutError:
+                    continue
+                if frame["type"] == "messages":
+                    now = time.time()
+                    got[index] += len(frame["messages"])
+                    push_ms.extend((now - float(m["value"])) * 1000 for m in frame["messages"])
+                    await ws.send(json.dumps({"type": "ack", "receipts": [m["receipt"] for m in frame["messages"]]}))
+                elif frame["type"] == "throttle":
+                    throttles[0] += 1
+
+        readers = [asyncio.ensure_future(subscriber(i, ws)) for i, ws in enumerate(sockets)]
+        publish_ms: list[float] = []
+        per_request = max(1, rate // 100)  # a request every 10 ms
+        published = 0
+        before = [_cpu_s(pid) for pid in brokers], _cpu_s(plane.server.pid)
+        async with httpx.AsyncClient(base_url=plane.base_url, headers=headers, timeout=30) as client:
+            started = time.perf_counter()
+            while time.perf_counter() - started < seconds:
+                due = started + published / rate
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                sent = time.perf_counter()
+                answer = await client.post("/api/v1/queues/active/messages",
+                                           json={"messages": [{"value": repr(time.time())} for _ in range(per_request)]})
+                publish_ms.append((time.perf_counter() - sent) * 1000)
+                if answer.status_code != 200:
+                    raise SystemExit(f"publish failed: {answer.status_code} {answer.text}")
+                published += per_request
+        elapsed = time.perf_counter() - started
+        after = [_cpu_s(pid) for pid in brokers], _cpu_s(plane.server.pid)
+        deadline = time.monotonic() + 15
+        while count and sum(got) < published and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        stop.set()
+        await asyncio.gather(*readers, return_exceptions=True)
+        await close_all(sockets)
+        if not count:  # nobody took them: drain the queue for the next count
+            async with httpx.AsyncClient(base_url=plane.base_url, headers=headers, timeout=30) as client:
+                while True:
+                    answer = await client.post("/api/v1/queues/active/groups/active/receive",
+                                               json={"max_messages": 1000, "wait_seconds": 1})
+                    messages = answer.json()["messages"]
+                    if not messages:
+                        break
+                    await client.post("/api/v1/queues/active/groups/active/ack",
+                                      json={"receipts": [m["receipt"] for m in messages]})
+        pct = lambda values, q: round(statistics.quantiles(values, n=100)[q - 1], 1) if len(values) > 1 else None  # noqa: E731
+        return {"published": published, "delivered": sum(got) if count else None,
+                "subscribers_without_messages": sum(1 for n in got if n == 0), "throttle_frames": throttles[0],
+                "publish_ms_p50": pct(publish_ms, 50), "publish_ms_p99": pct(publish_ms, 99),
+                "push_ms_p50": pct(push_ms, 50), "push_ms_p99": pct(push_ms, 99),
+                "brokers_cpu_percent": round((sum(after[0]) - sum(before[0])) / elapsed * 100, 1),
+                "gateway_cpu_percent": round((after[1] - before[1]) / elapsed * 100, 1)}
+
+    out = {}
+    for count in counts:
+        progress(f"{count:,} WebSocket subscribers while {rate:,} msgs/s are published for {seconds:.0f} s")
+        out[str(count)] = asyncio.run(measure(count))
+        progress(f"  {out[str(count)]}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--curves", default=",".join(CURVES), help="which curves, comma-separated (default %(default)s)")
     parser.add_argument("--queues", type=int, default=1_000, help="queues the tenant creates (default %(default)s)")
     parser.add_argument("--subscribers", default="0,10,100", help="idle subscriber counts (default %(default)s)")
     parser.add_argument("--groups", default="1,10,100", help="queue and stream group counts (default %(default)s)")
+    parser.add_argument("--active", default="0,10,100,1000", help="active subscriber counts (default %(default)s)")
     args = parser.parse_args()
     curves = set(args.curves.split(","))
     if curves - set(CURVES):
@@ -302,13 +399,15 @@ def main() -> None:
         result["partitions_per_broker"] = partitions_curve()
     if "groups" in curves:
         result["groups_per_broker"] = groups_curve([int(c) for c in args.groups.split(",")])
-    if curves & {"queues", "subscribers"}:
+    if curves & {"queues", "subscribers", "active"}:
         with tempfile.TemporaryDirectory(prefix="tideway-bench-scale-") as home:
             progress("starting Redis, controller, 3 brokers, a Celery worker and the gateway")
             with running_control_plane(Path(home), f"sqlite://{home}/control.sqlite3") as plane:
                 if "subscribers" in curves:
                     counts = [int(c) for c in args.subscribers.split(",")]
                     result["idle_subscribers"] = subscribers_curve(plane, counts)
+                if "active" in curves:
+                    result["active_subscribers"] = active_subscribers_curve(plane, [int(c) for c in args.active.split(",")])
                 if "queues" in curves:
                     progress(f"one tenant creates {args.queues:,} queues")
                     result["queues_per_tenant"] = queues_curve(plane, args.queues)
