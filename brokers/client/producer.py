@@ -132,6 +132,9 @@ async def wait_records(futures: list[RecordFuture]) -> list[RecordMetadata | Bas
     return out
 
 
+SWEEP_INTERVAL_S = 1.0  # how often batches past their delivery timeout are looked for (_fail_overdue)
+
+
 class _Batch:
     __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data", "in_flight",
                  "last_error")
@@ -217,6 +220,7 @@ class Producer:
         self._in_flight: dict[int, int] = {}  # requests per leader
         self._partition_in_flight: dict[tuple[str, int], int] = {}  # batches per partition
         self._unfinished: set[_Batch] = set()
+        self._next_sweep = 0.0  # see _fail_overdue
         self._buffered_bytes = 0
         self._space = asyncio.Event()
         self._space.set()
@@ -419,7 +423,12 @@ class Producer:
                     next_deadline = deadline
             if self._ready:
                 await self._send_ready()
+            if self._unfinished and now >= self._next_sweep:
+                self._next_sweep = now + SWEEP_INTERVAL_S
+                self._fail_overdue(now)
             timeout = None if next_deadline is None else max(next_deadline - time.monotonic(), 0)
+            if self._unfinished:  # look for overdue batches now and then, even with nothing to send
+                timeout = SWEEP_INTERVAL_S if timeout is None else min(timeout, SWEEP_INTERVAL_S)
             if not self._wakeup.is_set():
                 await self._wakeup.wait(timeout)
 
@@ -629,6 +638,28 @@ class Producer:
         resend = [b for b in batches if not b.future.done()]
         self._ready.extendleft(reversed(resend))
         self._wakeup.set()
+
+    def _fail_overdue(self, now: float) -> None:
+        """Fail every batch past its delivery timeout that is not in a request: whatever held it back (a partition
+        whose sends never resumed, a resend that never started), its sender must get an answer. A request's
+        own timeout answers the batches in it."""
+        for batch in [b for b in self._unfinished if not b.in_flight and now - b.created_monotonic >= self.delivery_timeout_s]:
+            key = (batch.topic, batch.partition)
+            where = "open" if self._open.get(key) is batch else "waiting to be sent"
+            if self._open.get(key) is batch:
+                del self._open[key]
+            if batch in self._ready:
+                self._ready.remove(batch)
+            if batch in self._resending.get(key, ()):
+                self._resending[key].remove(batch)
+            log.warning("producer: a batch of %s-%d was %s past the delivery timeout (%.0f s, %d attempts): failing it",
+                        batch.topic, batch.partition, where, self.delivery_timeout_s, batch.attempts)
+            cause = errors.RequestTimedOutError(
+                f"not acknowledged within the delivery timeout ({self.delivery_timeout_s:.0f}s) after {batch.attempts} "
+                f"attempts; last error: {batch.last_error or 'it could not be sent'}")
+            self._fail(batch, cause)
+            if self.idempotent:
+                self._abandon_sequence_after(batch, cause)
 
     def _expired(self, batch: _Batch) -> bool:
         return time.monotonic() - batch.created_monotonic >= self.delivery_timeout_s

@@ -108,3 +108,27 @@ async def test_records_sent_one_by_one_while_a_partition_is_busy_join_one_batch(
     assert sum(batch_sizes) == 3000
     # The first few went out one record each before the partition's in-flight cap was reached.
     assert len(batch_sizes) <= 10, f"{len(batch_sizes)} batches for 3,000 records: {batch_sizes[:20]}"
+
+
+async def test_a_batch_that_can_never_be_sent_is_failed_at_its_delivery_timeout(broker):
+    """Every send gets an answer within the delivery timeout, whatever holds its batch back (here: its
+    partition's count of batches in flight, left at the cap as a lost answer could leave it)."""
+    from brokers import errors
+    from brokers.client.producer import IN_FLIGHT_BATCHES_PER_PARTITION_MAX
+
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("held", partitions=2)
+    async with Producer(broker.bootstrap, acks="all", delivery_timeout_ms=1500) as producer:
+        await (await producer.send("held", b"first", partition=0))
+        producer._partition_in_flight[("held", 0)] = IN_FLIGHT_BATCHES_PER_PARTITION_MAX
+        stuck = await producer.send("held", b"never sent", partition=0)
+        fine = await producer.send("held", b"other partition", partition=1)
+        assert (await asyncio.wait_for(fine, 5)).offset == 0
+        try:
+            await asyncio.wait_for(stuck, 5)
+        except errors.RequestTimedOutError as exc:
+            assert "delivery timeout" in str(exc)
+        else:
+            raise AssertionError("the held batch was acknowledged")
+        producer._partition_in_flight.pop(("held", 0), None)
+        assert (await asyncio.wait_for(await producer.send("held", b"after", partition=0), 5)).offset >= 1
