@@ -401,8 +401,8 @@ class Log:
         """
         target = self.log_end_offset
         for segment in list(self.segments):
-            if segment.next_offset > self.flushed_offset and segment.fd >= 0:
-                segment.fsync()
+            if segment.next_offset > self.flushed_offset:
+                segment.fsync()  # a rolled one whose file the LRU closed is opened for it
         if target > self.flushed_offset:
             self.flushed_offset = target
         self.last_flush_monotonic = time.monotonic()

@@ -268,12 +268,16 @@ class Segment:
 
     def fsync(self) -> None:
         if self._sealed_in is None:
-            os.fsync(self.fd)
+            if self.fd >= 0:  # (closed: the segment was deleted meanwhile, nothing to keep)
+                os.fsync(self.fd)
             return
         with self._fd_lock:  # a sealed segment's file may be closed: fsync through a new descriptor
-            if self.fd < 0:
-                self.fd = os.open(self.log_path, os.O_RDONLY)
-            os.fsync(self.fd)
+            try:
+                if self.fd < 0:
+                    self.fd = os.open(self.log_path, os.O_RDONLY)
+                os.fsync(self.fd)
+            except FileNotFoundError:
+                pass  # deleted meanwhile (retention, compaction)
 
     def write_indexes(self) -> None:
         """Write both index files whole (atomically, by rename)."""
