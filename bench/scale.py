@@ -260,19 +260,23 @@ def queues_curve(plane, count: int) -> dict:
     return out
 
 
+def _subscribed_queue(plane, name: str, *, plan: str) -> tuple[dict, str, list[int]]:
+    """A new tenant's queue (3 partitions, replication factor 3): its key's headers, WebSocket URL, the brokers' pids."""
+    _slug, key = plane.create_tenant(plan=plan)
+    with plane.client(key) as api:
+        answer = api.post("/api/v1/queues/", json={"name": name, "partitions": 3, "replication_factor": 3})
+        assert answer.status_code == 201, answer.text
+    url = plane.base_url.replace("http://", "ws://") + f"/ws/v1/queues/{name}"
+    return {"Authorization": f"Bearer {key}"}, url, [b.process.pid for b in plane.deployment.brokers.values()]
+
+
 def subscribers_curve(plane, counts: list[int]) -> dict:
     """Brokers' and gateway's CPU with ``count`` idle WebSocket subscribers on one queue."""
     import asyncio
 
     from tests.gateway.conftest import close_all, subscribe_many
 
-    _slug, key = plane.create_tenant(plan="enterprise")
-    headers = {"Authorization": f"Bearer {key}"}
-    with plane.client(key) as api:
-        answer = api.post("/api/v1/queues/", json={"name": "idle", "partitions": 3, "replication_factor": 3})
-        assert answer.status_code == 201, answer.text
-    url = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/idle"
-    brokers = [b.process.pid for b in plane.deployment.brokers.values()]
+    headers, url, brokers = _subscribed_queue(plane, "idle", plan="enterprise")
 
     async def measure(count: int) -> dict:
         sockets = await subscribe_many(url, headers, count, group="idle")
@@ -303,13 +307,7 @@ def active_subscribers_curve(plane, counts: list[int], rate: int = 1_000, second
 
     from tests.gateway.conftest import close_all, subscribe_many
 
-    _slug, key = plane.create_tenant(plan="business")
-    headers = {"Authorization": f"Bearer {key}"}
-    with plane.client(key) as api:
-        answer = api.post("/api/v1/queues/", json={"name": "active", "partitions": 3, "replication_factor": 3})
-        assert answer.status_code == 201, answer.text
-    url = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/active"
-    brokers = [b.process.pid for b in plane.deployment.brokers.values()]
+    headers, url, brokers = _subscribed_queue(plane, "active", plan="business")
 
     async def measure(count: int) -> dict:
         sockets = await subscribe_many(url, headers, count, group="active")
