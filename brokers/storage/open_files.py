@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from brokers.storage.segment import Segment
+from typing import Protocol
 
 __all__ = ["OpenFiles"]
 
 OPEN_SEGMENTS_MAX = 1_000
+
+
+class Segment(Protocol):
+    """What the LRU needs of a segment (``brokers.storage.segment.Segment``)."""
+
+    def close_idle(self) -> None:
+        """Close the file until the next read."""
 
 
 class OpenFiles:
