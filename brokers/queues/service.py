@@ -460,6 +460,11 @@ class QueueService:
             acquired = share.acquire(now, want, lock_ms)
             if len(acquired) < want and (share.restored or share.end_offset < state.log_end_known or self._may_have_more(state)):
                 await self._read(state, config)
+                while share.restored:  # restored (a failover, or unloaded while idle): read up to its last row now
+                    before = share.end_offset
+                    await self._read(state, config)
+                    if share.end_offset == before:
+                        break
                 acquired += share.acquire(_now_ms(), want - len(acquired), lock_ms)
             records = state.records
             make = m.AcquiredRecord
