@@ -250,8 +250,9 @@ class GroupCoordinator:
             return
         tombstones: dict[int, list[tuple[list, object]]] = defaultdict(list)
         for topic in names:
-            for group_id, number in self.queues.forget_topic(topic):
-                keys = [["share", group_id, topic, number]] + [["share-delta", group_id, topic, number, slot] for slot in range(SLOTS)]
+            for group_id, number, seq in self.queues.forget_topic(topic):
+                slots = range(SLOTS) if seq >= SLOTS else sorted({n % SLOTS for n in range(1, seq + 1)})
+                keys = [["share", group_id, topic, number]] + [["share-delta", group_id, topic, number, slot] for slot in slots]
                 tombstones[partition_for_group(group_id, count)] += [(key, None) for key in keys]
             for group_id, group in self.stream_groups.items():
                 for tp in [tp for tp in group.offsets if tp[0] == topic]:

@@ -190,18 +190,23 @@ class QueueService:
         self._restored[(group_id, topic, partition)] = {**snapshot, "seq": seq}
         self._dead_letters.set()
 
-    def forget_topic(self, topic: str) -> list[tuple[str, int]]:
-        """``topic`` was deleted: drop its share-partitions (loaded or not); (group, partition) of each dropped."""
+    def forget_topic(self, topic: str) -> list[tuple[str, int, int]]:
+        """``topic`` was deleted: drop its share-partitions (loaded or not); (group, partition, writes numbered so
+        far: which state-log slots hold something) of each dropped."""
         dropped = []
         for key in [k for k in (*self.shares, *self._restored) if k[1] == topic]:
+            seq = 0
             state = self.shares.pop(key, None)
             if state is not None:
+                seq = state.state_log.seq
                 for _version, done in state.writes:
                     done.cancel()
                 if state.watching is not None:
                     state.watching.cancel()
-            self._restored.pop(key, None)
-            dropped.append((key[0], key[2]))
+            restored = self._restored.pop(key, None)
+            if restored is not None:
+                seq = max(seq, restored["seq"])
+            dropped.append((key[0], key[2], seq))
         for key in [k for k in self._changed if k[1] == topic]:
             self._changed.pop(key).set()  # receivers waiting on it look again (and find the topic gone)
             self._round_robin.pop(key, None)

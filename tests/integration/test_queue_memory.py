@@ -159,7 +159,7 @@ async def test_deleting_a_queue_leaves_only_what_live_groups_need_in_the_offsets
         await client.alter_configs("__consumer_offsets", set={"segment.ms": "1000"})
         await asyncio.sleep(1.5)
         await client.delete_topic("doomed")
-    await _wait_for(lambda: _offsets_topic_bytes(broker.data_dir) < grown / 4, 30,
+    await _wait_for(lambda: _offsets_topic_bytes(broker.data_dir) < grown / 2, 30,
                     f"the offsets topic to shrink from {grown} bytes")
     assert "forgot" in broker.log_text()
 
