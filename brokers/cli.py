@@ -195,8 +195,8 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         "--open-segments-max",
         type=_positive_int,
         default=1_000,
-        help="files of rolled log segments kept open; the least recently read are closed and opened again when "
-        "read (each partition's active segment stays open besides) (default %(default)s)",
+        help="log segment files kept open; the least recently used are closed and opened again when read, "
+        "written or synced, so idle partitions hold no file (default %(default)s)",
     )
     parser.add_argument(
         "--queue-idle-unload-ms",

@@ -95,7 +95,7 @@ class BrokerConfig:
     log_cleaner_interval_ms: int = 15_000
     offsets_topic_partitions: int = 8  # partitions of __consumer_offsets when a broker creates it
     group_heartbeat_interval_ms: int = 1_000
-    open_segments_max: int = 1_000  # rolled segments' files kept open (the least recently read are closed)
+    open_segments_max: int = 1_000  # segment files kept open (the least recently used are closed)
     queue_idle_unload_ms: int = 300_000  # a queue group's share-partition idle this long leaves memory
     scrub_bytes_per_s: int = 8 << 20  # the scrubber re-reads and CRC-checks logs at this rate; 0: never
     scrub_interval_ms: int = 100

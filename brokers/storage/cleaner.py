@@ -182,8 +182,8 @@ def swap(plan_: CompactionPlan, result: CompactionResult) -> int:
         fresh = Segment(log_.directory, first, log_.config.index_interval_bytes)
         fresh.load(recover=False)
         fresh.write_indexes()
-        if log_.open_files is not None:
-            fresh.seal(log_.open_files)
+        fresh.seal()
+        fresh.track(log_.open_files)
         log_.segments[position:position + len(bases)] = [fresh]
         log_.replaced_segments()
         swapped += len(bases)

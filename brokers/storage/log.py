@@ -164,8 +164,8 @@ class Log:
         verified = self._read_verified()
         truncated_at: int | None = None
         for base_offset in base_offsets:
-            if self.segments and self.open_files is not None:
-                self.segments[-1].seal(self.open_files)  # as it goes: a log of 10,000 segments never holds 10,000 files
+            if self.segments:
+                self.segments[-1].seal()
             segment = Segment(self.directory, base_offset, self.config.index_interval_bytes)
             if truncated_at is not None:
                 log.warning(
@@ -176,6 +176,7 @@ class Log:
             recover = recover_from is not None and base_offset >= recover_from
             truncated = segment.load(recover=recover)
             self.segments.append(segment)
+            segment.track(self.open_files)  # as it goes: a log of 10,000 segments never holds 10,000 files
             if truncated:
                 truncated_at = segment.next_offset
                 if not recover and self.corruption_found is None:
@@ -193,6 +194,7 @@ class Log:
             self.verified[base_offset] = stamp
         if not self.segments:
             self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes))
+            self.active_segment.track(self.open_files)
         self.active_segment.unseal()  # sealed above if the segments after it were dropped
         self._base_offsets = [segment.base_offset for segment in self.segments]
         self.epochs.truncate_from_end(self.log_end_offset)
@@ -386,9 +388,9 @@ class Log:
             return
         active.write_indexes()
         active.fsync()
-        if self.open_files is not None:
-            active.seal(self.open_files)
+        active.seal()
         segment = Segment(self.directory, active.next_offset, self.config.index_interval_bytes)
+        segment.track(self.open_files)
         self.segments.append(segment)
         self._base_offsets.append(segment.base_offset)
         log.debug("rolled %s-%d to a new segment at %d", self.topic, self.partition, segment.base_offset)

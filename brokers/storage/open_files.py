@@ -1,15 +1,14 @@
-"""How many rolled segments' files a broker keeps open: the least recently read are closed.
+"""How many segment files a broker keeps open: the least recently used are closed.
 
-A rolled ("sealed") segment is never written again and was fsynced when it
-rolled, so its file can be closed at any time and opened again, read-only,
-by the next read. A broker with thousands of partitions and days of
-retention holds tens of thousands of segments; without this, each held a
-file descriptor for its whole life. Active segments (one per partition) stay
-open: they are written to, fsynced by the flusher thread, and mostly read.
+A broker with thousands of partitions, most of them idle, and days of
+retention holds tens of thousands of segments; without this, each held a file
+descriptor for its whole life. A closed file is opened again by the next read,
+append or fsync (a rolled segment read-only); an fsync through a new
+descriptor flushes the file's dirty pages all the same.
 
 Ownership: the event-loop thread touches and evicts; a compaction thread
 reading an old segment touches it too, hence the lock. Closing a file and
-reading it are serialised by the segment's own lock (``Segment.close_idle``).
+using it are serialised by the segment's own lock (``Segment.close_idle``).
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ class Segment(Protocol):
 class OpenFiles:
     def __init__(self, limit: int = OPEN_SEGMENTS_MAX) -> None:
         if limit < 1:
-            raise ValueError("at least one sealed segment must be allowed to stay open")
+            raise ValueError("at least one segment file must be allowed to stay open")
         self.limit = limit
         self._open: OrderedDict[Segment, None] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()

@@ -16,13 +16,14 @@ The indexes live in memory (arrays) and are written out whole when the
 segment rolls, flushes or closes; a missing or inconsistent index file is
 rebuilt from the log by walking batch headers, which is cheap.
 
-Once the segment rolls it is *sealed*: never written again, and its file may
-be closed by the broker's LRU of open files (``open_files.py``) and opened
-again, read-only, by the next read.
+Its file may be closed by the broker's LRU of open files (``open_files.py``)
+while it is not used, and is opened again by the next read, write or fsync;
+once the segment rolls it is *sealed* (never written again) and opened again
+read-only.
 
 Ownership: a segment is used by the event-loop thread only, except ``fsync``,
-which a flusher thread may call, and reads of sealed segments by a compaction
-thread; both only touch the file descriptor, under ``_fd_lock`` once sealed.
+which a flusher thread may call, and reads by a compaction thread; both only
+touch the file descriptor, under ``_fd_lock`` when the LRU may close it.
 """
 
 from __future__ import annotations
@@ -95,10 +96,12 @@ class Segment:
         # start where they stopped or where the newest batch begins, instead of walking batch
         # headers from an index entry; one hint for all of them missed for all but one.
         self._read_hints: dict[int, int] = {}
-        # Once rolled, the LRU of open files that may close this one's file (see open_files.py);
-        # the lock keeps a close from landing between a thread's check of ``fd`` and its use.
-        self._sealed_in: OpenFiles | None = None
+        # The broker's LRU of open files, which may close this one's file while it is not used (see
+        # open_files.py; None: it stays open). The lock keeps a close from landing between a
+        # thread's check of ``fd`` and its use. Sealed: rolled, never written again.
+        self._files: OpenFiles | None = None
         self._fd_lock = threading.Lock()
+        self.sealed = False
 
     # -- loading -------------------------------------------------------------
 
@@ -227,7 +230,7 @@ class Segment:
 
     def modification_stamp(self) -> tuple[int, int]:
         """(size, mtime in ns) of the file: any write since a check changes it."""
-        stat = os.fstat(self.fd) if self.fd >= 0 and self._sealed_in is None else os.stat(self.log_path)
+        stat = os.fstat(self.fd) if self.fd >= 0 and self._files is None else os.stat(self.log_path)
         return stat.st_size, stat.st_mtime_ns
 
     def _reset_state(self) -> None:
@@ -244,10 +247,13 @@ class Segment:
     def append(self, data: bytes | bytearray, headers: list[BatchHeader]) -> None:
         """Append whole, already validated and stamped batches."""
         position = self.size_bytes
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.write(self.fd, view[written:])
+        files = self._files
+        if files is None:
+            _write_all(self.fd, data)
+        else:
+            with self._fd_lock:
+                _write_all(self._open_fd(), data)
+            files.used(self)
         for header in headers:
             self._track(header, position)
             self._hint(header.base_offset, position)
@@ -267,17 +273,17 @@ class Segment:
         self.next_offset = header.next_offset
 
     def fsync(self) -> None:
-        if self._sealed_in is None:
+        files = self._files  # (read once: a flusher thread calls this while the loop may delete the segment)
+        if files is None:
             if self.fd >= 0:  # (closed: the segment was deleted meanwhile, nothing to keep)
                 os.fsync(self.fd)
             return
-        with self._fd_lock:  # a sealed segment's file may be closed: fsync through a new descriptor
+        with self._fd_lock:  # the file may be closed: fsync through a new descriptor (the same inode)
             try:
-                if self.fd < 0:
-                    self.fd = os.open(self.log_path, os.O_RDONLY)
-                os.fsync(self.fd)
+                os.fsync(self._open_fd())
             except FileNotFoundError:
-                pass  # deleted meanwhile (retention, compaction)
+                return  # deleted meanwhile (retention, compaction)
+        files.used(self)  # (a file opened for it counts, and may be closed again)
 
     def write_indexes(self) -> None:
         """Write both index files whole (atomically, by rename)."""
@@ -302,7 +308,11 @@ class Segment:
         position = self._position_of(offset) if offset < self.next_offset else self.size_bytes
         if position is None or position >= self.size_bytes:
             return
-        os.ftruncate(self.fd, position)
+        files = self._files
+        with self._fd_lock:
+            os.ftruncate(self._open_fd(), position)
+        if files is not None:
+            files.used(self)
         self.size_bytes = position
         self._rebuild_from_headers()
 
@@ -401,47 +411,53 @@ class Segment:
         return self._pread(size, position)
 
     def _pread(self, size: int, position: int) -> bytes:
-        files = self._sealed_in
+        files = self._files
         if files is None:
             return os.pread(self.fd, size, position)
         with self._fd_lock:
-            if self.fd < 0:
-                self.fd = os.open(self.log_path, os.O_RDONLY)
-            data = os.pread(self.fd, size, position)
+            data = os.pread(self._open_fd(), size, position)
         files.used(self)
         return data
 
+    def _open_fd(self) -> int:
+        """The file descriptor, opened again if the LRU closed it (the caller holds ``_fd_lock``)."""
+        if self.fd < 0:
+            self.fd = os.open(self.log_path, os.O_RDONLY if self.sealed else os.O_RDWR | os.O_APPEND)
+        return self.fd
+
     # -- lifecycle -----------------------------------------------------------
 
-    def seal(self, files: OpenFiles) -> None:
-        """Rolled (no more writes, fsynced): ``files`` may close the file while it is not read."""
-        if self._sealed_in is not None:
+    def track(self, files: OpenFiles | None) -> None:
+        """Put the file under the broker's LRU of open files (None: it stays open)."""
+        if files is None or self._files is not None:
             return
-        self._sealed_in = files
+        self._files = files
         if self.fd >= 0:
             files.used(self)
 
+    def seal(self) -> None:
+        """Rolled (fsynced, never written again): opened again read-only."""
+        self.sealed = True
+
     def unseal(self) -> None:
-        """Written again (a follower truncated back into it): keep a writable file open."""
-        files = self._sealed_in
-        if files is None:
+        """Written again (a follower truncated back into it): opened again for writing."""
+        if not self.sealed:
             return
         with self._fd_lock:
+            self.sealed = False
             if self.fd >= 0:
                 os.close(self.fd)
-            self.fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
-        self._sealed_in = None
-        files.forget(self)
+                self.fd = -1 if self._files is not None else os.open(self.log_path, os.O_RDWR | os.O_APPEND)
 
     def close_idle(self) -> None:
-        """Close a sealed segment's file until the next read (OpenFiles evicting it)."""
+        """Close the file until it is used again (OpenFiles evicting it)."""
         with self._fd_lock:
-            if self.fd >= 0 and self._sealed_in is not None:
+            if self.fd >= 0 and self._files is not None:
                 os.close(self.fd)
                 self.fd = -1
 
     def _close_file(self) -> None:
-        files, self._sealed_in = self._sealed_in, None
+        files, self._files = self._files, None
         if files is not None:
             files.forget(self)
         with self._fd_lock:
@@ -471,6 +487,13 @@ class Segment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        written += os.write(fd, view[written:])
 
 
 def _last_batch_position(raw: bytes, end: int) -> int:
