@@ -157,10 +157,11 @@ def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool
         for process in reversed(processes):
             process.kill()
         redis_server.stop()
-        log = home / "server.log"
-        if log.exists():
-            errors = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line]
-            print(f"server log: {len(errors)} tracebacks ({log})", file=sys.stderr)
+        # Every process's log (gateway, controller, brokers, workers): what went wrong, for whoever ran this.
+        for log in sorted(home.rglob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()
+            errors = sum(1 for line in lines if "Traceback" in line or " ERROR " in line)
+            print(f"{log.relative_to(home)}: {errors} errors and tracebacks", file=sys.stderr)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
