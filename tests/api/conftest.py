@@ -159,6 +159,8 @@ def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool
         redis_server.stop()
         # Every process's log (gateway, controller, brokers, workers): what went wrong, for whoever ran this.
         for log in sorted(home.rglob("*.log")):
+            if log.stem.isdigit():
+                continue  # a log segment, not a process's log
             lines = log.read_text(errors="replace").splitlines()
             errors = sum(1 for line in lines if "Traceback" in line or " ERROR " in line)
             print(f"{log.relative_to(home)}: {errors} errors and tracebacks", file=sys.stderr)
