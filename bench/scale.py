@@ -277,6 +277,24 @@ def _subscribed_queue(plane, name: str, *, plan: str) -> tuple[dict, str, list[i
     return {"Authorization": f"Bearer {key}"}, url, [b.process.pid for b in plane.deployment.brokers.values()]
 
 
+def _cpu_percents(before: tuple[list[float], float], after: tuple[list[float], float], seconds: float) -> dict:
+    """The brokers' (summed) and the gateway's CPU between two (brokers' CPU seconds, gateway's) readings."""
+    return {"brokers_cpu_percent": round((sum(after[0]) - sum(before[0])) / seconds * 100, 1),
+            "gateway_cpu_percent": round((after[1] - before[1]) / seconds * 100, 1)}
+
+
+def _for_each(counts: list[int], saying, measure) -> dict:
+    """``measure(count)`` (a coroutine) for each count, with progress; {count: figures}."""
+    import asyncio
+
+    out = {}
+    for count in counts:
+        progress(saying(count))
+        out[str(count)] = asyncio.run(measure(count))
+        progress(f"  {out[str(count)]}")
+    return out
+
+
 def subscribers_curve(plane, counts: list[int]) -> dict:
     """Brokers' and gateway's CPU with ``count`` idle WebSocket subscribers on one queue."""
     import asyncio
@@ -294,15 +312,9 @@ def subscribers_curve(plane, counts: list[int]) -> dict:
             after = [_cpu_s(pid) for pid in brokers], _cpu_s(plane.server.pid)
         finally:
             await close_all(sockets)
-        return {"brokers_cpu_percent": round((sum(after[0]) - sum(before[0])) / 10 * 100, 1),
-                "gateway_cpu_percent": round((after[1] - before[1]) / 10 * 100, 1)}
+        return _cpu_percents(before, after, 10)
 
-    out = {}
-    for count in counts:
-        progress(f"{count:,} idle WebSocket subscribers for 10 s")
-        out[str(count)] = asyncio.run(measure(count))
-        progress(f"  {out[str(count)]}")
-    return out
+    return _for_each(counts, lambda count: f"{count:,} idle WebSocket subscribers for 10 s", measure)
 
 
 def active_subscribers_curve(plane, counts: list[int], rate: int = 1_000, seconds: float = 15.0) -> dict:
@@ -377,15 +389,10 @@ def active_subscribers_curve(plane, counts: list[int], rate: int = 1_000, second
                 "subscribers_without_messages": sum(1 for n in got if n == 0), "throttle_frames": throttles[0],
                 "publish_ms_p50": pct(publish_ms, 50), "publish_ms_p99": pct(publish_ms, 99),
                 "push_ms_p50": pct(push_ms, 50), "push_ms_p99": pct(push_ms, 99),
-                "brokers_cpu_percent": round((sum(after[0]) - sum(before[0])) / elapsed * 100, 1),
-                "gateway_cpu_percent": round((after[1] - before[1]) / elapsed * 100, 1)}
+                **_cpu_percents(before, after, elapsed)}
 
-    out = {}
-    for count in counts:
-        progress(f"{count:,} WebSocket subscribers while {rate:,} msgs/s are published for {seconds:.0f} s")
-        out[str(count)] = asyncio.run(measure(count))
-        progress(f"  {out[str(count)]}")
-    return out
+    return _for_each(counts, lambda count: f"{count:,} WebSocket subscribers while {rate:,} msgs/s are published "
+                                           f"for {seconds:.0f} s", measure)
 
 
 def main() -> None:

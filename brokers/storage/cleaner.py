@@ -64,11 +64,7 @@ class CompactionResult:
     cleaned_paths: dict[int, str]  # first segment's base offset -> cleaned file (of the segments in ``merged``)
     records_before: int
     records_after: int
-    merged: dict[int, list[int]] = None  # first segment's base offset -> base offsets of every segment in the copy
-
-    def __post_init__(self) -> None:
-        if self.merged is None:
-            self.merged = {base: [base] for base in self.cleaned_paths}
+    merged: dict[int, list[int]]  # first segment's base offset -> base offsets of every segment in the copy
 
 
 def plan(log_: Log, now_ms: int | None = None) -> CompactionPlan | None:

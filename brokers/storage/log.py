@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap-(\d+)$")  # a compacted copy replacing segments (cleaner.swap)
+_SEGMENT_FILES = re.compile(r"^(\d{20})\.(log|index|timeindex)$")  # a segment's file or one of its indexes
 _VERIFIED_FILE = "verified-segments"
 
 # Told (log, first offset that cannot be served intact, what is wrong) when a
@@ -104,7 +105,7 @@ class Log:
         self.appended_from = 0
         self.flushed_offset = 0  # every offset below this is on disk (fsynced)
         self.epochs = LeaderEpochCache(directory)
-        self.open_files: OpenFiles | None = None  # the broker's LRU of rolled segments' files (None: all stay open)
+        self.open_files: OpenFiles | None = None  # the broker's LRU of segment files (None: all stay open)
         self.producers = ProducerStateTable(directory)
         self.last_flush_monotonic = time.monotonic()
         # base offset -> (size, mtime ns) of segments read back and found intact
@@ -137,7 +138,7 @@ class Log:
                 continue
             first, end = int(match.group(1)), int(match.group(2))
             for other in os.listdir(self.directory):
-                covered = _SEGMENT_FILE.match(other.rsplit(".", 1)[0] + ".log") if other.endswith((".log", ".index", ".timeindex")) else None
+                covered = _SEGMENT_FILES.match(other)
                 if covered is not None and first <= int(covered.group(1)) < end:
                     os.unlink(os.path.join(self.directory, other))
             os.replace(os.path.join(self.directory, name), os.path.join(self.directory, f"{first:020d}.log"))
@@ -196,7 +197,7 @@ class Log:
             self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes))
             self.active_segment.track(self.open_files)
         self.active_segment.unseal()  # sealed above if the segments after it were dropped
-        self._base_offsets = [segment.base_offset for segment in self.segments]
+        self.replaced_segments()
         self.epochs.truncate_from_end(self.log_end_offset)
         if not self.epochs.entries and self.log_end_offset > self.log_start_offset:
             self._rebuild_epochs()

@@ -445,9 +445,9 @@ class Segment:
             return
         with self._fd_lock:
             self.sealed = False
-            if self.fd >= 0:
+            if self.fd >= 0 and self._files is not None:  # perhaps opened read-only: the next use opens it for writing
                 os.close(self.fd)
-                self.fd = -1 if self._files is not None else os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+                self.fd = -1
 
     def close_idle(self) -> None:
         """Close the file until it is used again (OpenFiles evicting it)."""

@@ -68,6 +68,7 @@ return {0, 0}
 # What was throttled, counted per tenant and limit, by minute (kept 2 h) and by hour (kept 25 h): the console
 # and the ``throttled`` alert metric read them (``throttled_counts``).
 LIMITS = {"req": "requests", "in": "publish_bytes", "out": "consume_bytes"}
+_LIMIT_NAMES = frozenset(LIMITS.values())
 _MINUTE_KEPT_S, _HOUR_KEPT_S = 2 * 3600, 25 * 3600
 
 
@@ -184,18 +185,24 @@ def throttled_counts(client, tenant_ids: list[int], *, minutes: int = 60) -> dic
         spans = {"last_minute": dict.fromkeys(LIMITS.values(), 0), "last_hour": dict.fromkeys(LIMITS.values(), 0),
                  "last_day": dict.fromkeys(LIMITS.values(), 0)}
         for back in range(minutes):
-            for limit, count in next(answers).items():
-                limit = limit.decode() if isinstance(limit, bytes) else limit
-                if limit in spans["last_hour"]:
-                    spans["last_hour"][limit] += int(count)
-                    if back < 2:
-                        spans["last_minute"][limit] += int(count)
+            for limit, count in _counted(next(answers)):
+                spans["last_hour"][limit] += count
+                if back < 2:
+                    spans["last_minute"][limit] += count
         for _back in range(25):
-            for limit, count in next(answers).items():
-                limit = limit.decode() if isinstance(limit, bytes) else limit
-                if limit in spans["last_day"]:
-                    spans["last_day"][limit] += int(count)
+            for limit, count in _counted(next(answers)):
+                spans["last_day"][limit] += count
         out[tenant_id] = spans
+    return out
+
+
+def _counted(fields: dict) -> list[tuple[str, int]]:
+    """A counts hash as Redis answers it (bytes, perhaps fields of another version): (limit, count) of known limits."""
+    out = []
+    for limit, count in fields.items():
+        limit = limit.decode() if isinstance(limit, bytes) else limit
+        if limit in _LIMIT_NAMES:
+            out.append((limit, int(count)))
     return out
 
 
