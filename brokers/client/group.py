@@ -102,7 +102,7 @@ class GroupConsumer:
         auto_offset_reset: Literal["earliest", "latest"] = "latest",
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
-        session_timeout_ms: int = 10_000,
+        session_timeout_ms: int = 45_000,
         client_id: str = "",
         on_assigned: Listener | None = None,
         on_revoked: Listener | None = None,

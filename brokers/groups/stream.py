@@ -45,7 +45,7 @@ class Member:
     topics: list[str] = field(default_factory=list)
     assigned: set[TopicPartition] = field(default_factory=set)
     revoking: set[TopicPartition] = field(default_factory=set)
-    session_timeout_ms: int = 10_000
+    session_timeout_ms: int = 45_000  # Kafka's default since 3.0 (KIP-735)
     last_seen: float = field(default_factory=time.monotonic)
 
     def to_value(self) -> dict:

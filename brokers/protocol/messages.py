@@ -454,7 +454,7 @@ class ConsumerGroupHeartbeatRequest(Struct, kw_only=True):
     member_epoch: int = 0  # 0: join, -1: leave, else the epoch of the last answer
     topics: list[str] | None = None  # the subscription; None: unchanged
     owned: list[TopicPartitionRef] | None = None  # what the member holds now; None: unchanged
-    session_timeout_ms: int = 10_000
+    session_timeout_ms: int = 45_000  # Kafka's default since 3.0 (KIP-735)
     client_id: str = ""
 
 
