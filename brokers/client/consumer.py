@@ -36,12 +36,13 @@ OffsetReset = Literal["earliest", "latest", "none"]
 
 
 class _PartitionState:
-    __slots__ = ("position", "fetch_position", "buffer", "buffered_bytes", "high_watermark", "error")
+    __slots__ = ("position", "fetch_position", "buffer", "head", "buffered_bytes", "high_watermark", "error")
 
     def __init__(self, position: int) -> None:
         self.position = position
         self.fetch_position = position
-        self.buffer: deque[bytes] = deque()
+        self.buffer: deque[bytes] = deque()  # fetched batches, not yet returned
+        self.head: list[Record] | None = None  # buffer[0]'s records not yet returned, once decoded
         self.buffered_bytes = 0
         self.high_watermark = -1
         self.error: errors.TidewayError | None = None
@@ -190,18 +191,20 @@ class Consumer:
         for tp, state in self._partitions.items():
             records: list[Record] = []
             while state.buffer and budget > 0:
-                raw = state.buffer[0]
-                decoded = decode_records(raw)
-                position = state.position
-                if decoded and decoded[0].offset < position:
-                    decoded = [r for r in decoded if r.offset >= position]
+                decoded = state.head
+                if decoded is None:
+                    decoded = decode_records(state.buffer[0])
+                    if decoded and decoded[0].offset < state.position:
+                        decoded = [r for r in decoded if r.offset >= state.position]
                 if len(decoded) > budget:
-                    decoded = decoded[:budget]
+                    # Keep the rest decoded: a batch split by max_records is not decoded again.
+                    decoded, state.head = decoded[:budget], decoded[budget:]
                     state.position = decoded[-1].offset + 1
                 else:
-                    state.buffer.popleft()
+                    raw = state.buffer.popleft()
+                    state.head = None
                     state.buffered_bytes -= len(raw)
-                    state.position = max(position, read_header(raw).next_offset)
+                    state.position = max(state.position, read_header(raw).next_offset)
                     self._room.set()
                 records.extend(decoded)
                 budget -= len(decoded)

@@ -152,3 +152,27 @@ async def test_a_partition_removed_while_the_connection_is_made_is_not_fetched()
         assert connection.requests and all([p.partition for p in r.partitions] == [1] for r in connection.requests)
     finally:
         await consumer.stop()
+
+
+async def test_a_batch_split_by_max_records_comes_out_whole_in_order_and_positions_follow():
+    async def answer(request: m.FetchRequest, nth: int) -> m.FetchResponse:
+        part = request.partitions[0]
+        if part.fetch_offset == 0:
+            return m.FetchResponse(partitions=[m.FetchPartitionResult(
+                topic="t", partition=0, high_watermark=10, records=_batch(0, [b"%d" % i for i in range(10)]))])
+        await asyncio.sleep(0.05)
+        return m.FetchResponse(partitions=[m.FetchPartitionResult(topic="t", partition=0, high_watermark=10)])
+
+    consumer = Consumer(_Client({("t", 0): 1}, {1: _Connection(answer)}))
+    await consumer.assign([("t", 0)], start=0)
+    await consumer.start()
+    try:
+        chunks, positions = [], []
+        while sum(chunks, []) != list(range(10)) and len(chunks) < 10:
+            for records in (await consumer.getmany(timeout_ms=200, max_records=3)).values():
+                chunks.append([r.offset for r in records])
+                positions.append(consumer.position(("t", 0)))
+        assert chunks == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+        assert positions == [3, 6, 9, 10]
+    finally:
+        await consumer.stop()
