@@ -147,7 +147,11 @@ def _run_up(args: argparse.Namespace) -> int:
                                        "-s", str(home / "celerybeat-schedule"), "-n", "billing@%h",
                                        "--without-mingle", "--without-gossip"])):
         log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
-        processes.append((name, subprocess.Popen([sys.executable, "-m", *command], stdout=log_file, stderr=subprocess.STDOUT)))
+        processes.append((name, subprocess.Popen([sys.executable, "-m", *command], stdout=log_file, stderr=subprocess.STDOUT,
+                                                 start_new_session=True)))
+    from tideway_cli.supervisor import Supervisor
+
+    supervisor = Supervisor(processes, logs)  # a process that exits is restarted; the others keep serving
     controller_address = provisioner.controller_address(spec)
     brokers = [
         {"id": i, "address": provisioner.broker_address(spec, i),
@@ -161,7 +165,7 @@ def _run_up(args: argparse.Namespace) -> int:
     try:
         demo_key = _demo_tenant(home, spec.brokers)
     except BaseException:
-        _stop_all(processes)
+        supervisor.stop()
         raise
     print(f"Tideway is up (state in {home}, logs in {logs}):")
     print(f"  API         http://{api_address}/api/v1/   (docs http://{api_address}/api/docs/)")
@@ -189,14 +193,11 @@ def _run_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    from tideway_cli.supervisor import Supervisor
-
-    supervisor = Supervisor(processes, logs)  # a process that exits is restarted; the others keep serving
     while not stop:
         supervisor.poll()
         time.sleep(0.2)
     print("stopping ...", flush=True)
-    _stop_all(supervisor.processes)
+    supervisor.stop()
     (home / DEPLOYMENT_FILE).unlink(missing_ok=True)
     print("stopped")
     return 0
@@ -214,19 +215,6 @@ def _deployment_secrets(home: Path) -> list[Path]:
         if mode & 0o077:
             raise SystemExit(f"tideway up: {path} is readable by others (mode {mode:o}): chmod 600 it")
     return paths
-
-
-def _stop_all(processes: list[tuple[str, subprocess.Popen]]) -> None:
-    """SIGTERM in reverse start order (servers, brokers, then the controller and Redis), kill after 30 s."""
-    for _name, process in reversed(processes):
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for name, process in processes:
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            print(f"{name} did not stop in 30 s; killing it", file=sys.stderr)
-            process.kill()
 
 
 def _demo_tenant(home: Path, brokers: int) -> str:
@@ -297,7 +285,7 @@ def _redis_for(home: Path, logs: Path, port: int) -> subprocess.Popen | None:
         raise SystemExit(f"tideway: Redis at TIDEWAY_REDIS_URL={url} does not answer")
     (home / "redis").mkdir(exist_ok=True)
     process = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-                                "--dir", str(home / "redis"), "--logfile", str(logs / "redis.log")])
+                                "--dir", str(home / "redis"), "--logfile", str(logs / "redis.log")], start_new_session=True)
     deadline = time.monotonic() + 20
     while True:
         try:

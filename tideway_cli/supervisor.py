@@ -5,11 +5,18 @@ again with the same command line, environment and log file, after a pause
 that doubles with each exit in a row (1 s up to 30 s) and starts over once it
 has run for a minute. Each exit and restart is one line on stderr, so the
 operator sees what happened; the others keep serving meanwhile, as they
-would in a cluster. Stopping (Ctrl-C) is the caller's: it stops everything.
+would in a cluster.
+
+Every process runs in a process group of its own (`start_new_session`), so a
+terminal's Ctrl-C reaches only `tideway up`, which stops them in order
+(`stop`), and what a process started (a Celery pool process, the JVM of a
+Spark job) is killed with it if it outlives it.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +28,7 @@ __all__ = ["Supervisor"]
 BACKOFF_INITIAL_S = 1.0
 BACKOFF_MAX_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long starts its backoff over
+STOP_TIMEOUT_S = 30.0  # a Celery worker finishes its task first (a Spark job takes seconds)
 
 
 @dataclass
@@ -60,12 +68,34 @@ class Supervisor:
     def _restart(self, entry: _Supervised, now: float) -> None:
         log_file = open(self._log_path(entry.name), "ab")  # noqa: SIM115 - the child owns it
         try:
-            entry.process = subprocess.Popen(entry.process.args, stdout=log_file, stderr=subprocess.STDOUT)
+            entry.process = subprocess.Popen(entry.process.args, stdout=log_file, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
         finally:
             log_file.close()
         entry.started, entry.restart_at = now, None
         entry.restarts += 1
         self._say(f"{entry.name} restarted (pid {entry.process.pid}, restart {entry.restarts})")
+
+    def stop(self, *, last: tuple[str, ...] = ("redis",), timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM every process, the newest first, and wait; then the ``last`` ones (the Celery
+        workers use Redis while they stop). A process still running after ``timeout_s`` is killed,
+        and so is whatever is left of its process group."""
+        first_wave = [entry for entry in reversed(self._entries) if entry.name not in last]
+        for wave in (first_wave, [entry for entry in self._entries if entry.name in last]):
+            for entry in wave:
+                if entry.process.poll() is None:
+                    entry.process.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + timeout_s
+            for entry in wave:
+                try:
+                    entry.process.wait(max(deadline - time.monotonic(), 0))
+                except subprocess.TimeoutExpired:
+                    self._say(f"{entry.name} did not stop in {timeout_s:.0f}s; killing it")
+                try:
+                    os.killpg(entry.process.pid, signal.SIGKILL)  # the process if it is still there, and its children
+                except (ProcessLookupError, PermissionError):
+                    pass
+                entry.process.wait()
 
     def _log_path(self, name: str) -> Path:
         return self._logs / f"{name}.log"

@@ -48,7 +48,8 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     redis_port = free_port()
     # Brokers, their internal listeners (+100) and metrics ports (+1000).
     first = free_port_run(3, also_plus=(100, 1000), avoid={controller_port, api_port, redis_port})
-    env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO"}
+    # Usage refreshed every 5 s: a Spark job of the billing worker is likely running when it stops.
+    env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO", "TIDEWAY_USAGE_REFRESH_S": "5"}
     for name in ("DATABASE_URL", "TIDEWAY_REDIS_URL", "TIDEWAY_CLUSTER_SECRET", "TIDEWAY_API_KEY", "TIDEWAY_SECRET_KEY"):
         env.pop(name, None)  # `up` starts its own Redis and makes its own secrets
 
@@ -191,6 +192,24 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)
         assert (tmp_path / "home" / f"broker-{i}" / ".clean-shutdown").exists()
     assert not (tmp_path / "home" / "deployment.json").exists()
+    # Nothing it started outlives it: no Celery pool process, beat or Spark JVM of a worker stopped mid-job.
+    assert _processes_with_home(tmp_path / "home") == []
+
+
+def _processes_with_home(home) -> list[str]:
+    """The command lines of live processes whose environment names ``home`` as TIDEWAY_HOME."""
+    wanted = f"TIDEWAY_HOME={home}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if wanted not in environ.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                found.append(f"{pid}: " + cmdline.read().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return found
 
 
 def _pid_listening_on(port: int) -> int | None:

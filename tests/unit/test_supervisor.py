@@ -49,3 +49,47 @@ def test_running_processes_are_left_alone(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+_WORKER = r"""
+import signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a pool process, a Spark JVM
+print(child.pid, flush=True)
+def stop(*_):
+    open(sys.argv[1], "a").write("billing\n")
+    sys.exit(0)  # at once, leaving its child behind
+signal.signal(signal.SIGTERM, stop)
+time.sleep(60)
+"""
+_REDIS = r"""
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: (open(sys.argv[1], "a").write("redis\n"), sys.exit(0)))
+print(flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_stop_leaves_no_process_behind_and_stops_redis_last(tmp_path):
+    stops = tmp_path / "stops"
+    worker = subprocess.Popen([sys.executable, "-c", _WORKER, str(stops)], stdout=subprocess.PIPE, start_new_session=True)
+    grandchild = int(worker.stdout.readline())
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                 "print(flush=True); time.sleep(60)"], stdout=subprocess.PIPE, start_new_session=True)
+    stubborn.stdout.readline()  # SIGTERM is ignored from here on
+    redis = subprocess.Popen([sys.executable, "-c", _REDIS, str(stops)], stdout=subprocess.PIPE, start_new_session=True)
+    redis.stdout.readline()
+    out = io.StringIO()
+    supervisor = Supervisor([("redis", redis), ("billing", worker), ("api", stubborn)], tmp_path, out=out)
+    supervisor.stop(timeout_s=1)
+    assert worker.returncode == 0 and stubborn.returncode == -9 and redis.returncode == 0
+    assert stops.read_text().split() == ["billing", "redis"]  # the Celery workers use Redis while they stop
+    assert not _alive(grandchild), "the worker's child outlived it"
+    assert out.getvalue().splitlines() == ["tideway up: api did not stop in 1s; killing it"]

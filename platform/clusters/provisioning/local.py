@@ -56,6 +56,6 @@ class LocalProvisioner:
         for plan in self.plan(spec):
             log_file = open(logs / f"{plan.name}.log", "ab")  # noqa: SIM115 - the child owns it
             process = subprocess.Popen([self.python, "-m", "tideway_cli.main", *plan.arguments],
-                                       stdout=log_file, stderr=subprocess.STDOUT)
+                                       stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
             started.append((plan.name, process))
         return started
