@@ -12,7 +12,8 @@ Runs, twice each (``--reps``) and one system at a time on this machine:
   produce of 100 B and 1 KiB messages, stream consumption committing after
   every batch, queue mode (4 worker processes receiving up to 1,000 at a time,
   as the peers read, each message accepted on its own), end-to-end latency at 1,000 msgs/s with the consumer in another
-  process (as the harness measures the peers); then a broker whose topics
+  process (as the harness measures the peers), and one request's round trip
+  (the floor under every latency); then a broker whose topics
   fsync before every acknowledgement (``flush: always``): batched produce and
   latency;
 * the data gateway (``bench/gateway.py --phases rest,latency``): REST publish
@@ -50,6 +51,7 @@ from bench.broker import disk_fsyncs_per_s, produce_phase, start_broker  # noqa:
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
 from bench.consume import fill, queue_phase, stream_phase  # noqa: E402
 from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
+from brokers.protocol import messages as m  # noqa: E402
 
 STAMP = struct.Struct(">q")  # the publisher's time.monotonic_ns(), shared by every process on the host
 
@@ -139,6 +141,21 @@ def latency_phase(bootstrap: str, topic: str, *, rate: int = 1000, seconds: floa
             "max_publisher_late_ms": round(late_ms, 3), "cpu_s_per_million": meter.cpu_s_per_million(sent)}
 
 
+async def round_trip_phase(bootstrap: str, count: int = 2000) -> dict:
+    """One request the broker answers at once (API_VERSIONS), paced as the latency phase is: the floor under
+    every acknowledgement and delivery (two processes waking, a loopback round trip, Python at both ends)."""
+    async with TidewayClient(bootstrap) as client:
+        connection = await client.connection(next(iter(client.brokers)))
+        took: list[int] = []
+        for _ in range(count):
+            started = time.monotonic_ns()
+            await connection.request(m.ApiKey.API_VERSIONS, m.ApiVersionsRequest())
+            took.append(time.monotonic_ns() - started)
+            await asyncio.sleep(0.001)
+    took.sort()
+    return {"requests": count, "p50_ms": round(took[count // 2] / 1e6, 3), "p99_ms": round(took[int(count * 0.99)] / 1e6, 3)}
+
+
 def tideway_broker(reps_dir: str, flush: str) -> dict:
     """One broker's figures: everything for ``flush: none``, produce and latency for ``flush: always``."""
     port = free_port()
@@ -173,6 +190,9 @@ def tideway_broker(reps_dir: str, flush: str) -> dict:
                 out["queue_per_message"] = queue_phase(bootstrap, "bench-queue", 200_000, 4, "per-message", receive_max=1000)
             progress(f"tideway (flush {flush}): latency at 1,000 msgs/s for 10 s")
             out["latency"] = latency_phase(bootstrap, "t1.latency")
+            if flush == "none":
+                progress("tideway: one request's round trip (API_VERSIONS), 2,000 times")
+                out["round_trip"] = asyncio.run(round_trip_phase(bootstrap))
         finally:
             broker.terminate()
             broker.wait(30)
@@ -293,6 +313,8 @@ def table(runs: dict[str, list[dict]]) -> str:
         rate_row("queue mode, 4 workers, per-message accept (msgs/s)", ("consume_100B", "msgs_per_s"), ("consume_100B", "msgs_per_s"), tide,
                  ("queue_per_message", "accepts_per_s")),
         latency_row("end-to-end latency at 1,000 msgs/s, p50 / p99 (ms)", tide),
+        f"| one request's round trip, client to broker, p50 / p99 (ms) | | | {fmt(median(tide, 'round_trip', 'p50_ms'), 3)} / "
+        f"{fmt(median(tide, 'round_trip', 'p99_ms'), 3)} | the floor under Tideway's latency | | |",
     ]
     if always:
         none_rate, always_rate = median(tide, "produce_100B", "msgs_per_s"), median(always, "produce_100B", "msgs_per_s")
