@@ -643,17 +643,18 @@ class Producer:
         """Fail every batch past its delivery timeout that is not in a request: whatever held it back (a partition
         whose sends never resumed, a resend that never started), its sender must get an answer. A request's
         own timeout answers the batches in it."""
-        for batch in [b for b in self._unfinished if not b.in_flight and now - b.created_monotonic >= self.delivery_timeout_s]:
+        for batch in [b for b in self._unfinished if not b.in_flight and self._expired(b, now)]:
             key = (batch.topic, batch.partition)
-            where = "open" if self._open.get(key) is batch else "waiting to be sent"
-            if self._open.get(key) is batch:
+            is_open = self._open.get(key) is batch
+            if is_open:
                 del self._open[key]
             if batch in self._ready:
                 self._ready.remove(batch)
             if batch in self._resending.get(key, ()):
                 self._resending[key].remove(batch)
             log.warning("producer: a batch of %s-%d was %s past the delivery timeout (%.0f s, %d attempts): failing it",
-                        batch.topic, batch.partition, where, self.delivery_timeout_s, batch.attempts)
+                        batch.topic, batch.partition, "open" if is_open else "waiting to be sent", self.delivery_timeout_s,
+                        batch.attempts)
             cause = errors.RequestTimedOutError(
                 f"not acknowledged within the delivery timeout ({self.delivery_timeout_s:.0f}s) after {batch.attempts} "
                 f"attempts; last error: {batch.last_error or 'it could not be sent'}")
@@ -661,8 +662,8 @@ class Producer:
             if self.idempotent:
                 self._abandon_sequence_after(batch, cause)
 
-    def _expired(self, batch: _Batch) -> bool:
-        return time.monotonic() - batch.created_monotonic >= self.delivery_timeout_s
+    def _expired(self, batch: _Batch, now: float | None = None) -> bool:
+        return (time.monotonic() if now is None else now) - batch.created_monotonic >= self.delivery_timeout_s
 
     def _abandon_sequence_after(self, failed: _Batch, exc: BaseException) -> None:
         """A batch failed for good: its partition's later batches can never follow it."""

@@ -39,7 +39,7 @@ from brokers.aio import cancel_and_wait
 from brokers.groups.stream import Member, StreamGroup
 from brokers.protocol import messages as m
 from brokers.queues.service import QueueService
-from brokers.queues.state_log import SLOTS, replay
+from brokers.queues.state_log import keys_written, replay
 from brokers.record.batch import BatchBuilder, decode_records, iter_batches, read_header
 from brokers.replication import Role
 from brokers.storage import TopicConfig
@@ -251,9 +251,7 @@ class GroupCoordinator:
         tombstones: dict[int, list[tuple[list, object]]] = defaultdict(list)
         for topic in names:
             for group_id, number, seq in self.queues.forget_topic(topic):
-                slots = range(SLOTS) if seq >= SLOTS else sorted({n % SLOTS for n in range(1, seq + 1)})
-                keys = [["share", group_id, topic, number]] + [["share-delta", group_id, topic, number, slot] for slot in slots]
-                tombstones[partition_for_group(group_id, count)] += [(key, None) for key in keys]
+                tombstones[partition_for_group(group_id, count)] += [(key, None) for key in keys_written(group_id, topic, number, seq)]
             for group_id, group in self.stream_groups.items():
                 for tp in [tp for tp in group.offsets if tp[0] == topic]:
                     del group.offsets[tp]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from brokers.queues.share_partition import SharePartition
 
-__all__ = ["SLOTS", "StateLog", "replay"]
+__all__ = ["SLOTS", "StateLog", "keys_written", "replay"]
 
 SLOTS = 64
 
@@ -58,6 +58,13 @@ class StateLog:
             self.snapshot_seq = None
         else:
             share.unwritten(*undo)
+
+
+def keys_written(group_id: str, topic: str, partition: int, seq: int, *, slots: int = SLOTS) -> list[list]:
+    """Every key a share-partition's log may hold after ``seq`` numbered writes (its snapshot and the delta
+    slots used so far): what to tombstone when its topic goes."""
+    used = range(slots) if seq >= slots else sorted({n % slots for n in range(1, seq + 1)})
+    return [["share", group_id, topic, partition]] + [["share-delta", group_id, topic, partition, slot] for slot in used]
 
 
 def replay(snapshot: dict | None, deltas: list[dict]) -> tuple[dict, int] | None:
