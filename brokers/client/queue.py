@@ -93,6 +93,7 @@ class QueueConsumer:
         # Acknowledgements waiting for the end of this loop turn, and the requests on their way.
         self._unsent: list[tuple[list, str | None, asyncio.Future]] = []
         self._send_scheduled = False
+        self._turn_loop: asyncio.AbstractEventLoop | None = None
         self._sending: set[asyncio.Task] = set()
 
     async def start(self) -> None:
@@ -169,7 +170,12 @@ class QueueConsumer:
         acknowledging each message of a batch and awaiting them together
         (``asyncio.gather``) makes no task per message.
         """
-        loop = asyncio.get_running_loop()
+        if self._send_scheduled:
+            # The loop of this turn's first acknowledgement: asking for the running loop again costs
+            # a system call each time on Python 3.11 (it checks the process id).
+            loop = self._turn_loop
+        else:
+            loop = self._turn_loop = asyncio.get_running_loop()
         answered = loop.create_future()
         if not items:
             answered.set_result([] if action else None)
@@ -231,7 +237,7 @@ def _ranges(receipts: list[tuple[int, int, int]]) -> list[m.AcceptRange]:
     """Receipts as ranges of consecutive offsets of one partition and delivery count (a receipt twice counts once)."""
     out: list[m.AcceptRange] = []
     last = None
-    for partition, offset, count in sorted(set(receipts), key=lambda r: (r[0], r[2], r[1])):
+    for partition, offset, count in sorted(set(receipts)):  # by partition, then offset
         if last is not None and last.partition == partition and last.delivery_count == count and last.last_offset + 1 == offset:
             last.last_offset = offset
         else:

@@ -473,11 +473,11 @@ class QueueService:
                 acquired += share.acquire(_now_ms(), want - len(acquired), lock_ms)
             records = state.records
             make = m.AcquiredRecord
-            for offset, delivery_count, lock_deadline_ms in acquired:
-                record = records[offset]
+            for lock in acquired:
+                record = records[lock.offset]
                 # The record's headers tuple as it is: msgspec encodes it as the list it is declared as.
-                got.append(make(partition=partition, offset=offset, delivery_count=delivery_count,
-                                lock_deadline_ms=lock_deadline_ms, timestamp_ms=record.timestamp_ms,
+                got.append(make(partition=partition, offset=lock.offset, delivery_count=lock.delivery_count,
+                                lock_deadline_ms=lock.lock_deadline_ms, timestamp_ms=record.timestamp_ms,
                                 key=record.key, value=record.value, headers=record.headers))
             if acquired:
                 state.version += 1
