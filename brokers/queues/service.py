@@ -284,20 +284,23 @@ class QueueService:
         share = state.share
         delay = config.delivery_delay_ms
         added = []
+        append, records = added.append, state.records
         end = offset
         for position, _base, _size in iter_batches(data):
             for record in decode_records(data, position):
-                if record.offset < offset:
+                record_offset = record.offset
+                if record_offset < offset:
                     continue
                 available_at = record.timestamp_ms + delay if delay else 0
-                for name, value in record.headers:
-                    if name == DEADLINE_HEADER and value:
-                        try:
-                            available_at = int(value)
-                        except ValueError:
-                            pass
-                added.append((record.offset, record.key, available_at))
-                state.records[record.offset] = record
+                if record.headers:
+                    for name, value in record.headers:
+                        if name == DEADLINE_HEADER and value:
+                            try:
+                                available_at = int(value)
+                            except ValueError:
+                                pass
+                append((record_offset, record.key, available_at))
+                records[record_offset] = record
             end = max(end, read_header(data, position).next_offset)
         share.add_records(added, end)
 

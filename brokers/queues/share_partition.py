@@ -120,17 +120,18 @@ class SharePartition:
 
     def add_records(self, records: Iterable[tuple[int, bytes | None, int]], end_offset: int) -> None:
         """Records read from the log: (offset, key, available_at); ``end_offset`` is where reading stopped."""
+        entries, restored, end, make = self.entries, self.restored, self.end_offset, Entry
         for offset, key, available_at in records:
-            if offset < self.end_offset:
+            if offset < end:
                 continue
-            entry = self.restored.pop(offset, None)
+            entry = restored.pop(offset, None) if restored else None
             if entry is None:
-                entry = Entry(available_at, key)
+                entries[offset] = make(available_at, key)
                 if available_at and available_at < self._delay_floor:
                     self._delay_floor = available_at
             else:
                 entry.key = key
-            self.entries[offset] = entry
+                entries[offset] = entry
         if end_offset > self.end_offset:
             self.end_offset = end_offset
             # Restored state of records the log no longer has (compacted away) is moot.
