@@ -48,8 +48,9 @@ __all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "
 log = logging.getLogger(__name__)
 
 
-class Message(msgspec.Struct, frozen=True):
-    """One delivery. A Struct, not a dataclass: a gateway makes tens of thousands a second."""
+class Message(msgspec.Struct, frozen=True, gc=False):
+    """One delivery. A Struct, not a dataclass: a gateway makes tens of thousands a second (``gc=False``:
+    it holds no cycle, so the garbage collector need not track it)."""
 
     topic: str
     partition: int
@@ -60,7 +61,12 @@ class Message(msgspec.Struct, frozen=True):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
-    receipt: str  # "partition:offset:delivery"
+
+    @property
+    def receipt(self) -> str:
+        """The receipt, "partition:offset:delivery": it names this delivery to ``ack``, ``nack`` and the gateway.
+        Made when asked for: a worker that acknowledges its ``Message`` objects never needs it."""
+        return f"{self.partition}:{self.offset}:{self.delivery_count}"
 
 
 def parse_receipt(receipt: str) -> tuple[int, int, int]:
@@ -123,8 +129,7 @@ class QueueConsumer:
         )
         topic = self.topic
         return [
-            Message(topic, r.partition, r.offset, r.delivery_count, r.lock_deadline_ms, r.timestamp_ms, r.key, r.value, r.headers,
-                    f"{r.partition}:{r.offset}:{r.delivery_count}")
+            Message(topic, r.partition, r.offset, r.delivery_count, r.lock_deadline_ms, r.timestamp_ms, r.key, r.value, r.headers)
             for r in response.records
         ]
 
