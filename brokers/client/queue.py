@@ -247,9 +247,20 @@ class QueueConsumer:
 
 def _ranges(receipts: list[tuple[int, int, int]]) -> list[m.AcceptRange]:
     """Receipts as ranges of consecutive offsets of one partition and delivery count (a receipt twice counts once)."""
+    out = _runs(receipts)
+    # Acks usually come in the order the messages were received: runs of offsets, a few per partition.
+    # Sorting every receipt is needed only when runs overlap or touch (a receipt twice, or out of order).
+    ordered = sorted(out, key=lambda r: (r.partition, r.first_offset))
+    if any(a.partition == b.partition and b.first_offset <= a.last_offset + 1 for a, b in zip(ordered, ordered[1:])):
+        return _runs(sorted(set(receipts)))
+    return out
+
+
+def _runs(receipts) -> list[m.AcceptRange]:
+    """Consecutive offsets of one partition and delivery count, in the order given, as ranges."""
     out: list[m.AcceptRange] = []
     last = None
-    for partition, offset, count in sorted(set(receipts)):  # by partition, then offset
+    for partition, offset, count in receipts:
         if last is not None and last.partition == partition and last.delivery_count == count and last.last_offset + 1 == offset:
             last.last_offset = offset
         else:
