@@ -251,7 +251,7 @@ def _ranges(receipts: list[tuple[int, int, int]]) -> list[m.AcceptRange]:
     # Acks usually come in the order the messages were received: runs of offsets, a few per partition.
     # Sorting every receipt is needed only when runs overlap or touch (a receipt twice, or out of order).
     ordered = sorted(out, key=lambda r: (r.partition, r.first_offset))
-    if any(a.partition == b.partition and b.first_offset <= a.last_offset + 1 for a, b in zip(ordered, ordered[1:])):
+    if any(a.partition == b.partition and b.first_offset <= a.last_offset + 1 for a, b in zip(ordered, ordered[1:], strict=False)):
         return _runs(sorted(set(receipts)))
     return out
 

@@ -28,6 +28,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
 import msgspec
 
 from brokers.errors import InvalidRecordStateError
