@@ -42,7 +42,7 @@ async def write_usage(bootstrap: str, events: int, per_record: int = EVENTS_PER_
     """Usage records of ``per_record`` events (half ingress, half egress) holding ``events`` events in all (plus a
     tenth sent twice); returns the records written."""
     from brokers.client import Producer, TidewayClient
-    from brokers.server.usage import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+    from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
 
     async with TidewayClient(bootstrap) as client:
         await client.create_topic(USAGE_TOPIC, partitions=USAGE_PARTITIONS, configs=USAGE_SETTINGS)

@@ -42,7 +42,7 @@ async def _manifest(bootstrap: str, key: str | None, since_ms: int) -> dict[str,
     from brokers.client import TidewayClient
     from brokers.client.credentials import ApiKey
     from brokers.protocol import messages as m
-    from brokers.server.usage import USAGE_TOPIC
+    from brokers.usage_topic import USAGE_TOPIC
 
     async with TidewayClient(bootstrap, credentials=ApiKey(key) if key else None) as client:
         try:
@@ -66,7 +66,7 @@ def run_usage_billing(period: str, *, master: str = "local[*]", bootstrap: str |
     from django.db import transaction
 
     from billing.models import UsageRollup, UsageRun
-    from brokers.server.usage import USAGE_TOPIC
+    from brokers.usage_topic import USAGE_TOPIC
     from clusters.admin import bootstrap_of, broker_credentials
     from clusters.models import Cluster
     from spark_analytics.session import spark_session

@@ -7,7 +7,7 @@ import json
 from brokers import errors
 from brokers.client import Consumer, TidewayClient
 from brokers.protocol import messages as m
-from brokers.server.usage import USAGE_TOPIC
+from brokers.usage_topic import USAGE_TOPIC
 
 
 async def read_usage(client: TidewayClient) -> list[dict]:

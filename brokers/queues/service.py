@@ -51,6 +51,7 @@ READ_BYTES = 256 << 10
 MAX_WAIT_MS = 30_000
 IDLE_RECHECK_S = 1.0  # a waiting receive looks again at least this often though nothing woke it
 WATCH_WAIT_MS = 5_000  # how long one long-polling fetch from a remote leader waits for new records
+WATCH_KEEP_S = 1.0  # a watch that brought records asks again if the share-partition was used this recently
 STOP_WRITE_WAIT_S = 2.0  # how long a stopping broker waits for acquisitions' writes in flight
 # How long acquisitions wait to be written: an acknowledgement that comes meanwhile carries them,
 # and records accepted below the start need no row at all (a worker acking within a few ms of
@@ -509,14 +510,29 @@ class QueueService:
                 state.watching = asyncio.get_running_loop().create_task(self._watch(state, config))
 
     async def _watch(self, state: _Share, config: TopicConfig) -> None:
+        """Long-poll a remote leader past the window; go on while records come and receivers are active.
+
+        Re-asking at once after records came (rather than when a receiver next
+        waits) keeps a poll out while traffic flows: the receivers woken by these
+        records then find it out there and do not ask the leader again themselves
+        (an immediate fetch that was empty half the time: about one request per
+        message at 1,000 msgs/s through the gateway).
+        """
+        key = (state.group_id, state.topic, state.partition)
         try:
             client = await self._cluster_client()
-            offset = state.share.end_offset
-            result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES,
-                                        wait_ms=WATCH_WAIT_MS, retry_for_s=0, replica_id=m.QUEUE_READER)
-            async with state.reading:
-                if state.share.end_offset == offset and self.shares.get((state.group_id, state.topic, state.partition)) is state:
-                    self._add(state, config, result.records, offset, result.high_watermark)
+            while True:
+                offset = state.share.end_offset
+                result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES,
+                                            wait_ms=WATCH_WAIT_MS, retry_for_s=0, replica_id=m.QUEUE_READER)
+                async with state.reading:
+                    if state.share.end_offset == offset and self.shares.get(key) is state:
+                        self._add(state, config, result.records, offset, result.high_watermark)
+                if (not result.records or self.shares.get(key) is not state
+                        or time.monotonic() - state.used > WATCH_KEEP_S
+                        or state.share.window_records >= WINDOW_RECORDS_MAX):
+                    break
+                self._wake(state.group_id, state.topic)  # this task is still the watch: the woken do not fetch
         except (errors.TidewayError, OSError) as exc:
             log.debug("watching %s-%d for group %s: %s", state.topic, state.partition, state.group_id, exc)
             await asyncio.sleep(0.1)

@@ -40,19 +40,16 @@ from brokers.protocol import messages as m
 from brokers.record.batch import iter_batches
 from brokers.replication import Role
 from brokers.server.traffic import Traffic, scope_of
+from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
 
 if TYPE_CHECKING:
     from brokers.server.replica_manager import ReplicaManager
 
-__all__ = ["METERING_GROUP", "USAGE_TOPIC", "UsageMeter"]
+__all__ = ["METERING_GROUP", "UsageMeter"]
 
 log = logging.getLogger(__name__)
 
-USAGE_TOPIC = "__usage"
 METERING_GROUP = "__metering"
-USAGE_PARTITIONS = 4
-USAGE_SETTINGS = {"retention.ms": str(400 * 24 * 3600 * 1000), "segment.bytes": str(64 << 20),
-                  "max.message.bytes": str(8 << 20)}
 READ_BYTES = 1 << 20
 _RECORD_COUNT = struct.Struct(">i")
 

@@ -18,6 +18,7 @@ import socket
 import time
 
 from brokers import errors
+from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
 from gateway import pool
 from gateway.catalog import QueueInfo
 
@@ -80,8 +81,6 @@ class GatewayMeter:
             del self._pending[bootstrap]
 
     async def _send(self, bootstrap: str, value: bytes) -> None:
-        from brokers.server.usage import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
-
         producer = await pool.producer(bootstrap)
         try:
             await (await producer.send(USAGE_TOPIC, value, key=self.source.encode()))

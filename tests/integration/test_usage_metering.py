@@ -9,7 +9,7 @@ import time
 
 from brokers.client import Consumer, Producer, TidewayClient
 from brokers.client.traffic import describe_traffic
-from brokers.server.usage import USAGE_TOPIC
+from brokers.usage_topic import USAGE_TOPIC
 from tests.usage_records import read_usage, totals
 
 

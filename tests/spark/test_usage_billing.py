@@ -14,7 +14,7 @@ import pytest
 from brokers import errors
 from brokers.client import Consumer, Producer, TidewayClient
 from brokers.client.traffic import describe_traffic
-from brokers.server.usage import USAGE_TOPIC
+from brokers.usage_topic import USAGE_TOPIC
 from tests.usage_records import read_usage, totals
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.timeout(300)]
