@@ -44,7 +44,7 @@ class ReplicaManager:
         self.logs = logs
         self._metadata = metadata
         self.metrics = metrics
-        self._on_data = on_data  # new records in a topic: the queue service wakes its receivers
+        self._on_data = on_data  # a topic's HW moved: the queue service wakes its receivers
         self.partitions: dict[tuple[str, int], Partition] = {}
         # Long-polling fetches waiting for data, per partition.
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future]] = defaultdict(set)
@@ -70,6 +70,9 @@ class ReplicaManager:
         return partition
 
     def _on_high_watermark(self, partition: Partition) -> None:
+        # Queue receivers read committed records only: an append wakes them when the HW passes it,
+        # not before (with acks=all, waking them at the append too found nothing, every message).
+        self._on_data(partition.topic)
         self.wake(partition.topic, partition.partition)
 
     def partition(self, topic: str, partition: int) -> Partition:
@@ -172,8 +175,7 @@ class ReplicaManager:
             del self._flushes[log_]
 
     def wake(self, topic: str, partition: int) -> None:
-        """New records in ``topic``-``partition``: wake long-polling fetches (and, through ``on_data``, queue receivers)."""
-        self._on_data(topic)
+        """New records or a higher HW in ``topic``-``partition``: wake long-polling fetches."""
         waiters = self._data_waiters.pop((topic, partition), None)
         if waiters:
             for waiter in waiters:
