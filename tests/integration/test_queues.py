@@ -264,6 +264,39 @@ async def test_acks_of_one_loop_turn_go_in_one_request_and_each_answers_for_its_
     assert sum(p.in_flight for p in description.share_partitions) == 0
 
 
+async def test_acks_lingering_across_loop_turns_share_one_request_and_stop_sends_them(broker):
+    """With ``ack_linger_ms`` (the gateway's setting), acks made in turns apart within it go in one request;
+    a release takes them at once; stopping the consumer sends what still lingers instead of dropping it."""
+    await _topic(broker.bootstrap, "lingering", partitions=1)
+    await _publish(broker.bootstrap, "lingering", [str(i).encode() for i in range(30)])
+    async with QueueConsumer(broker.bootstrap, "lingerers", "lingering", ack_linger_ms=200) as queue:
+        messages = await _drain(queue, until=30)
+        assert len(messages) == 30
+        sent = []
+        request = queue.link.request
+
+        async def counting(api, body, **kwargs):
+            if api is ApiKey.SHARE_ACKNOWLEDGE:
+                sent.append(sum(r.last_offset - r.first_offset + 1 for r in body.accepts))
+            return await request(api, body, **kwargs)
+
+        queue.link.request = counting
+        answers = []
+        for message in messages[:20]:  # one ack per loop turn, as slow clients' acks come in
+            answers.append(queue.ack([message]))
+            await asyncio.sleep(0.001)
+        await asyncio.gather(*answers)
+        assert sent == [20]  # without the linger: 20 requests
+        # A release does not linger: it goes at the end of its turn, with the accepts waiting then.
+        accepted = queue.ack(messages[20:25])
+        await asyncio.wait_for(queue.nack([messages[25]], delay_ms=0), 0.15)
+        assert accepted.done() and sent == [20, 5]
+        lingering = queue.ack(messages[26:])
+    assert sent == [20, 5, 4] and lingering.done() and lingering.exception() is None
+    async with TidewayClient(broker.bootstrap) as client:
+        assert sum(p.in_flight for p in (await describe_group(client, "lingerers")).share_partitions) == 0
+
+
 async def test_accept_ranges_that_are_malformed_or_too_long_are_refused_and_change_nothing(broker):
     await _topic(broker.bootstrap, "ranges", partitions=1)
     await _publish(broker.bootstrap, "ranges", [b"a", b"b", b"c"])
