@@ -36,6 +36,25 @@ async def _drain(queue: QueueConsumer, *, until: int, wait_ms: int = 500, timeou
     return got
 
 
+def _accepted(body) -> int:
+    """Offsets a SHARE_ACKNOWLEDGE request accepts through its ranges."""
+    return sum(r.last_offset - r.first_offset + 1 for r in body.accepts)
+
+
+def _count_acknowledge_requests(queue: QueueConsumer, measure) -> list:
+    """``measure(request)`` of every SHARE_ACKNOWLEDGE ``queue`` sends from now on, in a list that grows."""
+    sent = []
+    request = queue.link.request
+
+    async def counting(api, body, **kwargs):
+        if api is ApiKey.SHARE_ACKNOWLEDGE:
+            sent.append(measure(body))
+        return await request(api, body, **kwargs)
+
+    queue.link.request = counting
+    return sent
+
+
 async def test_every_message_accepted_once_across_workers(broker):
     await _topic(broker.bootstrap, "jobs", partitions=3)
     await _publish(broker.bootstrap, "jobs", [str(i).encode() for i in range(300)])
@@ -240,15 +259,8 @@ async def test_acks_of_one_loop_turn_go_in_one_request_and_each_answers_for_its_
     async with QueueConsumer(broker.bootstrap, "handlers", "per-message") as queue:
         messages = await _drain(queue, until=200)
         assert len(messages) == 200
-        sent = []
         request = queue.link.request
-
-        async def counting(api, body, **kwargs):
-            if api is ApiKey.SHARE_ACKNOWLEDGE:
-                sent.append((len(body.acks), sum(r.last_offset - r.first_offset + 1 for r in body.accepts), len(body.accepts)))
-            return await request(api, body, **kwargs)
-
-        queue.link.request = counting
+        sent = _count_acknowledge_requests(queue, lambda body: (len(body.acks), _accepted(body), len(body.accepts)))
         stale = (messages[0].partition, messages[0].offset, messages[0].delivery_count + 1)  # a delivery that never was
         outcomes = await asyncio.gather(queue.ack([stale]), *(queue.ack([m]) for m in messages[1:]), return_exceptions=True)
         # One request; the accepts as ranges of consecutive offsets (per partition, and the stale delivery apart).
@@ -272,15 +284,7 @@ async def test_acks_lingering_across_loop_turns_share_one_request_and_stop_sends
     async with QueueConsumer(broker.bootstrap, "lingerers", "lingering", ack_linger_ms=200) as queue:
         messages = await _drain(queue, until=30)
         assert len(messages) == 30
-        sent = []
-        request = queue.link.request
-
-        async def counting(api, body, **kwargs):
-            if api is ApiKey.SHARE_ACKNOWLEDGE:
-                sent.append(sum(r.last_offset - r.first_offset + 1 for r in body.accepts))
-            return await request(api, body, **kwargs)
-
-        queue.link.request = counting
+        sent = _count_acknowledge_requests(queue, _accepted)
         answers = []
         for message in messages[:20]:  # one ack per loop turn, as slow clients' acks come in
             answers.append(queue.ack([message]))
