@@ -88,10 +88,14 @@ MAX_ACKS_PER_REQUEST = 5_000
 
 
 class QueueConsumer:
-    """``ack_linger_ms``: how long accepts (``ack``) wait to share a request (0, the default: until the end of
-    the loop turn they were made in; releases, rejects and extensions never wait longer). A process acknowledging for many slow-paced clients (the gateway, for
-    WebSocket subscribers acking a message or two at a time) saves a request and a replicated state write for
-    each acknowledgement it merges, for that much delay on the answers."""
+    """A queue group's consumer: receive, then acknowledge by message or receipt.
+
+    ``ack_linger_ms``: how long accepts (``ack``) wait to share a request (0, the default: until the
+    end of the loop turn they were made in; releases, rejects and extensions never wait longer). A
+    process acknowledging for many slow-paced clients (the gateway, for WebSocket subscribers acking a
+    message or two at a time) saves a request and a replicated state write for each acknowledgement
+    it merges, for that much delay on the answers.
+    """
 
     def __init__(self, client: TidewayClient | str, group_id: str, topic: str, *, member_id: str = "",
                  api_key: str | None = None, ack_linger_ms: float = 0) -> None:
