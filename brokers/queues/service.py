@@ -498,8 +498,8 @@ class QueueService:
     def _watch_remote_leaders(self, group_id: str, topic: str, config: TopicConfig) -> None:
         """Receivers are waiting: long-poll the remote leaders, so that new records wake them at once.
 
-        Appends to partitions this broker leads wake them through ``on_data``;
-        for the others, one fetch per share-partition waits at the leader until
+        Partitions this broker leads wake them through ``on_data`` when their
+        HW moves; for the others, one fetch per share-partition waits at the leader until
         it has committed records past the window, which go into the window.
         """
         for partition in range(config.partitions):

@@ -1,8 +1,8 @@
 """The replicas this broker holds, and the requests that read and write them.
 
 Produce, fetch (with long polling), list offsets; waking what waits for new
-records (long-polling fetches, followers, and queue receivers through
-``on_data``); fsyncs shared between producers (group commit). Roles come from
+records (long-polling fetches and followers at each append, queue receivers
+through ``on_data`` when the HW moves); fsyncs shared between producers (group commit). Roles come from
 ``brokers.replication.Partition``; the broker decides them.
 
 Ownership: the broker's event-loop thread, except the fsyncs handed to worker
