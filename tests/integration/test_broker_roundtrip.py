@@ -130,6 +130,27 @@ async def test_long_poll_returns_as_soon_as_data_arrives(broker):
         assert empty.partitions[0].records == b"" and empty.partitions[0].high_watermark == 1
 
 
+async def test_a_waiting_consumer_gets_the_records_before_the_producer_gets_its_acknowledgement(broker):
+    # Both requests on one connection, so the order of the answers on the wire is the order the broker wrote them.
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("first")
+        connection = await client.connection(1)
+        fetch = m.FetchRequest(max_wait_ms=10_000, min_bytes=1, partitions=[m.FetchPartition(topic="first", partition=0, fetch_offset=0)])
+        fetched = asyncio.ensure_future(connection.request(ApiKey.FETCH, fetch))
+        await asyncio.sleep(0.3)
+        assert not fetched.done()
+        batch = BatchBuilder()
+        batch.append(1, None, b"hello")
+        order: list[str] = []
+        fetched.add_done_callback(lambda _: order.append("fetch"))
+        produced = asyncio.ensure_future(connection.request(
+            ApiKey.PRODUCE, m.ProduceRequest(acks=1, partitions=[m.ProducePartition(topic="first", partition=0, records=batch.build())])))
+        produced.add_done_callback(lambda _: order.append("produce"))
+        await asyncio.wait_for(asyncio.gather(fetched, produced), 5)
+        assert order == ["fetch", "produce"]
+        assert fetched.result().partitions[0].records and produced.result().partitions[0].base_offset == 0
+
+
 async def test_consume_from_a_timestamp_and_from_latest(broker):
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic("times")
