@@ -81,6 +81,11 @@ class TidewayClient:
 
     # -- connections ------------------------------------------------------------
 
+    def open_connection(self, node_id: int) -> Connection | None:
+        """The connection to broker ``node_id`` if one is open now (no waiting, no connecting)."""
+        connection = self._connections.get(node_id)
+        return connection if connection is not None and not connection.closed else None
+
     async def connection(self, node_id: int, *, coordination: bool = False) -> Connection:
         """The connection to broker ``node_id``, (re)opened when needed.
 

@@ -278,7 +278,10 @@ class Producer:
         limit = self.batch_size_bytes if batch_bytes_max is None else min(self.batch_size_bytes, batch_bytes_max)
         batch = self._open.get((topic, partition))
         if batch is None or (len(batch.builder) and batch.builder.size_bytes + record_size_estimate(key, value, headers) > limit):
-            return self._append(topic, partition, timestamp_ms, key, value, headers, limit)  # a new batch
+            future = self._append(topic, partition, timestamp_ms, key, value, headers, limit)  # a new batch
+            if self.linger_s == 0:
+                self._send_at_once(future._batch)
+            return future
         builder = batch.builder
         before = builder.size_bytes
         offset_delta = builder.append(timestamp_ms, key, value, headers)
@@ -400,6 +403,28 @@ class Producer:
             batch.data = batch.builder.build()
             self._ready.append(batch)
             self._wakeup.set()
+
+    def _send_at_once(self, batch: _Batch) -> None:
+        """With ``linger_ms=0``, write a new batch from ``send`` itself when its leader has nothing in flight.
+
+        Saves the sender task's turn (a loop iteration before the write) for a
+        producer sending one record at a time. Records that follow before the
+        answer go in the next batch, sent on the sender's turn as before, so a
+        loop of sends still batches (one extra request per burst at most).
+        """
+        key = (batch.topic, batch.partition)
+        if self._ready or key in self._resending or self._open.get(key) is not batch:
+            return  # others wait to go first, or the batch is closed and queued already
+        try:
+            leader = self.client.leader_for(batch.topic, batch.partition)
+        except errors.TidewayError:
+            return
+        connection = self.client.open_connection(leader)
+        if connection is None or self._in_flight.get(leader, 0):
+            return
+        self._close_batch(batch)
+        self._ready.remove(batch)
+        self._send_request(leader, connection, [batch])
 
     # -- the sender task -------------------------------------------------------------
 

@@ -151,6 +151,24 @@ async def test_a_waiting_consumer_gets_the_records_before_the_producer_gets_its_
         assert fetched.result().partitions[0].records and produced.result().partitions[0].base_offset == 0
 
 
+async def test_linger_zero_writes_a_lone_record_from_send_and_still_batches_a_burst(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("eager")
+        async with Producer(client, linger_ms=0) as producer:
+            await (await producer.send("eager", b"warm-up"))  # metadata and the connection are there now
+            connection = client.open_connection(1)
+            requests_before = connection._next_correlation_id
+            lone = await producer.send("eager", b"lone")
+            assert connection._next_correlation_id == requests_before + 1  # written before send returned
+            assert (await lone).offset == 1
+            requests_before = connection._next_correlation_id
+            burst = [await producer.send("eager", b"%d" % i) for i in range(1000)]
+            await producer.flush()
+            # The first record went at once; the 999 sent meanwhile left together on the sender's turn.
+            assert connection._next_correlation_id == requests_before + 2
+            assert [(await future).offset for future in burst] == list(range(2, 1002))
+
+
 async def test_consume_from_a_timestamp_and_from_latest(broker):
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic("times")
