@@ -1,8 +1,9 @@
 """One client connection to a server: frames in, handler tasks, frames out.
 
-Requests on a connection are pipelined: each frame becomes a task, and answers
-go out as they complete, matched by correlation id. Handlers append before
-their first ``await``, and tasks start in the order they were created, so
+Requests on a connection are pipelined: each frame's handler runs at once, in
+the callback that read it, up to its first wait (``aio.start_eagerly``), and
+a task carries on the ones that wait; answers go out as they complete,
+matched by correlation id. Handlers append before their first ``await``, so
 produce requests on one connection are appended in the order they were sent.
 
 Everything is bounded (``limits.ConnectionLimits``): a connection is counted
@@ -26,6 +27,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from brokers.aio import start_eagerly
 from brokers.protocol.frames import FrameDecoder, FrameError, encode_response, split_request
 from brokers.security.principal import Principal
 from brokers.server.limits import ConnectionRegistry
@@ -124,13 +126,19 @@ class BrokerConnection(asyncio.Protocol):
             self._registry.refuse(reason, "closing the connection from %s: %s", self.session.peer, exc)
             self.close()
             return
-        loop = asyncio.get_running_loop()
         for frame in frames:
             api_key, api_version, correlation_id, body = split_request(frame)
             self._in_flight += 1
-            task = loop.create_task(self._handle(api_key, api_version, correlation_id, body))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            # Up to its first wait right here, in order: a request answered at once (most produces, a
+            # fetch with data) is written in this callback, and appends keep the connection's order.
+            try:
+                task = start_eagerly(self._handle(api_key, api_version, correlation_id, body))
+            except Exception:  # a bug: the router answers every error itself
+                log.exception("request from %s failed", self.session.peer)
+                continue
+            if task is not None:
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         self._update_reading()
 
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
