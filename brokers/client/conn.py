@@ -17,6 +17,7 @@ import logging
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 
 import msgspec
 
@@ -72,7 +73,8 @@ class Connection:
         self.ssl_context = ssl_context
         self.principal = ""  # who the broker says this connection acts as, once authenticated
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, tuple[asyncio.Future, m.ApiKey]] = {}
+        # correlation id -> (future, api, a function given the answer in the read callback itself, or None)
+        self._pending: dict[int, tuple[asyncio.Future, m.ApiKey, Callable[[msgspec.Struct], None] | None]] = {}
         self._next_correlation_id = 0
         self._decoder = FrameDecoder(frame_bytes_min=4, frame_bytes_max=RESPONSE_BYTES_MAX)
         self._closed_error: Exception | None = None
@@ -102,13 +104,17 @@ class Connection:
                 self.close()
                 raise
 
-    async def request(self, api: m.ApiKey, body: msgspec.Struct, *, timeout_s: float = 30.0, expect_response: bool = True):
+    async def request(self, api: m.ApiKey, body: msgspec.Struct, *, timeout_s: float = 30.0, expect_response: bool = True,
+                      on_answer: Callable[[msgspec.Struct], None] | None = None):
         """Send one request and return its decoded response (None if not expected).
 
         Raises the BrokerError of a top-level error code, ConnectionClosedError
         if the connection breaks, ClientTimeoutError after ``timeout_s``.
+        ``on_answer(response)``, if given, is called with a successful answer
+        as soon as it is read, a loop turn before this returns it (a consumer
+        hands records to ``getmany`` from there).
         """
-        future = self.send(api, body, expect_response=expect_response)
+        future = self.send(api, body, expect_response=expect_response, on_answer=on_answer)
         if future is None:
             return None
         # A timer on the future itself rather than asyncio.wait_for: every request of every
@@ -119,7 +125,8 @@ class Connection:
         finally:
             timer.cancel()
 
-    def send(self, api: m.ApiKey, body: msgspec.Struct, *, expect_response: bool = True) -> asyncio.Future | None:
+    def send(self, api: m.ApiKey, body: msgspec.Struct, *, expect_response: bool = True,
+             on_answer: Callable[[msgspec.Struct], None] | None = None) -> asyncio.Future | None:
         """Write a request now; return the future of its response."""
         if self._closed_error is not None or self._transport is None:
             raise ConnectionClosedError(f"connection to {self.host}:{self.port} is closed") from self._closed_error
@@ -128,7 +135,7 @@ class Connection:
         future = None
         if expect_response:
             future = asyncio.get_running_loop().create_future()
-            self._pending[correlation_id] = (future, api)
+            self._pending[correlation_id] = (future, api, on_answer)
         self._transport.write(encode_request(int(api), 0, correlation_id, m.ENCODER.encode(body)))
         return future
 
@@ -140,7 +147,7 @@ class Connection:
                 entry = self._pending.pop(correlation_id, None)
                 if entry is None:
                     raise FrameError(f"answer with unknown correlation id {correlation_id}")
-                future, api = entry
+                future, api, on_answer = entry
                 if future.done():
                     continue
                 try:
@@ -149,8 +156,14 @@ class Connection:
                     raise FrameError(f"undecodable {api.name} answer: {exc}") from exc
                 if response.error_code:
                     future.set_exception(error_for_code(response.error_code, response.error_message))
-                else:
-                    future.set_result(response)
+                    continue
+                if on_answer is not None:
+                    try:
+                        on_answer(response)
+                    except Exception as exc:  # noqa: BLE001 - the caller awaiting the answer gets it
+                        future.set_exception(exc)
+                        continue
+                future.set_result(response)
         except FrameError as exc:
             log.warning("closing connection to %s:%d: %s", self.host, self.port, exc)
             self._fail(exc)
@@ -162,7 +175,7 @@ class Connection:
         if self._closed_error is None:
             self._closed_error = cause
         pending, self._pending = self._pending, {}
-        for future, api in pending.values():
+        for future, api, _on_answer in pending.values():
             if not future.done():
                 error = ConnectionClosedError(
                     f"connection to {self.host}:{self.port} broke during {api.name}: {cause}"

@@ -260,19 +260,30 @@ class Consumer:
                 for t, p in tps
             ],
         )
-        response: m.FetchResponse = await connection.request(
-            ApiKey.FETCH, request, timeout_s=self.client.request_timeout_s + self.fetch_max_wait_ms / 1000
+        failed: list[tuple[TopicPartition, _PartitionState, m.FetchPartitionResult]] = []
+        await connection.request(
+            ApiKey.FETCH, request, timeout_s=self.client.request_timeout_s + self.fetch_max_wait_ms / 1000,
+            # Records are taken in the read callback: getmany has them a loop turn sooner.
+            on_answer=lambda response: self._take(response, positions, failed),
         )
-        arrived = False
         retry: errors.TidewayError | None = None
+        for tp, state, result in failed:
+            # The other partitions' records are kept first: they were served.
+            retry = await self._handle_fetch_error(tp, state, result) or retry
+        if retry is not None:
+            raise retry
+
+    def _take(self, response: m.FetchResponse, positions: dict[TopicPartition, int],
+              failed: list[tuple[TopicPartition, _PartitionState, m.FetchPartitionResult]]) -> None:
+        """Buffer a fetch's records for getmany; list the partitions that answered with an error in ``failed``."""
+        arrived = False
         for result in response.partitions:
             tp = (result.topic, result.partition)
             state = self._partitions.get(tp)
             if state is None or state.fetch_position != positions.get(tp):
                 continue  # reassigned or sought while the fetch was out
             if result.error_code:
-                # The other partitions' records are kept first: they were served.
-                retry = await self._handle_fetch_error(tp, state, result) or retry
+                failed.append((tp, state, result))
                 continue
             state.high_watermark = result.high_watermark
             records = result.records
@@ -293,8 +304,6 @@ class Consumer:
                 arrived = True
         if arrived:
             self._data.set()
-        if retry is not None:
-            raise retry
 
     async def _handle_fetch_error(self, tp: TopicPartition, state: _PartitionState,
                                   result: m.FetchPartitionResult) -> errors.TidewayError | None:

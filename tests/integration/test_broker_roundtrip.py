@@ -169,6 +169,24 @@ async def test_linger_zero_writes_a_lone_record_from_send_and_still_batches_a_bu
             assert [(await future).offset for future in burst] == list(range(2, 1002))
 
 
+async def test_an_answer_hook_runs_when_the_answer_is_read_and_its_failure_is_the_requests(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        connection = await client.connection(1)
+        seen = []
+        answered = asyncio.ensure_future(connection.request(ApiKey.API_VERSIONS, m.ApiVersionsRequest(), on_answer=seen.append))
+        while not seen:  # the hook runs in the read callback, before the caller's task resumes
+            await asyncio.sleep(0)
+        assert not answered.done()
+        assert await answered is seen[0]
+
+        def broken(_response):
+            raise ValueError("the hook failed")
+
+        with pytest.raises(ValueError, match="the hook failed"):
+            await connection.request(ApiKey.API_VERSIONS, m.ApiVersionsRequest(), on_answer=broken)
+        assert (await connection.request(ApiKey.API_VERSIONS, m.ApiVersionsRequest())).apis  # still usable
+
+
 async def test_consume_from_a_timestamp_and_from_latest(broker):
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic("times")

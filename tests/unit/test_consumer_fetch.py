@@ -29,9 +29,12 @@ class _Connection:
         self._answer = answer
         self.requests: list[m.FetchRequest] = []
 
-    async def request(self, api, request, timeout_s):
+    async def request(self, api, request, timeout_s, on_answer=None):
         self.requests.append(request)
-        return await self._answer(request, len(self.requests))
+        response = await self._answer(request, len(self.requests))
+        if on_answer is not None:  # as brokers.client.conn.Connection: in its read callback, with a successful answer
+            on_answer(response)
+        return response
 
 
 class _Client:
