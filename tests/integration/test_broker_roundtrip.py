@@ -1,6 +1,7 @@
 """Produce and consume through a real broker process (issue 2)."""
 
 import asyncio
+import socket
 import time
 
 import pytest
@@ -131,24 +132,44 @@ async def test_long_poll_returns_as_soon_as_data_arrives(broker):
 
 
 async def test_a_waiting_consumer_gets_the_records_before_the_producer_gets_its_acknowledgement(broker):
-    # Both requests on one connection, so the order of the answers on the wire is the order the broker wrote them.
+    # Every request on one connection, so the order of the answers on the wire is the order the broker wrote them.
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic("first")
         connection = await client.connection(1)
-        fetch = m.FetchRequest(max_wait_ms=10_000, min_bytes=1, partitions=[m.FetchPartition(topic="first", partition=0, fetch_offset=0)])
-        fetched = asyncio.ensure_future(connection.request(ApiKey.FETCH, fetch))
-        await asyncio.sleep(0.3)
-        assert not fetched.done()
-        batch = BatchBuilder()
-        batch.append(1, None, b"hello")
         order: list[str] = []
-        fetched.add_done_callback(lambda _: order.append("fetch"))
-        produced = asyncio.ensure_future(connection.request(
-            ApiKey.PRODUCE, m.ProduceRequest(acks=1, partitions=[m.ProducePartition(topic="first", partition=0, records=batch.build())])))
-        produced.add_done_callback(lambda _: order.append("produce"))
-        await asyncio.wait_for(asyncio.gather(fetched, produced), 5)
-        assert order == ["fetch", "produce"]
-        assert fetched.result().partitions[0].records and produced.result().partitions[0].base_offset == 0
+
+        def fetch(offset: int) -> asyncio.Future:
+            request = m.FetchRequest(max_wait_ms=10_000, min_bytes=1, partitions=[m.FetchPartition(topic="first", partition=0, fetch_offset=offset)])
+            future = connection.send(ApiKey.FETCH, request)
+            future.add_done_callback(lambda _: order.append(f"fetch from {offset}"))
+            return future
+
+        def produce(value: bytes) -> asyncio.Future:
+            batch = BatchBuilder()
+            batch.append(1, None, value)
+            request = m.ProduceRequest(acks=1, partitions=[m.ProducePartition(topic="first", partition=0, records=batch.build())])
+            future = connection.send(ApiKey.PRODUCE, request)
+            future.add_done_callback(lambda _: order.append(f"produce {value.decode()}"))
+            return future
+
+        fetched = fetch(0)
+        await asyncio.sleep(0.3)
+        assert not fetched.done()  # held by the broker until data comes
+        await asyncio.wait_for(asyncio.gather(fetched, produce(b"one")), 5)
+        assert order == ["fetch from 0", "produce one"]
+
+        # Two produces read at once (corked into one segment): the second, which woke nobody itself,
+        # still answers after the delivery the first one woke.
+        order.clear()
+        fetched = fetch(1)
+        await asyncio.sleep(0.3)
+        sock = connection._transport.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        answers = [produce(b"two"), produce(b"three")]
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+        await asyncio.wait_for(asyncio.gather(fetched, *answers), 5)
+        assert order == ["fetch from 1", "produce two", "produce three"]
+        assert [answer.result().partitions[0].base_offset for answer in answers] == [1, 2]
 
 
 async def test_linger_zero_writes_a_lone_record_from_send_and_still_batches_a_burst(broker):
