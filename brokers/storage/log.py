@@ -61,6 +61,7 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap-(\d+)$")  # a compacted copy replacing segments (cleaner.swap)
 _SEGMENT_FILES = re.compile(r"^(\d{20})\.(log|index|timeindex)$")  # a segment's file or one of its indexes
 _VERIFIED_FILE = "verified-segments"
+TAIL_BYTES_MAX = 64 << 10  # appends up to this size are kept in memory while they end the log (Log._tail)
 
 # Told (log, first offset that cannot be served intact, what is wrong) when a
 # read, a load or the scrubber finds a batch that fails its CRC.
@@ -104,6 +105,10 @@ class Log:
         self.appended: deque[tuple[int, int, int]] | None = None
         self.appended_from = 0
         self.flushed_offset = 0  # every offset below this is on disk (fsynced)
+        # The batches of the last append as leader, while they end the log: (base offset, next
+        # offset, bytes). A consumer waiting at the log's end is served them from here, without a
+        # read and CRC check of what was checked a moment ago (``read``). Small appends only.
+        self._tail: tuple[int, int, bytes] | None = None
         self.epochs = LeaderEpochCache(directory)
         self.open_files: OpenFiles | None = None  # the broker's LRU of segment files (None: all stay open)
         self.producers = ProducerStateTable(directory)
@@ -149,6 +154,7 @@ class Log:
     def replaced_segments(self) -> None:
         """``segments`` changed in the middle (compaction merged some): look-ups follow."""
         self._base_offsets = [segment.base_offset for segment in self.segments]
+        self._tail = None
 
     def _load(self, recovery_point: int | None) -> None:
         self._finish_swaps()
@@ -309,6 +315,7 @@ class Log:
             records += header.record_count
             position += header.size
         self.active_segment.append(data, stamped)
+        self._tail = (base_offset, next_offset, bytes(data)) if len(data) <= TAIL_BYTES_MAX else None
         for header in stamped:
             self.producers.update(header)
         if self.appended is not None:
@@ -333,6 +340,7 @@ class Log:
         intact and the first starts exactly at the log end offset.
         """
         self.appended = None  # a follower's appends are not its own
+        self._tail = None
         headers = validate_batches(data, batch_bytes_max=len(data), from_producer=False)
         next_offset = self.log_end_offset
         for header in headers:
@@ -416,6 +424,7 @@ class Log:
         if offset >= self.log_end_offset:
             return
         self.appended = None
+        self._tail = None
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()
@@ -439,6 +448,9 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside {self.topic}-{self.partition}'s range [{start}, {end}]"
             )
+        tail = self._tail
+        if tail is not None and tail[0] == offset and tail[1] <= limit and tail[1] == end and len(tail[2]) <= max_bytes:
+            return ReadResult(tail[2], self.high_watermark, start, end)
         data = b""
         if offset < limit:
             slot = bisect_right(self._base_offsets, offset) - 1

@@ -330,3 +330,20 @@ def test_new_epochs_are_written_by_the_checkpoint_not_by_the_append(tmp_path):
     manager.close()
     with open(logs[0].epochs.path) as f:
         assert f.read() == "4 0\n5 1\n"
+
+
+def test_the_last_append_is_served_as_the_disk_holds_it_and_never_once_the_log_moved_on(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(), recovery_point=None)
+    fill(log, batches=3, per_batch=2)
+    last = log.log_end_offset - 2
+    served = log.read(last, 1 << 20).records
+    log._tail = None  # what a read from the file gives
+    assert served == log.read(last, 1 << 20).records
+    assert [r.value for r in decode_records_all(served)] == [b"batch 2 record 0", b"batch 2 record 1"]
+
+    log.append(make_batch([b"not yet committed"]), leader_epoch=0)
+    assert log.read(log.log_end_offset - 1, 1 << 20).records == b""  # above the HW: not served from memory either
+    log.truncate_to(log.log_end_offset - 1)  # a new leader's log differs from here on
+    log.append(make_batch([b"the new leader's"]), leader_epoch=1)
+    log.high_watermark = log.log_end_offset
+    assert [r.value for r in decode_records_all(log.read(log.log_end_offset - 1, 1 << 20).records)] == [b"the new leader's"]
