@@ -192,7 +192,7 @@ class Broker:
             on_tenant_request=self.metrics.traffic.add_request,
         )
         self.router = Router(routes, authorizer, name=f"broker {config.broker_id}",
-                             observe=lambda api, seconds: self.metrics.request_latency.labels(api).observe(seconds))
+                             observe=self.metrics.observe_request)
         self._registries = {
             listener: ConnectionRegistry(
                 limits, on_refused=lambda reason, listener=listener: self.metrics.connections_refused.labels(listener.value, reason).inc()

@@ -84,6 +84,7 @@ class BrokerMetrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self._request_latency_by_api: dict[str, Histogram] = {}
         self.connections_refused = Counter(
             "tideway_connections_refused", "Connections refused or closed by a limit", ["listener", "reason"],
             registry=self.registry,
@@ -106,6 +107,13 @@ class BrokerMetrics:
         self.scrubbed_bytes = Counter("tideway_scrubbed_bytes", "Log bytes re-read and CRC-checked by the scrubber",
                                       registry=self.registry)
         self.registry.register(_LogSizeCollector(logs))
+
+    def observe_request(self, api: str, seconds: float) -> None:
+        """One request's time to its answer; the API's histogram child is looked up once (every request comes here)."""
+        child = self._request_latency_by_api.get(api)
+        if child is None:
+            child = self._request_latency_by_api[api] = self.request_latency.labels(api)
+        child.observe(seconds)
 
     def watch_queues(self, counts: Callable[[], tuple[int, int, int]]) -> None:
         """Report the queue service's (loaded, unloaded, window records) at every scrape."""
