@@ -1,10 +1,12 @@
 """One client connection to a server: frames in, handler tasks, frames out.
 
 Requests on a connection are pipelined: each frame's handler runs at once, in
-the callback that read it, up to its first wait (``aio.start_eagerly``; large
-frames start on the next loop turn), and a task carries on the ones that wait; answers go out as they complete,
-matched by correlation id. Handlers append before their first ``await``, so
-produce requests on one connection are appended in the order they were sent.
+the callback that read it, up to its first wait (``aio.start_eagerly``), and
+a task carries on the ones that wait; answers go out as they complete,
+matched by correlation id. A large frame starts on the next loop turn, in a
+task, and so does every frame after it until it has started. Handlers append
+before their first ``await``, so produce requests on one connection are
+appended in the order they were sent.
 
 Everything is bounded (``limits.ConnectionLimits``): a connection is counted
 before it may send anything; until it authenticates it may have few requests
@@ -84,6 +86,7 @@ class BrokerConnection(asyncio.Protocol):
         self._writing_paused = False
         self._on_close = on_close
         self._tasks: set[asyncio.Task] = set()
+        self._not_started = 0  # requests given to tasks that have not started yet (see data_received)
         self._admitted = False
         self._authentication_deadline: asyncio.TimerHandle | None = None
         self.session = Session(listener=listener, connection=self)
@@ -134,10 +137,13 @@ class BrokerConnection(asyncio.Protocol):
         for frame in frames:
             api_key, api_version, correlation_id, body = split_request(frame)
             self._in_flight += 1
-            handling = self._handle(api_key, api_version, correlation_id, body)
-            if len(frame) > EAGER_FRAME_BYTES_MAX:
-                task = asyncio.get_running_loop().create_task(handling)
+            if self._not_started or len(frame) > EAGER_FRAME_BYTES_MAX:
+                # On the next loop turn; and so is every request after it until it has started, so
+                # that requests start (and produces append) in the order they came.
+                self._not_started += 1
+                task = asyncio.get_running_loop().create_task(self._start_later(api_key, api_version, correlation_id, body))
             else:
+                handling = self._handle(api_key, api_version, correlation_id, body)
                 # Up to its first wait right here, in order: a request answered at once (most produces,
                 # a fetch with data) is written in this callback, and appends keep the connection's order.
                 try:
@@ -149,6 +155,10 @@ class BrokerConnection(asyncio.Protocol):
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         self._update_reading()
+
+    async def _start_later(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
+        self._not_started -= 1
+        await self._handle(api_key, api_version, correlation_id, body)
 
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         try:

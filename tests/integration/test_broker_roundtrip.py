@@ -172,6 +172,27 @@ async def test_a_waiting_consumer_gets_the_records_before_the_producer_gets_its_
         assert [answer.result().partitions[0].base_offset for answer in answers] == [1, 2]
 
 
+async def test_produces_on_one_connection_append_in_the_order_sent_whatever_their_size(broker):
+    # A large request starts a loop turn later than a small one (connection.py): the small ones after it wait for it.
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("order")
+        connection = await client.connection(1)
+
+        def produce(value: bytes) -> asyncio.Future:
+            batch = BatchBuilder()
+            batch.append(1, None, value)
+            return connection.send(ApiKey.PRODUCE, m.ProduceRequest(acks=1, partitions=[
+                m.ProducePartition(topic="order", partition=0, records=batch.build())]))
+
+        sock = connection._transport.get_extra_info("socket")
+        for _ in range(3):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            answers = [produce(b"L" * (100 << 10)), produce(b"small"), produce(b"L" * (100 << 10)), produce(b"tiny")]
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+            offsets = [answer.partitions[0].base_offset for answer in await asyncio.wait_for(asyncio.gather(*answers), 5)]
+            assert offsets == list(range(offsets[0], offsets[0] + 4))
+
+
 async def test_linger_zero_writes_a_lone_record_from_send_and_still_batches_a_burst(broker):
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic("eager")
