@@ -104,18 +104,19 @@ class Consumer:
         "committed" (the default) applies ``auto_offset_reset`` until groups exist.
         """
         self._partitions = {}
-        for topic, partition in partitions:
-            await self.client.partitions_for(topic)
-            self._partitions[(topic, partition)] = _PartitionState(0)
-            await self.seek((topic, partition), start)
-        self._room.set()
+        await self.add({tp: start for tp in partitions})
 
     async def add(self, partitions: dict[TopicPartition, str | int]) -> None:
         """Start reading more partitions, each from its start (see ``assign``)."""
-        for (topic, partition), start in partitions.items():
-            await self.client.partitions_for(topic)
-            self._partitions[(topic, partition)] = _PartitionState(0)
-            await self.seek((topic, partition), start)
+        # Every start is looked up before any partition is fetched: a partition fetched from a
+        # placeholder position while its start was being looked up had its records served, then
+        # dropped by the seek, and served again (metered twice).
+        offsets = {}
+        for tp, start in partitions.items():
+            await self.client.partitions_for(tp[0])
+            offsets[tp] = await self._offset_of(tp, start)
+        for tp, offset in offsets.items():
+            self._partitions[tp] = _PartitionState(offset)
         self._room.set()
 
     def remove(self, partitions) -> None:
@@ -128,26 +129,28 @@ class Consumer:
 
     async def seek(self, tp: TopicPartition, start: str | int) -> None:
         """Move ``tp`` to ``start`` (see ``assign``), dropping what was buffered."""
+        offset = await self._offset_of(tp, start)
+        if tp not in self._partitions:
+            raise errors.InvalidRequestError(f"{tp[0]}-{tp[1]} is not assigned")
+        self._partitions[tp] = _PartitionState(offset)
+        self._room.set()
+
+    async def _offset_of(self, tp: TopicPartition, start: str | int) -> int:
         topic, partition = tp
         if start == "committed":
             start = "earliest" if self.auto_offset_reset == "earliest" else "latest"
         if isinstance(start, int):
-            offset = start
-        elif start == "earliest":
-            offset, _ = await self.client.list_offset(topic, partition, m.EARLIEST_TIMESTAMP)
-        elif start == "latest":
-            offset, _ = await self.client.list_offset(topic, partition, m.LATEST_TIMESTAMP)
-        elif isinstance(start, str) and start.startswith("@"):
+            return start
+        if start == "earliest":
+            return (await self.client.list_offset(topic, partition, m.EARLIEST_TIMESTAMP))[0]
+        if start == "latest":
+            return (await self.client.list_offset(topic, partition, m.LATEST_TIMESTAMP))[0]
+        if isinstance(start, str) and start.startswith("@"):
             offset, _ = await self.client.list_offset(topic, partition, int(start[1:]))
             if offset < 0:  # nothing that late yet: wait at the end
                 offset, _ = await self.client.list_offset(topic, partition, m.LATEST_TIMESTAMP)
-        else:
-            raise ValueError(f"bad start position {start!r}: use earliest, latest, an offset or @<ms>")
-        state = self._partitions.get(tp)
-        if state is None:
-            raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
-        self._partitions[tp] = _PartitionState(offset)
-        self._room.set()
+            return offset
+        raise ValueError(f"bad start position {start!r}: use earliest, latest, an offset or @<ms>")
 
     def position(self, tp: TopicPartition) -> int:
         return self._partitions[tp].position

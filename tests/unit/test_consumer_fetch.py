@@ -179,3 +179,30 @@ async def test_a_batch_split_by_max_records_comes_out_whole_in_order_and_positio
         assert positions == [3, 6, 9, 10]
     finally:
         await consumer.stop()
+
+
+async def test_no_partition_is_fetched_before_its_start_is_known():
+    # A partition fetched from a placeholder position while its start was being looked up had its
+    # records served, then dropped by the seek that followed, and served (and metered) again.
+    class _SlowOffsets(_Client):
+        async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+            await asyncio.sleep(0.05)  # the broker takes its time to answer
+            return 5, -1
+
+    async def answer(request: m.FetchRequest, nth: int) -> m.FetchResponse:
+        return m.FetchResponse(partitions=[
+            m.FetchPartitionResult(topic="t", partition=part.partition, high_watermark=7,
+                                   records=_batch(part.fetch_offset, [b"x", b"y"]) if part.fetch_offset == 5 else b"")
+            for part in request.partitions])
+
+    connection = _Connection(answer)
+    client = _SlowOffsets({("t", 0): 1, ("t", 1): 1}, {1: connection})
+    consumer = Consumer(client, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        await consumer.assign([("t", 0), ("t", 1)], start="earliest")
+        assert len(await _received(consumer, 4)) == 4
+        assert connection.requests
+        assert all(part.fetch_offset >= 5 for request in connection.requests for part in request.partitions)
+    finally:
+        await consumer.stop()
