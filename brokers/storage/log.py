@@ -108,6 +108,9 @@ class Log:
         # The batches of the last append as leader, while they end the log: (base offset, next
         # offset, bytes). A consumer waiting at the log's end is served them from here, without a
         # read and CRC check of what was checked a moment ago (``read``). Small appends only.
+        # Served only while it ends the log (a truncation makes it stale until the next append
+        # replaces it); what may rewrite the log up to the same end drops it (replicated appends,
+        # compaction).
         self._tail: tuple[int, int, bytes] | None = None
         self.epochs = LeaderEpochCache(directory)
         self.open_files: OpenFiles | None = None  # the broker's LRU of segment files (None: all stay open)
@@ -424,7 +427,6 @@ class Log:
         if offset >= self.log_end_offset:
             return
         self.appended = None
-        self._tail = None
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()

@@ -9,6 +9,7 @@ import pytest
 
 from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
 from brokers.record import BatchBuilder, decode_records
+from brokers.record.batch import stamp_batch
 from brokers.storage import Log, LogManager, TopicConfig
 
 MATRIX = [
@@ -343,7 +344,12 @@ def test_the_last_append_is_served_as_the_disk_holds_it_and_never_once_the_log_m
 
     log.append(make_batch([b"not yet committed"]), leader_epoch=0)
     assert log.read(log.log_end_offset - 1, 1 << 20).records == b""  # above the HW: not served from memory either
-    log.truncate_to(log.log_end_offset - 1)  # a new leader's log differs from here on
-    log.append(make_batch([b"the new leader's"]), leader_epoch=1)
+    # This replica follows a new leader whose log differs from here on: truncated, then the leader's batch copied
+    # to the same offsets (the same end as the append above).
+    offset = log.log_end_offset - 1
+    log.truncate_to(offset)
+    copied = make_batch([b"the new leader's"])
+    stamp_batch(copied, 0, offset, 1)
+    log.append_replicated(bytes(copied))
     log.high_watermark = log.log_end_offset
     assert [r.value for r in decode_records_all(log.read(log.log_end_offset - 1, 1 << 20).records)] == [b"the new leader's"]
