@@ -31,6 +31,7 @@ class _Connection:
 
     async def request(self, api, request, timeout_s, on_answer=None):
         self.requests.append(request)
+        await asyncio.sleep(0)  # as over a socket: the answer comes on a later loop turn, never at once
         response = await self._answer(request, len(self.requests))
         if on_answer is not None:  # as brokers.client.conn.Connection: in its read callback, with a successful answer
             on_answer(response)
@@ -204,5 +205,33 @@ async def test_no_partition_is_fetched_before_its_start_is_known():
         assert len(await _received(consumer, 4)) == 4
         assert connection.requests
         assert all(part.fetch_offset >= 5 for request in connection.requests for part in request.partitions)
+    finally:
+        await consumer.stop()
+
+
+async def test_the_next_fetch_goes_out_on_the_turn_that_hands_the_records_over():
+    # A record that arrives while the consumer is between fetches waits for the next one: the
+    # fetch after an answer is written no later than the loop turn getmany returns on.
+    answers: list[asyncio.Future] = []
+
+    async def answer(request: m.FetchRequest, nth: int) -> m.FetchResponse:
+        answers.append(asyncio.get_running_loop().create_future())
+        return await answers[-1]
+
+    connection = _Connection(answer)
+    consumer = Consumer(_Client({("t", 0): 1}, {1: connection}))
+    await consumer.start()
+    try:
+        await consumer.assign([("t", 0)], start=0)
+        assert await _eventually(lambda: len(connection.requests) == 1)
+        waiting = asyncio.ensure_future(consumer.getmany(timeout_ms=1000))
+        await asyncio.sleep(0)
+        answers[0].set_result(m.FetchResponse(partitions=[
+            m.FetchPartitionResult(topic="t", partition=0, high_watermark=1, records=_batch(0, [b"x"]))]))
+        records = await waiting
+        assert [r.value for r in records[("t", 0)]] == [b"x"]
+        await asyncio.sleep(0)
+        assert len(connection.requests) == 2
+        assert connection.requests[1].partitions[0].fetch_offset == 1
     finally:
         await consumer.stop()
