@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["Signal", "cancel_and_wait", "resolve", "start_eagerly"]
+__all__ = ["PromptFuture", "Signal", "cancel_and_wait", "resolve", "start_eagerly"]
 
 
 async def cancel_and_wait(*tasks: asyncio.Task | None) -> None:
@@ -80,21 +80,84 @@ def start_eagerly(coroutine) -> asyncio.Task | None:
     more on a cold, busy machine, and every request paid one). Until it first
     suspends, the coroutine runs outside any task (``asyncio.current_task()``
     is None there); an exception it raises in that part is raised here.
+
+    When it waits on a ``PromptFuture``, whoever completes that future can
+    resume it at once (``PromptFuture.resume``) instead of on the task's turn.
     """
     try:
         yielded = coroutine.send(None)
     except StopIteration:
         return None
-    return asyncio.get_running_loop().create_task(_carry_on(coroutine, yielded))
+    return asyncio.get_running_loop().create_task(_carry_on(coroutine, yielded, _arm(coroutine, yielded)))
 
 
-async def _carry_on(coroutine, yielded):
+class PromptFuture(asyncio.Future):
+    """A future whose waiter its completer can resume in its own call: ``set_result``, then ``resume``.
+
+    Kafka's purgatory completes a delayed fetch inside the produce request
+    that satisfied it; here a long-polling fetch parked on a PromptFuture is
+    answered inside the produce that woke it, not a loop turn later (the
+    produce's acknowledgement then follows at once, rather than another turn
+    after that). Only a coroutine driven by ``start_eagerly`` can be resumed
+    early; awaited by a plain task it is an ordinary future and ``resume`` does
+    nothing.
+    """
+
+    _resume = None  # _carry_on's step while it waits on this future, then _TAKEN
+
+    def resume(self) -> bool:
+        """Call after completing it: run the waiting coroutine up to its next wait, now, unless it ran already.
+
+        False if a plain task awaits it: the coroutine resumes on that task's next turn.
+        """
+        resume = self._resume
+        if resume is None:
+            return self.cancelled()
+        self._resume = _TAKEN
+        if resume is not _TAKEN and self.done() and not self.cancelled():
+            resume()
+        return True
+
+
+_TAKEN = object()  # a PromptFuture's step was taken, early or by its task
+
+
+def _arm(coroutine, yielded) -> _EarlyStep | None:
+    """Let whoever completes ``yielded`` (if a PromptFuture) take ``coroutine``'s next step."""
+    if type(yielded) is PromptFuture:
+        early = yielded._resume = _EarlyStep(coroutine)
+        return early
+    return None
+
+
+class _EarlyStep:
+    """One step of a coroutine taken by a PromptFuture's completer; its task carries on from where it left it."""
+
+    __slots__ = ("coroutine", "ran", "finished", "value", "error", "yielded")
+
+    def __init__(self, coroutine) -> None:
+        self.coroutine = coroutine
+        self.ran = self.finished = False
+        self.value = self.error = self.yielded = None
+
+    def __call__(self) -> None:
+        self.ran = True
+        try:
+            self.yielded = self.coroutine.send(None)
+        except StopIteration as stop:
+            self.finished, self.value = True, stop.value
+        except BaseException as exc:  # noqa: BLE001 - raised by the task, never into the completer's call
+            self.finished, self.error = True, exc
+
+
+async def _carry_on(coroutine, yielded, early: _EarlyStep | None):
     """Drive ``coroutine`` from where it suspended, as a Task would: wait for what it yielded, then resume it.
 
     The coroutine reads the future's result or exception itself when resumed
     (``Future.__await__``). A cancellation of this task that did not cancel
     the awaited future (it had completed meanwhile) is thrown into the
-    coroutine, as ``Task.cancel`` does.
+    coroutine, as ``Task.cancel`` does. A coroutine already resumed by a
+    PromptFuture's completer is carried on from where that step left it.
     """
     first = True
     while True:
@@ -109,6 +172,8 @@ async def _carry_on(coroutine, yielded):
             thrown = RuntimeError(f"coroutine yielded {yielded!r}, not a future")
         else:
             yielded._asyncio_future_blocking = False  # as Task does with a yielded future, so it can be awaited here
+            if early is None:
+                early = _arm(coroutine, yielded)
             try:
                 await yielded
             except asyncio.CancelledError as exc:
@@ -116,6 +181,17 @@ async def _carry_on(coroutine, yielded):
                     thrown = exc  # this task was cancelled, not the future
             except BaseException:  # noqa: BLE001 - the coroutine gets it from the future when resumed
                 pass
+            if early is not None:
+                yielded._resume = _TAKEN
+                took, early = early, None
+                if took.ran:
+                    if took.error is not None:
+                        raise took.error
+                    if took.finished:
+                        return took.value
+                    yielded, first = took.yielded, False
+                    if thrown is None:
+                        continue  # wait for what the early step stopped at
         first = False
         try:
             yielded = coroutine.send(None) if thrown is None else coroutine.throw(thrown)

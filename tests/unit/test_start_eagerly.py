@@ -1,10 +1,11 @@
-"""brokers.aio.start_eagerly: how a broker connection runs each request's handler (up to its first wait at once)."""
+"""brokers.aio.start_eagerly: how a broker connection runs each request's handler (up to its first wait at once),
+and PromptFuture: how a produce answers the long-polling fetches it woke inside its own call."""
 
 import asyncio
 
 import pytest
 
-from brokers.aio import start_eagerly
+from brokers.aio import PromptFuture, start_eagerly
 
 
 async def test_a_coroutine_that_never_waits_finishes_inside_the_call():
@@ -113,3 +114,101 @@ async def test_an_exception_before_the_first_wait_is_raised_by_the_call():
 
     with pytest.raises(ValueError):
         start_eagerly(broken())
+
+
+async def test_a_prompt_futures_completer_resumes_its_waiter_inside_its_own_call():
+    steps = []
+    loop = asyncio.get_running_loop()
+    parked = PromptFuture(loop=loop)
+
+    async def fetch():
+        steps.append("parked")
+        value = await parked
+        steps.append(f"answered {value}")
+        return value
+
+    task = start_eagerly(fetch())
+    parked.set_result(7)
+    assert parked.resume() is True
+    assert steps == ["parked", "answered 7"]  # before any loop turn: no delivery waits for the fetch's task
+    assert await task == 7
+    assert parked.resume() is True  # taken already: nothing runs twice
+    assert steps == ["parked", "answered 7"]
+
+
+async def test_a_waiter_parked_again_by_the_early_step_is_carried_on_by_its_task():
+    loop = asyncio.get_running_loop()
+    first, second = PromptFuture(loop=loop), PromptFuture(loop=loop)
+    steps = []
+
+    async def fetch():
+        await first
+        steps.append("first")
+        await second  # not enough data yet: parked again
+        steps.append("second")
+        return "done"
+
+    task = start_eagerly(fetch())
+    first.set_result(None)
+    first.resume()
+    assert steps == ["first"]
+    await asyncio.sleep(0)  # the task's turn: it waits on the second future now, and may be resumed early again
+    second.set_result(None)
+    assert second.resume() is True
+    assert steps == ["first", "second"]
+    assert await task == "done"
+
+
+async def test_an_error_in_the_early_step_is_raised_by_the_task_not_into_the_completer():
+    loop = asyncio.get_running_loop()
+    parked = PromptFuture(loop=loop)
+
+    async def fetch():
+        await parked
+        raise KeyError("bug")
+
+    task = start_eagerly(fetch())
+    parked.set_result(None)
+    assert parked.resume() is True  # the completer (a produce) goes on
+    with pytest.raises(KeyError):
+        await task
+
+
+async def test_a_prompt_future_awaited_by_a_plain_task_is_an_ordinary_future():
+    loop = asyncio.get_running_loop()
+    parked = PromptFuture(loop=loop)
+    steps = []
+
+    async def fetch():
+        await parked
+        steps.append("answered")
+
+    task = loop.create_task(fetch())
+    await asyncio.sleep(0)
+    parked.set_result(None)
+    assert parked.resume() is False  # left to the task's next turn: the completer knows to yield to it
+    assert steps == []
+    await task
+    assert steps == ["answered"]
+
+
+async def test_a_cancel_after_an_early_step_reaches_the_coroutine_where_it_waits_now():
+    loop = asyncio.get_running_loop()
+    parked, never = PromptFuture(loop=loop), loop.create_future()
+    cleaned = []
+
+    async def fetch():
+        await parked
+        try:
+            await never
+        finally:
+            cleaned.append(True)
+
+    task = start_eagerly(fetch())
+    parked.set_result(None)
+    parked.resume()
+    await asyncio.sleep(0)  # the task carries on: it waits where the early step left the coroutine
+    task.cancel()  # the connection closed
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned == [True]
