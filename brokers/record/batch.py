@@ -109,6 +109,10 @@ class BatchHeader(NamedTuple):
     base_sequence: int
     record_count: int
 
+    def stamped(self, base_offset: int, leader_epoch: int) -> BatchHeader:
+        """This header with the broker-assigned base offset and leader epoch (``_replace`` took 2.5 µs: every append)."""
+        return _new_header(BatchHeader, (base_offset, self[1], leader_epoch, *self[3:]))
+
     @property
     def size(self) -> int:
         """Total bytes of the batch, header included."""
@@ -142,9 +146,12 @@ class Record(msgspec.Struct, frozen=True, gc=False):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
+_new_header = tuple.__new__
+
+
 def read_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
     """Decode the batch header at ``position`` (the caller checks the length)."""
-    return BatchHeader._make(_HEADER.unpack_from(buffer, position))
+    return _new_header(BatchHeader, _HEADER.unpack_from(buffer, position))  # _make's checks cost a third of this
 
 
 def iter_batches(buffer: bytes | memoryview, position: int = 0) -> Iterator[tuple[int, int, int]]:

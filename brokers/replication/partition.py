@@ -131,11 +131,13 @@ class Partition:
         """Append producer batches; with acks=all also return a future for the commit."""
         if self.role is not Role.LEADER:
             raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition} (leader: {self.leader_id})")
-        min_insync = min(self.log.config.min_insync_replicas, len(self.replicas) or 1)
-        if acks == -1 and len(self.isr) < min_insync:
-            raise errors.NotEnoughReplicasError(
-                f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replica(s) {self.isr}; min.insync.replicas is {min_insync}"
-            )
+        if acks == -1:
+            min_insync = min(self.log.config.min_insync_replicas, len(self.replicas) or 1)
+            if len(self.isr) < min_insync:
+                raise errors.NotEnoughReplicasError(
+                    f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replica(s) {self.isr}; "
+                    f"min.insync.replicas is {min_insync}"
+                )
         result = self.log.append(data, leader_epoch=self.leader_epoch)
         future = None
         if acks == -1:

@@ -40,6 +40,7 @@ from brokers.errors import (
     StorageError,
 )
 from brokers.record.batch import (
+    LOG_OVERHEAD_BYTES,
     BatchHeader,
     decode_records,
     first_corrupt_batch,
@@ -298,34 +299,40 @@ class Log:
                 raise MessageTooLargeError(exc.message) from None
             raise
         # Idempotent producers: a resent batch already here gets its first answer.
-        duplicate_offsets = [self.producers.check(header) for header in headers]
-        if any(offset is not None for offset in duplicate_offsets):
-            if len(headers) > 1:
-                raise errors.InvalidRequestError("resend idempotent batches one per partition entry")
-            first = duplicate_offsets[0]
-            return AppendResult(first, first + headers[0].last_offset_delta, 0, 0, duplicate=True)
+        idempotent = any(header.producer_id >= 0 for header in headers)
+        if idempotent:
+            duplicate_offsets = [self.producers.check(header) for header in headers]
+            if any(offset is not None for offset in duplicate_offsets):
+                if len(headers) > 1:
+                    raise errors.InvalidRequestError("resend idempotent batches one per partition entry")
+                first = duplicate_offsets[0]
+                return AppendResult(first, first + headers[0].last_offset_delta, 0, 0, duplicate=True)
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self._maybe_roll(len(data), now_ms)
-        base_offset = next_offset = self.log_end_offset
+        active = self.segments[-1]
+        base_offset = next_offset = active.next_offset
         self.epochs.assign(leader_epoch, base_offset)
         stamped: list[BatchHeader] = []
         position = 0
         records = 0
         for header in headers:
             stamp_batch(data, position, next_offset, leader_epoch)
-            stamped.append(header._replace(base_offset=next_offset, leader_epoch=leader_epoch))
+            stamped.append(header.stamped(next_offset, leader_epoch))
             next_offset += header.last_offset_delta + 1
             records += header.record_count
-            position += header.size
-        self.active_segment.append(data, stamped)
-        self._tail = (base_offset, next_offset, bytes(data)) if len(data) <= TAIL_BYTES_MAX else None
-        for header in stamped:
-            self.producers.update(header)
-        if self.appended is not None:
-            if len(self.appended) == self.appended.maxlen:  # nobody took them: the oldest are read back instead
-                self.appended_from = self.appended[1][0]
-            self.appended.extend((header.base_offset, header.record_count, header.size) for header in stamped)
-        return AppendResult(base_offset, next_offset - 1, records, len(data))
+            position += header.batch_length + LOG_OVERHEAD_BYTES
+        active.append(data, stamped)
+        self._tail = (base_offset, next_offset, bytes(data)) if position <= TAIL_BYTES_MAX else None
+        if idempotent:
+            for header in stamped:
+                self.producers.update(header)
+        appended = self.appended
+        if appended is not None:
+            if len(appended) == appended.maxlen:  # nobody took them: the oldest are read back instead
+                self.appended_from = appended[1][0]
+            appended.extend([(header.base_offset, header.record_count, header.batch_length + LOG_OVERHEAD_BYTES)
+                             for header in stamped])
+        return AppendResult(base_offset, next_offset - 1, records, position)
 
     def count_appends(self, keep_max: int = 100_000) -> None:
         """Note every batch appended as leader from now on (see ``appended``)."""

@@ -36,13 +36,17 @@ class OpenFiles:
         self.limit = limit
         self._open: OrderedDict[Segment, None] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
+        self._last: Segment | None = None  # the last one used
 
     def __len__(self) -> int:
         return len(self._open)
 
     def used(self, segment: Segment) -> None:
         """``segment``'s file is open and was just read: close the least recently read beyond the limit."""
+        if self._last is segment:
+            return  # the most recently used already (an active segment, at each append): nothing moves
         with self._lock:
+            self._last = segment
             self._open[segment] = None
             self._open.move_to_end(segment)
             victims = [self._open.popitem(last=False)[0] for _ in range(len(self._open) - self.limit)]
@@ -52,3 +56,5 @@ class OpenFiles:
     def forget(self, segment: Segment) -> None:
         with self._lock:
             self._open.pop(segment, None)
+            if self._last is segment:
+                self._last = None

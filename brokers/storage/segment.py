@@ -490,10 +490,11 @@ class Segment:
 
 
 def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    written = 0
-    while written < len(view):
-        written += os.write(fd, view[written:])
+    written = os.write(fd, data)  # all of it, nearly always: a view only for the rest
+    if written < len(data):
+        view = memoryview(data)
+        while written < len(view):
+            written += os.write(fd, view[written:])
 
 
 def _last_batch_position(raw: bytes, end: int) -> int:
