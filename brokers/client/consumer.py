@@ -301,17 +301,15 @@ class Consumer:
             if not records:
                 continue
             for position, _base_offset, size in iter_batches(records):
-                if self.check_crcs:
-                    header = read_header(records, position)
-                    if crc32c(memoryview(records)[position + CRC_START : position + size]) != header.crc:
-                        state.error = errors.CorruptRecordError(
-                            f"batch at offset {header.base_offset} of {tp[0]}-{tp[1]} fails its CRC"
-                        )
-                        break
-                batch = records[position : position + size] if size != len(records) else records
-                state.buffer.append(batch)
+                header = read_header(records, position)
+                if self.check_crcs and crc32c(memoryview(records)[position + CRC_START : position + size]) != header.crc:
+                    state.error = errors.CorruptRecordError(
+                        f"batch at offset {header.base_offset} of {tp[0]}-{tp[1]} fails its CRC"
+                    )
+                    break
+                state.buffer.append(records[position : position + size] if size != len(records) else records)
                 state.buffered_bytes += size
-                state.fetch_position = read_header(batch).next_offset
+                state.fetch_position = header.next_offset
                 arrived = True
         if arrived:
             self._data.set()

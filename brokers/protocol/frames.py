@@ -67,6 +67,8 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         buffer = self._buffer
+        if not buffer:
+            return self._feed_fresh(data)
         if len(buffer) < 4 <= len(buffer) + len(data):
             # A new frame starts: check its declared length before keeping any of it.
             (length,) = _LENGTH.unpack_from(bytes(buffer) + bytes(data[: 4 - len(buffer)]))
@@ -84,6 +86,22 @@ class FrameDecoder:
             position += 4 + length
         if position:
             del buffer[:position]
+        return frames
+
+    def _feed_fresh(self, data: bytes) -> list[bytes]:
+        """``feed`` with nothing buffered (nearly every read): frames are cut from ``data`` itself, one copy each."""
+        frames: list[bytes] = []
+        position = 0
+        end = len(data)
+        while end - position >= 4:
+            (length,) = _LENGTH.unpack_from(data, position)
+            self._check_length(length)
+            if end - position - 4 < length:
+                break
+            frames.append(bytes(data[position + 4 : position + 4 + length]))
+            position += 4 + length
+        if position < end:
+            self._buffer += data[position:]  # a partial frame, its length checked if it has one yet
         return frames
 
     def _check_length(self, length: int) -> None:
