@@ -278,9 +278,13 @@ class Producer:
         limit = self.batch_size_bytes if batch_bytes_max is None else min(self.batch_size_bytes, batch_bytes_max)
         batch = self._open.get((topic, partition))
         if batch is None or (len(batch.builder) and batch.builder.size_bytes + record_size_estimate(key, value, headers) > limit):
-            future = self._append(topic, partition, timestamp_ms, key, value, headers, limit)  # a new batch
-            if self.linger_s == 0:
-                self._send_at_once(future._batch)
+            if self.linger_s:
+                return self._append(topic, partition, timestamp_ms, key, value, headers, limit)  # a new batch
+            # linger 0: written from here when nothing is in flight; the sender task is woken only otherwise
+            # (woken for a batch already gone, it took a loop turn for nothing, on a core the delivery needs).
+            future = self._append(topic, partition, timestamp_ms, key, value, headers, limit, wake=False)
+            if not self._send_at_once(future._batch):
+                self._wakeup.set()
             return future
         builder = batch.builder
         before = builder.size_bytes
@@ -337,7 +341,7 @@ class Producer:
         return partition
 
     def _append(self, topic: str, partition: int, timestamp_ms: int, key: bytes | None, value: bytes | None,
-                headers: list[tuple[str, bytes | None]] | None, limit: int) -> RecordFuture:
+                headers: list[tuple[str, bytes | None]] | None, limit: int, *, wake: bool = True) -> RecordFuture:
         batch = self._open.get((topic, partition))
         if batch is not None and len(batch.builder) and batch.builder.size_bytes + record_size_estimate(key, value, headers) > limit:
             self._close_batch(batch)  # the record would push the batch over the limit: it starts the next one
@@ -345,7 +349,8 @@ class Producer:
         if batch is None:
             batch = self._open[(topic, partition)] = _Batch(topic, partition, BatchBuilder(self.compression))
             self._unfinished.add(batch)
-            self._wakeup.set()
+            if wake:
+                self._wakeup.set()
         builder = batch.builder
         before = builder.size_bytes
         offset_delta = builder.append(timestamp_ms, key, value, headers)
@@ -389,7 +394,7 @@ class Producer:
         self.producer_epoch = 0 if self.idempotent else -1
         self._sequences: dict[tuple[str, int], int] = {}
 
-    def _close_batch(self, batch: _Batch) -> None:
+    def _close_batch(self, batch: _Batch, *, wake: bool = True) -> None:
         key = (batch.topic, batch.partition)
         if self._open.get(key) is batch:
             del self._open[key]
@@ -402,9 +407,10 @@ class Producer:
                 self._sequences[key] = builder.base_sequence + len(builder)
             batch.data = batch.builder.build()
             self._ready.append(batch)
-            self._wakeup.set()
+            if wake:
+                self._wakeup.set()
 
-    def _send_at_once(self, batch: _Batch) -> None:
+    def _send_at_once(self, batch: _Batch) -> bool:
         """With ``linger_ms=0``, write a new batch from ``send`` itself when its leader has nothing in flight.
 
         Saves the sender task's turn (a loop iteration before the write) for a
@@ -414,17 +420,18 @@ class Producer:
         """
         key = (batch.topic, batch.partition)
         if self._ready or key in self._resending or self._open.get(key) is not batch:
-            return  # others wait to go first, or the batch is closed and queued already
+            return False  # others wait to go first, or the batch is closed and queued already
         try:
             leader = self.client.leader_for(batch.topic, batch.partition)
         except errors.TidewayError:
-            return
+            return False
         connection = self.client.open_connection(leader)
         if connection is None or self._in_flight.get(leader, 0):
-            return
-        self._close_batch(batch)
+            return False
+        self._close_batch(batch, wake=False)
         self._ready.remove(batch)
         self._send_request(leader, connection, [batch])
+        return True
 
     # -- the sender task -------------------------------------------------------------
 
@@ -558,10 +565,10 @@ class Producer:
     def _on_response(self, leader: int, batches: list[_Batch], future: asyncio.Future, timeout) -> None:
         timeout.cancel()
         self._in_flight[leader] -= 1
-        self._wakeup.set()
         for batch in batches:
             self._mark_in_flight(batch, False)
         if future.exception() is not None:
+            self._wakeup.set()
             self._fail_or_retry(batches, future.exception())
             self._refresh_metadata_soon()
             return
@@ -576,6 +583,8 @@ class Producer:
             outcomes.append((batch, errors.UnknownServerError("the broker answered for fewer partitions than sent")))
         for batch, error in outcomes:
             self._fail_or_retry([batch], error)
+        # The sender after the records' callbacks (scheduled above): they are what a caller waits for.
+        self._wakeup.set()
 
     def _mark_in_flight(self, batch: _Batch, in_flight: bool) -> None:
         if batch.in_flight == in_flight:
