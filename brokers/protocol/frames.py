@@ -31,6 +31,7 @@ __all__ = [
 _LENGTH = struct.Struct(">i")
 _REQUEST_HEADER = struct.Struct(">ihhi")  # length, api key, version, correlation id
 _RESPONSE_HEADER = struct.Struct(">ii")  # length, correlation id
+_REQUEST_FIELDS = struct.Struct(">hhi")  # after the length: api key, version, correlation id
 REQUEST_HEADER_BYTES = 8  # after the length
 RESPONSE_HEADER_BYTES = 4
 
@@ -111,10 +112,10 @@ class FrameDecoder:
 
 def split_request(frame: bytes) -> tuple[int, int, int, memoryview]:
     """(api key, api version, correlation id, body) of a request frame."""
-    api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame, 0)
+    api_key, api_version, correlation_id = _REQUEST_FIELDS.unpack_from(frame, 0)
     return api_key, api_version, correlation_id, memoryview(frame)[REQUEST_HEADER_BYTES:]
 
 
 def split_response(frame: bytes) -> tuple[int, memoryview]:
-    (correlation_id,) = struct.unpack_from(">i", frame, 0)
+    (correlation_id,) = _LENGTH.unpack_from(frame, 0)  # (an int32 as the length is)
     return correlation_id, memoryview(frame)[RESPONSE_HEADER_BYTES:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -84,7 +85,7 @@ class BrokerMetrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
-        self._request_latency_by_api: dict[str, Histogram] = {}
+        self._request_latency_by_api: dict[enum.Enum, Histogram] = {}
         self.connections_refused = Counter(
             "tideway_connections_refused", "Connections refused or closed by a limit", ["listener", "reason"],
             registry=self.registry,
@@ -108,11 +109,11 @@ class BrokerMetrics:
                                       registry=self.registry)
         self.registry.register(_LogSizeCollector(logs))
 
-    def observe_request(self, api: str, seconds: float) -> None:
+    def observe_request(self, api: enum.Enum, seconds: float) -> None:
         """One request's time to its answer; the API's histogram child is looked up once (every request comes here)."""
         child = self._request_latency_by_api.get(api)
         if child is None:
-            child = self._request_latency_by_api[api] = self.request_latency.labels(api)
+            child = self._request_latency_by_api[api] = self.request_latency.labels(api.name)
         child.observe(seconds)
 
     def watch_queues(self, counts: Callable[[], tuple[int, int, int]]) -> None:

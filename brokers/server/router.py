@@ -28,6 +28,8 @@ __all__ = ["Route", "Router"]
 
 log = logging.getLogger(__name__)
 
+_APIS = {int(api): api for api in ApiKey}  # ApiKey(n) took 1.3 µs a request, a dict 0.1
+
 
 @dataclass(frozen=True)
 class Route:
@@ -37,7 +39,7 @@ class Route:
 
 class Router:
     def __init__(self, routes: dict[ApiKey, Route], authorizer: Authorizer, *, name: str,
-                 observe: Callable[[str, float], None] | None = None) -> None:
+                 observe: Callable[[ApiKey, float], None] | None = None) -> None:
         self.routes = routes
         self.authorizer = authorizer
         self.name = name  # "broker 1", "the controller": in error messages
@@ -45,9 +47,8 @@ class Router:
 
     async def dispatch(self, session: Session, api_key: int, api_version: int, body: memoryview) -> bytes | None:
         started = time.perf_counter()
-        try:
-            api = ApiKey(api_key)
-        except ValueError:
+        api = _APIS.get(api_key)
+        if api is None:
             return _error_body(UnsupportedVersionError(f"unknown API key {api_key}"), session)
         route = self.routes.get(api)
         if route is None:
@@ -75,7 +76,7 @@ class Router:
             return _error_body(errors.UnknownServerError(f"{type(exc).__name__}: {exc}"), session)
         finally:
             if self._observe is not None:
-                self._observe(api.name, time.perf_counter() - started)
+                self._observe(api, time.perf_counter() - started)
         return None if response is None else m.ENCODER.encode(response)
 
 
