@@ -101,8 +101,8 @@ class FrameDecoder:
                 break
             frames.append(bytes(data[position + 4 : position + 4 + length]))
             position += 4 + length
-        if position < end:
-            self._buffer += data[position:]  # a partial frame, its length checked if it has one yet
+        if position < end:  # a partial frame, its length checked if it has one yet
+            self._buffer += memoryview(data)[position:] if position else data
         return frames
 
     def _check_length(self, length: int) -> None:
