@@ -69,41 +69,34 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[bytes]:
         buffer = self._buffer
         if not buffer:
-            return self._feed_fresh(data)
+            # Nearly every read: frames are cut from ``data`` itself, one copy each, not via the buffer.
+            frames, position = self._cut(data)
+            if position < len(data):  # a partial frame, its length checked if it has one yet
+                buffer += memoryview(data)[position:] if position else data
+            return frames
         if len(buffer) < 4 <= len(buffer) + len(data):
             # A new frame starts: check its declared length before keeping any of it.
             (length,) = _LENGTH.unpack_from(bytes(buffer) + bytes(data[: 4 - len(buffer)]))
             self._check_length(length)
         buffer += data
-        frames: list[bytes] = []
-        position = 0
-        end = len(buffer)
-        while end - position >= 4:
-            (length,) = _LENGTH.unpack_from(buffer, position)
-            self._check_length(length)
-            if end - position - 4 < length:
-                break
-            frames.append(bytes(buffer[position + 4 : position + 4 + length]))
-            position += 4 + length
+        frames, position = self._cut(buffer)
         if position:
             del buffer[:position]
         return frames
 
-    def _feed_fresh(self, data: bytes) -> list[bytes]:
-        """``feed`` with nothing buffered (nearly every read): frames are cut from ``data`` itself, one copy each."""
+    def _cut(self, source: bytes | bytearray | memoryview) -> tuple[list[bytes], int]:
+        """The whole frames at the start of ``source`` (copies), and where the rest begins."""
         frames: list[bytes] = []
         position = 0
-        end = len(data)
+        end = len(source)
         while end - position >= 4:
-            (length,) = _LENGTH.unpack_from(data, position)
+            (length,) = _LENGTH.unpack_from(source, position)
             self._check_length(length)
             if end - position - 4 < length:
                 break
-            frames.append(bytes(data[position + 4 : position + 4 + length]))
+            frames.append(bytes(source[position + 4 : position + 4 + length]))
             position += 4 + length
-        if position < end:  # a partial frame, its length checked if it has one yet
-            self._buffer += memoryview(data)[position:] if position else data
-        return frames
+        return frames, position
 
     def _check_length(self, length: int) -> None:
         if length < self._frame_bytes_min or length > self.frame_bytes_max:
