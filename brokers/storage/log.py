@@ -40,7 +40,6 @@ from brokers.errors import (
     StorageError,
 )
 from brokers.record.batch import (
-    LOG_OVERHEAD_BYTES,
     BatchHeader,
     decode_records,
     first_corrupt_batch,
@@ -309,7 +308,7 @@ class Log:
                 return AppendResult(first, first + headers[0].last_offset_delta, 0, 0, duplicate=True)
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self._maybe_roll(len(data), now_ms)
-        active = self.segments[-1]
+        active = self.active_segment
         base_offset = next_offset = active.next_offset
         self.epochs.assign(leader_epoch, base_offset)
         stamped: list[BatchHeader] = []
@@ -320,9 +319,9 @@ class Log:
             stamped.append(header.stamped(next_offset, leader_epoch))
             next_offset += header.last_offset_delta + 1
             records += header.record_count
-            position += header.batch_length + LOG_OVERHEAD_BYTES
+            position += header.size
         active.append(data, stamped)
-        self._tail = (base_offset, next_offset, bytes(data)) if position <= TAIL_BYTES_MAX else None
+        self._tail = (base_offset, next_offset, bytes(data)) if len(data) <= TAIL_BYTES_MAX else None
         if idempotent:
             for header in stamped:
                 self.producers.update(header)
@@ -330,9 +329,8 @@ class Log:
         if appended is not None:
             if len(appended) == appended.maxlen:  # nobody took them: the oldest are read back instead
                 self.appended_from = appended[1][0]
-            appended.extend([(header.base_offset, header.record_count, header.batch_length + LOG_OVERHEAD_BYTES)
-                             for header in stamped])
-        return AppendResult(base_offset, next_offset - 1, records, position)
+            appended.extend([(header.base_offset, header.record_count, header.size) for header in stamped])
+        return AppendResult(base_offset, next_offset - 1, records, len(data))
 
     def count_appends(self, keep_max: int = 100_000) -> None:
         """Note every batch appended as leader from now on (see ``appended``)."""
