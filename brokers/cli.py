@@ -184,6 +184,13 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         "found and repaired from another replica before anyone reads it; 0 turns it off (default %(default)s)",
     )
     parser.add_argument(
+        "--scrub-pass-interval",
+        type=float,
+        default=3600,
+        help="seconds between the starts of two scrubber passes over every log; a pass that takes longer is "
+        "followed by the next at once (default %(default)s)",
+    )
+    parser.add_argument(
         "--usage-interval-ms",
         type=int,
         default=1_000,
@@ -289,6 +296,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         log_cleaner_interval_ms=args.log_cleaner_interval_ms,
         scrub_bytes_per_s=int(args.scrub_rate * (1 << 20)),
+        scrub_pass_interval_s=args.scrub_pass_interval,
         usage_interval_ms=args.usage_interval_ms,
         usage_storage_interval_s=args.usage_storage_interval_s,
         queue_idle_unload_ms=args.queue_idle_unload_ms,

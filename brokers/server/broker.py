@@ -98,7 +98,8 @@ class BrokerConfig:
     open_segments_max: int = 1_000  # segment files kept open (the least recently used are closed)
     queue_idle_unload_ms: int = 300_000  # a queue group's share-partition idle this long leaves memory
     scrub_bytes_per_s: int = 8 << 20  # the scrubber re-reads and CRC-checks logs at this rate; 0: never
-    scrub_interval_ms: int = 100
+    scrub_interval_ms: int = 25  # short, frequent steps: see brokers/storage/scrubber.py
+    scrub_pass_interval_s: float = 3600  # a pass over every log starts at most this often
     usage_interval_ms: int = 1_000  # how often usage goes to __usage (metering); 0: off
     usage_storage_interval_s: float = 60.0  # how often storage is sampled for it
 
@@ -136,7 +137,8 @@ class Broker:
                                     self._report_damage if config.controllers else None)
         self.logs.on_corruption = self.repair.on_corruption
         self.scrubber = Scrubber(lambda: self.logs.logs,
-                                 bytes_per_step=config.scrub_bytes_per_s * config.scrub_interval_ms // 1000)
+                                 bytes_per_step=config.scrub_bytes_per_s * config.scrub_interval_ms // 1000,
+                                 pass_interval_s=config.scrub_pass_interval_s)
         self.controller_channel: ControllerChannel | None = None
         self._isr_requests_in_flight: set[tuple[str, int]] = set()
         self._compacted_through: dict[tuple[str, int], int] = {}  # active segment base at the last compaction

@@ -4,17 +4,24 @@ Bits rot on disks and files get damaged by hand; a batch read only when a
 consumer or a follower asks for it could sit damaged for weeks, until the
 replica that holds it is the last one left. The scrubber walks all logs in
 turn, segment by segment, at a bounded rate (``bytes_per_step`` per call; the
-broker calls it every 100 ms), with ``pread`` only. A segment read whole and
+broker calls it every 25 ms), with ``pread`` only, and starts a pass at most
+once per ``pass_interval_s`` (the broker's default: an hour): re-reading the
+same bytes again and again finds nothing new (rot takes time; what arrived
+since was checked on arrival) and cost the loop a step every 25 ms for ever. A segment read whole and
 found intact is recorded as verified (so the next start need not check it);
 a bad batch goes to the log's ``on_corruption`` handler, which repairs the
 replica from the leader when it can.
 
 Ownership: the broker's event-loop thread. Each step is bounded twice: by
-``bytes_per_step`` and by ``step_s`` of time (1 ms). The bytes alone did not
-bound it: CRC-32C runs at GB/s, but each batch costs some microseconds of
-Python, so 800 KiB of one-record batches took 15-25 ms, a stall every 100 ms
-that set the broker's latency p99.9 (measured, docs/benchmarks.md). A log of
-small batches is therefore scrubbed more slowly than the configured rate.
+``bytes_per_step`` and by ``step_s`` of time (0.25 ms), the clock read after
+every batch. The bytes alone did not bound it: CRC-32C runs at GB/s, but each
+batch costs some microseconds of Python, so 800 KiB of one-record batches took
+15-25 ms, a stall every 100 ms that set the broker's latency p99.9. Nor did a
+clock read per 64 KiB slice: steps of 1 ms took 0.5-1.3 ms (median) and up to
+4 ms at 1,000 one-record batches a second, and a request that came meanwhile
+waited for them: the p99 (docs/benchmarks.md). Short steps, four times as
+often, hold the loop as long in all but keep each wait short. A log of small
+batches is therefore scrubbed more slowly than the configured rate.
 """
 
 from __future__ import annotations
@@ -48,21 +55,27 @@ class _Cursor:
 
 
 class Scrubber:
-    def __init__(self, logs: Callable[[], dict[tuple[str, int], Log]], *, bytes_per_step: int, step_s: float = 0.001) -> None:
+    def __init__(self, logs: Callable[[], dict[tuple[str, int], Log]], *, bytes_per_step: int, step_s: float = 0.00025,
+                 pass_interval_s: float = 0.0) -> None:
         self._logs = logs
         self.bytes_per_step = bytes_per_step
         self.step_s = step_s
+        self.pass_interval_s = pass_interval_s  # 0: each pass right after the one before
+        self._pass_started: float | None = None  # time.monotonic() of the current or last pass's start
         self._cursor: _Cursor | None = None
         self.bytes_checked = 0
         self.passes = 0  # complete rounds over every log
 
     def step(self) -> int:
-        """Check about ``bytes_per_step`` bytes; return how many were read."""
+        """Check about ``bytes_per_step`` bytes; return how many were read (0 between passes)."""
         budget = self.bytes_per_step
         checked = 0
         visited = 0
         stop_at = time.perf_counter() + self.step_s
         while budget > 0 and time.perf_counter() < stop_at:
+            if self._cursor is None and self._pass_started is not None \
+                    and time.monotonic() < self._pass_started + self.pass_interval_s:
+                break  # a pass ended: the next starts when its interval is up
             cursor = self._cursor or self._first()
             if cursor is None:
                 break  # no logs at all
@@ -76,7 +89,8 @@ class Scrubber:
             if cursor.stamp is None:
                 cursor.stamp = segment.modification_stamp()
                 cursor.expected_offset = segment.base_offset
-            end, next_offset, problem = segment.scan(cursor.position, cursor.expected_offset, min(budget, _SLICE_BYTES))
+            end, next_offset, problem = segment.scan(cursor.position, cursor.expected_offset, min(budget, _SLICE_BYTES),
+                                                     deadline=stop_at)
             read = max(end - cursor.position, 0)
             checked += read
             budget -= max(read, _VISIT_COST_BYTES)
@@ -98,6 +112,7 @@ class Scrubber:
         if not logs:
             return None
         key = min(logs)
+        self._pass_started = time.monotonic()
         self._cursor = _Cursor(key, logs[key].segments[0].base_offset)
         return self._cursor
 

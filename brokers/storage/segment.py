@@ -187,14 +187,17 @@ class Segment:
         self._indexes_dirty = True
         return truncated
 
-    def scan(self, position: int, expected_offset: int, max_bytes: int, *, track=None) -> tuple[int, int, str]:
+    def scan(self, position: int, expected_offset: int, max_bytes: int, *, track=None,
+             deadline: float | None = None) -> tuple[int, int, str]:
         """CRC-check the whole batches from byte ``position``, about ``max_bytes`` of them.
 
         Returns (the position after the last good batch, the offset after it,
         the problem found there or ""). A position equal to ``size_bytes`` with
         no problem means the file is intact to its end. Only ``pread``: loads,
         recoveries and the scrubber use it alike. ``track(header, position)``
-        is called for each good batch.
+        is called for each good batch. With a ``deadline`` (``time.perf_counter``),
+        the scan also stops at the first batch boundary past it (the scrubber's
+        bound on how long it holds the event loop).
         """
         stop = min(self.size_bytes, position + max_bytes)
         while position < stop:
@@ -210,6 +213,8 @@ class Segment:
                     track(header, position + consumed)
                 expected_offset = header.next_offset
                 consumed += size
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return position + consumed, expected_offset, ""
             if consumed == 0:
                 # One batch larger than the chunk (or than what is left of max_bytes): read it whole.
                 raw_header = self._pread(BATCH_HEADER_BYTES, position)

@@ -133,7 +133,7 @@ def test_a_scrubber_step_is_bounded_in_time_too_over_many_small_batches(tmp_path
     fill(log_, batches=20_000, per_batch=1)
     log_.verified.clear()
     size = log_.size_bytes
-    scrubber = Scrubber(lambda: {("t", 0): log_}, bytes_per_step=1 << 30, step_s=0.001)
+    scrubber = Scrubber(lambda: {("t", 0): log_}, bytes_per_step=1 << 30)  # the default step: 0.25 ms
     first = scrubber.step()
     assert 0 < first < size  # the byte budget would have allowed all of it
     steps = 1
@@ -143,3 +143,37 @@ def test_a_scrubber_step_is_bounded_in_time_too_over_many_small_batches(tmp_path
     assert steps > 2
     assert scrubber.bytes_checked >= size
     assert set(log_.verified) == {s.base_offset for s in log_.segments}
+
+
+def test_a_scan_with_a_deadline_stops_at_the_first_batch_boundary_past_it(tmp_path):
+    """The clock is read after every batch, not per slice: a step over small batches ends on time."""
+    log_ = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(segment_bytes=64 << 20), recovery_point=None)
+    fill(log_, batches=50, per_batch=1)
+    segment = log_.segments[0]
+    end, next_offset, problem = segment.scan(0, 0, segment.size_bytes, deadline=0.0)  # long past
+    with open(segment.log_path, "rb") as f:
+        first_position, _, first_size = next(iter_batches(f.read()))
+    assert (end, next_offset, problem) == (first_position + first_size, 1, "")  # one batch: progress, then stop
+    assert segment.scan(end, next_offset, segment.size_bytes) == (segment.size_bytes, 50, "")  # no deadline: all
+
+
+def test_the_scrubber_starts_a_pass_at_most_once_per_interval_and_finds_damage_in_the_next(tmp_path):
+    logs = {}
+    for partition in range(2):
+        log_ = Log.open(str(tmp_path / f"t-{partition}"), "t", partition, CONFIG, recovery_point=None)
+        fill(log_, batches=30)
+        log_.verified.clear()
+        logs[("t", partition)] = log_
+    found = reported(logs[("t", 0)])
+    scrubber = Scrubber(lambda: logs, bytes_per_step=1 << 20, pass_interval_s=3600)
+    while scrubber.passes == 0:
+        scrubber.step()
+    assert found == []
+    bad_offset = flip_byte_in_batch(logs[("t", 0)].segments[0].log_path, 1)
+    # Between passes the scrubber reads nothing (before, it went round again at once, for ever).
+    assert [scrubber.step() for _ in range(5)] == [0] * 5
+    assert scrubber.passes == 1 and found == []
+    scrubber.pass_interval_s = 0  # the interval is up
+    while scrubber.passes == 1:
+        scrubber.step()
+    assert [offset for offset, _ in found] == [bad_offset]
