@@ -87,13 +87,19 @@ def test_a_read_stops_before_a_corrupt_batch_and_refuses_it(tmp_path):
     assert found[-1][0] == bad_offset + 2  # inside the bad batch: truncating there removes all of it
 
 
-def test_the_scrubber_finds_damage_in_an_open_log_and_verifies_the_rest(tmp_path):
+def open_unverified_logs(tmp_path, partitions: int, batches: int) -> dict:
+    """Logs of topic t, filled, none of their segments known intact yet (all for the scrubber to check)."""
     logs = {}
-    for partition in range(3):
+    for partition in range(partitions):
         log_ = Log.open(str(tmp_path / f"t-{partition}"), "t", partition, CONFIG, recovery_point=None)
-        fill(log_, batches=40)
+        fill(log_, batches=batches)
         log_.verified.clear()
         logs[("t", partition)] = log_
+    return logs
+
+
+def test_the_scrubber_finds_damage_in_an_open_log_and_verifies_the_rest(tmp_path):
+    logs = open_unverified_logs(tmp_path, partitions=3, batches=40)
     found = reported(logs[("t", 1)])
     damaged = logs[("t", 1)].segments[1]
     bad_offset = flip_byte_in_batch(damaged.log_path, 2)
@@ -158,12 +164,7 @@ def test_a_scan_with_a_deadline_stops_at_the_first_batch_boundary_past_it(tmp_pa
 
 
 def test_the_scrubber_starts_a_pass_at_most_once_per_interval_and_finds_damage_in_the_next(tmp_path):
-    logs = {}
-    for partition in range(2):
-        log_ = Log.open(str(tmp_path / f"t-{partition}"), "t", partition, CONFIG, recovery_point=None)
-        fill(log_, batches=30)
-        log_.verified.clear()
-        logs[("t", partition)] = log_
+    logs = open_unverified_logs(tmp_path, partitions=2, batches=30)
     found = reported(logs[("t", 0)])
     scrubber = Scrubber(lambda: logs, bytes_per_step=1 << 20, pass_interval_s=3600)
     while scrubber.passes == 0:
