@@ -5,10 +5,11 @@ consumer or a follower asks for it could sit damaged for weeks, until the
 replica that holds it is the last one left. The scrubber walks all logs in
 turn, segment by segment, at a bounded rate (``bytes_per_step`` per call; the
 broker calls it every 25 ms), with ``pread`` only, and starts a pass at most
-once per ``pass_interval_s`` (the broker's default: an hour): re-reading the
-same bytes again and again finds nothing new (rot takes time; what arrived
-since was checked on arrival) and cost the loop a step every 25 ms for ever. A segment read whole and
-found intact is recorded as verified (so the next start need not check it);
+once per ``pass_interval_s`` (the broker's default: an hour): going round again
+at once re-read the same bytes for ever (a step every 100 ms, busy or not) and
+found nothing new (rot takes time; what arrived since was checked on arrival).
+A segment read whole and found intact is recorded as verified (so the next
+start need not check it);
 a bad batch goes to the log's ``on_corruption`` handler, which repairs the
 replica from the leader when it can.
 
