@@ -43,6 +43,16 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _non_negative_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds of at least 0")
+    return seconds
+
+
 def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap",
@@ -185,7 +195,7 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--scrub-pass-interval",
-        type=float,
+        type=_non_negative_seconds,
         default=3600,
         help="seconds between the starts of two scrubber passes over every log; a pass that takes longer is "
         "followed by the next at once (default %(default)s)",
