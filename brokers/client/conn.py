@@ -30,6 +30,7 @@ __all__ = ["Connection", "connect", "tls_context"]
 log = logging.getLogger(__name__)
 
 RESPONSE_BYTES_MAX = 200 << 20
+_FETCH = m.ApiKey.FETCH
 
 
 READ_BUFFER_BYTES = 256 << 10
@@ -113,7 +114,8 @@ class Connection:
         if the connection breaks, ClientTimeoutError after ``timeout_s``.
         ``on_answer(response)``, if given, is called with a successful answer
         as soon as it is read, a loop turn before this returns it (a consumer
-        hands records to ``getmany`` from there).
+        hands records to ``getmany`` from there). A streaming fetch
+        (``answers_max`` > 1) gives it every answer; this returns the last.
         """
         future = self.send(api, body, expect_response=expect_response, on_answer=on_answer)
         if future is None:
@@ -149,12 +151,24 @@ class Connection:
                 if entry is None:
                     raise FrameError(f"answer with unknown correlation id {correlation_id}")
                 future, api, on_answer = entry
-                if future.done():
-                    continue
                 try:
                     response = m.RESPONSE_DECODERS[api].decode(body)
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                     raise FrameError(f"undecodable {api.name} answer: {exc}") from exc
+                if api is _FETCH and response.more:
+                    # A streaming fetch: more answers follow under this correlation id, each
+                    # given to on_answer; the last one completes the future.
+                    self._pending[correlation_id] = entry
+                    if future.done():
+                        continue  # timed out or cancelled: dropped
+                    if on_answer is not None:
+                        try:
+                            on_answer(response)
+                        except Exception as exc:  # noqa: BLE001 - the caller awaiting the answer gets it
+                            future.set_exception(exc)
+                    continue
+                if future.done():
+                    continue
                 if response.error_code:
                     future.set_exception(error_for_code(response.error_code, response.error_message))
                     continue

@@ -2,7 +2,12 @@
 
 A fetcher task keeps one fetch per broker in flight for the assigned
 partitions whose buffers have room, so the next records arrive while the
-application handles the current ones. Batches are buffered raw (bounded by
+application handles the current ones. A fetch that waited for records stays
+open and answers again as more come (up to ``fetch_answers_max`` answers, or
+``fetch_max_wait_ms``, whichever ends it first): a consumer that keeps up is
+not between fetches when a message comes, so the message does not wait for
+the next request. A change of assignment or a seek takes effect when the
+fetch in flight ends. Batches are buffered raw (bounded by
 ``buffer_bytes_max``) and decoded in ``getmany``; each batch's CRC is checked
 on the way in. Positions: the *fetch position* runs ahead with prefetching;
 the *position* is the next offset ``getmany`` will return, and ``seek`` moves
@@ -57,6 +62,7 @@ class Consumer:
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
         fetch_max_bytes: int = 50 << 20,
+        fetch_answers_max: int = 100,
         partition_fetch_bytes_max: int = 4 << 20,
         buffer_bytes_max: int = 32 << 20,
         check_crcs: bool = True,
@@ -70,6 +76,7 @@ class Consumer:
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_bytes = fetch_max_bytes
+        self.fetch_answers_max = fetch_answers_max
         self.partition_fetch_bytes_max = partition_fetch_bytes_max
         self.buffer_bytes_max = buffer_bytes_max
         self.check_crcs = check_crcs
@@ -262,10 +269,13 @@ class Consumer:
         if not positions:
             return
         tps = list(positions)
+        # The answers of a streaming fetch together fit what the buffers have room for.
+        room = sum(self.buffer_bytes_max - self._partitions[tp].buffered_bytes for tp in tps)
         request = m.FetchRequest(
             max_wait_ms=self.fetch_max_wait_ms,
             min_bytes=self.fetch_min_bytes,
-            max_bytes=self.fetch_max_bytes,
+            max_bytes=max(1, min(self.fetch_max_bytes, room)),
+            answers_max=self.fetch_answers_max,
             partitions=[
                 m.FetchPartition(topic=t, partition=p, fetch_offset=positions[(t, p)], partition_max_bytes=self.partition_fetch_bytes_max)
                 for t, p in tps
@@ -309,7 +319,7 @@ class Consumer:
                     break
                 state.buffer.append(records[position : position + size] if size != len(records) else records)
                 state.buffered_bytes += size
-                state.fetch_position = header.next_offset
+                state.fetch_position = positions[tp] = header.next_offset  # a streaming fetch's next answer starts there
                 arrived = True
         if arrived:
             self._data.set()

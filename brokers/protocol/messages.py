@@ -115,8 +115,12 @@ class FetchRequest(Struct, kw_only=True):
     replica_id: int = -1  # a follower's broker id; CONSUMER (-1), QUEUE_READER (-2) or INSPECTOR (-3), below
     max_wait_ms: int = 500
     min_bytes: int = 1
-    max_bytes: int = 50 << 20
+    max_bytes: int = 50 << 20  # for every answer together, when the fetch streams (answers_max > 1)
     partitions: list[FetchPartition] = []
+    # Consumers only: a fetch that had to wait for records may answer again each time more arrive, up
+    # to this many answers in all, until max_wait_ms from its start (FetchResponse.more says whether
+    # another answer follows). 1: one answer, as every fetch before.
+    answers_max: int = 1
 
 
 class FetchPartitionResult(Struct, kw_only=True, omit_defaults=True):
@@ -135,6 +139,7 @@ class FetchPartitionResult(Struct, kw_only=True, omit_defaults=True):
 
 class FetchResponse(_Response):
     partitions: list[FetchPartitionResult] = []
+    more: bool = False  # another answer to this fetch follows (same correlation id)
 
 
 # -- list offsets ---------------------------------------------------------------------

@@ -170,7 +170,7 @@ class Broker:
             ApiKey.SASL_HANDSHAKE: Route(self.authenticator.handshake, takes_session=True),
             ApiKey.SASL_AUTHENTICATE: Route(self.authenticator.authenticate, takes_session=True),
             ApiKey.PRODUCE: Route(self.replicas.produce),
-            ApiKey.FETCH: Route(self.replicas.fetch),
+            ApiKey.FETCH: Route(self.replicas.fetch, answers_more=True),
             ApiKey.LIST_OFFSETS: Route(self.replicas.list_offsets),
             ApiKey.METADATA: Route(self._metadata, takes_session=True),
             ApiKey.CREATE_TOPICS: Route(self._create_topics),

@@ -69,7 +69,7 @@ class Session:
         return True
 
 
-Dispatch = Callable[[Session, int, int, memoryview], Awaitable[bytes | None]]
+Dispatch = Callable[[Session, int, int, int, memoryview], Awaitable[bytes | None]]
 
 
 class BrokerConnection(asyncio.Protocol):
@@ -162,14 +162,20 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         try:
-            response = await self._dispatch(self.session, api_key, api_version, body)
-            if response is not None and self._transport is not None and not self._transport.is_closing():
-                self._transport.write(encode_response(correlation_id, response))
+            response = await self._dispatch(self.session, api_key, api_version, correlation_id, body)
+            if response is not None:
+                self.answer(correlation_id, response)
             if self.session.close_after_answer:
                 self.close()  # after the answer: close() sends what is buffered first
         finally:
             self._in_flight -= 1
             self._update_reading()
+
+    def answer(self, correlation_id: int, body: bytes) -> None:
+        """Write an answer to the request ``correlation_id`` (a streaming fetch writes several)."""
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(encode_response(correlation_id, body))
 
     def _update_reading(self) -> None:
         transport = self._transport

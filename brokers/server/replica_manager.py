@@ -23,7 +23,7 @@ from brokers import errors
 from brokers.aio import PromptFuture, resolve
 from brokers.errors import BrokerError, InvalidRequestError
 from brokers.protocol import messages as m
-from brokers.record.batch import iter_batches
+from brokers.record.batch import iter_batches, read_header
 from brokers.replication import Partition, Role
 from brokers.server.metadata_cache import MetadataCache
 from brokers.server.metrics import BrokerMetrics
@@ -35,6 +35,13 @@ log = logging.getLogger(__name__)
 
 _RECORD_COUNT = struct.Struct(">i")
 FETCH_WAIT_MS_MAX = 30_000
+FETCH_ANSWERS_MAX = 1_000  # answers of one streaming fetch; a larger answers_max is taken as this
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last batch of ``records`` (whole batches)."""
+    positions = [position for position, _base, _size in iter_batches(records)]
+    return read_header(records, positions[-1]).next_offset
 
 
 class ReplicaManager:
@@ -208,9 +215,23 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------------
 
-    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+    async def fetch(self, request: m.FetchRequest, more: Callable[[m.FetchResponse], None] | None = None) -> m.FetchResponse:
+        """Records from each partition's offset; waits up to ``max_wait_ms`` for ``min_bytes`` of them.
+
+        A consumer's fetch with ``answers_max`` > 1 that had to wait streams: each time records arrive
+        it answers through ``more`` (``more=True``) and waits again from where that answer ended, so a
+        consumer that keeps up is never between fetches when a message comes (a message that came then
+        waited for the consumer's next request: the end-to-end p99). It ends, with the answer this
+        returns, at ``max_wait_ms`` from its start, on its last allowed answer, once its answers hold
+        ``max_bytes``, or on a partition's error. A fetch that finds records at once answers once: a
+        consumer catching up asks again as before.
+        """
         if request.max_bytes <= 0 or any(p.partition_max_bytes <= 0 for p in request.partitions):
             raise errors.InvalidFetchSizeError("max_bytes and partition_max_bytes must be positive")
+        if request.answers_max < 1:
+            raise InvalidRequestError(f"answers_max must be at least 1, got {request.answers_max}")
+        if request.answers_max > 1 and request.replica_id != m.CONSUMER:
+            raise InvalidRequestError("only a consumer's fetch may answer more than once (answers_max)")
         wait_ms = min(max(request.max_wait_ms, 0), FETCH_WAIT_MS_MAX)
         deadline = time.monotonic() + wait_ms / 1000
         loop = asyncio.get_running_loop()
@@ -218,18 +239,31 @@ class ReplicaManager:
             early = self._check_replica_fetch(request)
             if early is not None:
                 return m.FetchResponse(partitions=early)
+        answers_left = min(request.answers_max, FETCH_ANSWERS_MAX) if more is not None else 1
+        budget = request.max_bytes
+        waited = False
         while True:
-            results, total_bytes, any_error = self._read_partitions(request)
+            results, total_bytes, any_error = self._read_partitions(request, budget)
             remaining = deadline - time.monotonic()
             if total_bytes >= request.min_bytes or any_error or remaining <= 0:
-                break
+                if not (waited and answers_left > 1 and total_bytes and not any_error and remaining > 0
+                        and budget > total_bytes):
+                    break
+                # Streaming: answer now and wait again, from the offsets after this answer's records.
+                self._meter(request, results)
+                more(m.FetchResponse(partitions=results, more=True))
+                answers_left -= 1
+                budget -= total_bytes
+                for part, result in zip(request.partitions, results, strict=True):
+                    if result.records:
+                        part.fetch_offset = _next_offset(result.records)
             waiter = PromptFuture(loop=loop)
             keys = [(p.topic, p.partition) for p in request.partitions]
             for key in keys:
                 self._data_waiters[key].add(waiter)
             # A timer that resolves the waiter, not asyncio.wait_for: the fetch resumes on the loop
             # iteration after the append that woke it (end-to-end latency).
-            timer = loop.call_later(remaining, resolve, waiter)
+            timer = loop.call_later(deadline - time.monotonic(), resolve, waiter)
             try:
                 await waiter
             finally:
@@ -240,8 +274,14 @@ class ReplicaManager:
                         waiters.discard(waiter)
                         if not waiters:
                             del self._data_waiters[key]
+            waited = True
+        self._meter(request, results)
+        return m.FetchResponse(partitions=results)
+
+    def _meter(self, request: m.FetchRequest, results: list[m.FetchPartitionResult]) -> None:
+        """Count what a consumer's fetch serves; replication, a queue coordinator's or a service's read is not consumption."""
         if request.replica_id != m.CONSUMER:
-            return m.FetchResponse(partitions=results)  # replication, a queue coordinator's or a service's read: not consumption
+            return
         traffic = self.metrics.traffic
         for result in results:
             if result.records:
@@ -249,11 +289,9 @@ class ReplicaManager:
                 for position, _base, _size in iter_batches(result.records):
                     count += _RECORD_COUNT.unpack_from(result.records, position + 57)[0]
                 traffic.add_out(result.topic, count, len(result.records))
-        return m.FetchResponse(partitions=results)
 
-    def _read_partitions(self, request: m.FetchRequest) -> tuple[list[m.FetchPartitionResult], int, bool]:
+    def _read_partitions(self, request: m.FetchRequest, budget: int) -> tuple[list[m.FetchPartitionResult], int, bool]:
         results = []
-        budget = request.max_bytes
         total = 0
         any_error = False
         for part in request.partitions:

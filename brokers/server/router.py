@@ -35,6 +35,9 @@ _APIS = {int(api): api for api in ApiKey}  # ApiKey(n) took 1.3 µs a request, a
 class Route:
     handler: Callable[..., Awaitable[msgspec.Struct | None]]
     takes_session: bool = False  # handler(request, session) instead of handler(request)
+    # handler(request, more): more(response) sends an answer ahead of the one the handler returns,
+    # renamed and encoded as that one is (a streaming fetch)
+    answers_more: bool = False
 
 
 class Router:
@@ -45,7 +48,8 @@ class Router:
         self.name = name  # "broker 1", "the controller": in error messages
         self._observe = observe
 
-    async def dispatch(self, session: Session, api_key: int, api_version: int, body: memoryview) -> bytes | None:
+    async def dispatch(self, session: Session, api_key: int, api_version: int, correlation_id: int,
+                       body: memoryview) -> bytes | None:
         started = time.perf_counter()
         api = _APIS.get(api_key)
         if api is None:
@@ -65,6 +69,8 @@ class Router:
             after = await self.authorizer.authorize(session, api, request)
             if route.takes_session:
                 response = await route.handler(request, session)
+            elif route.answers_more:
+                response = await route.handler(request, _more(session, correlation_id, after))
             else:
                 response = await route.handler(request)
             if after is not None:
@@ -78,6 +84,15 @@ class Router:
             if self._observe is not None:
                 self._observe(api, time.perf_counter() - started)
         return None if response is None else m.ENCODER.encode(response)
+
+
+def _more(session: Session, correlation_id: int, after: Callable[[msgspec.Struct], None] | None):
+    def more(response: msgspec.Struct) -> None:
+        if after is not None:
+            after(response)
+        session.connection.answer(correlation_id, m.ENCODER.encode(response))
+
+    return more
 
 
 def _error_body(exc: BrokerError, session: Session) -> bytes:

@@ -92,7 +92,7 @@ def _value(name: str, hint, *, topic: str, group: str, replica: bool):
         if name in ("count", "max_records", "partitions", "replication_factor", "partition_max_bytes", "max_bytes",
                     "min_bytes", "timeout_ms"):
             return 5_000 if "ms" in name else 8
-        if name == "acks":
+        if name in ("acks", "answers_max"):
             return 1
         return 0
     if hint is str:

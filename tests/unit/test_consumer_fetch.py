@@ -235,3 +235,34 @@ async def test_the_next_fetch_goes_out_on_the_turn_that_hands_the_records_over()
         assert connection.requests[1].partitions[0].fetch_offset == 1
     finally:
         await consumer.stop()
+
+
+async def test_every_answer_of_a_streaming_fetch_is_kept_and_the_next_fetch_starts_after_the_last():
+    class _Streaming(_Connection):
+        """Answers the first fetch three times (two early answers, then the last), as a broker's stream does."""
+
+        async def request(self, api, request, timeout_s, on_answer=None):
+            self.requests.append(request)
+            await asyncio.sleep(0)
+            if len(self.requests) > 1:
+                await asyncio.sleep(0.05)
+                return m.FetchResponse(partitions=[m.FetchPartitionResult(topic="t", partition=0, high_watermark=3)])
+            for offset, more in ((0, True), (1, True), (2, False)):
+                response = m.FetchResponse(more=more, partitions=[m.FetchPartitionResult(
+                    topic="t", partition=0, high_watermark=offset + 1, records=_batch(offset, [b"v%d" % offset]))])
+                on_answer(response)
+                await asyncio.sleep(0.01)
+            return response
+
+    connection = _Streaming(None)
+    consumer = Consumer(_Client({("t", 0): 1}, {1: connection}), fetch_answers_max=7, buffer_bytes_max=1 << 20)
+    await consumer.assign([("t", 0)], start=0)
+    await consumer.start()
+    try:
+        assert await _received(consumer, 3) == [b"v0", b"v1", b"v2"]
+        assert await _eventually(lambda: len(connection.requests) >= 2)
+        first, second = connection.requests[:2]
+        assert first.answers_max == 7 and first.max_bytes == 1 << 20  # its answers fit the buffer's room
+        assert second.partitions[0].fetch_offset == 3
+    finally:
+        await consumer.stop()

@@ -1,0 +1,177 @@
+"""A consumer's fetch that waited stays open and answers again as records come (issue 19).
+
+Against a real broker process: a FETCH with ``answers_max`` > 1 parked at the
+end of a partition answers each produce as it is appended, under the one
+correlation id, ``more`` set on every answer but the last; each answer starts
+where the one before ended; the stream ends on its last allowed answer, when
+its answers hold ``max_bytes``, or at ``max_wait_ms`` (an empty last answer).
+A fetch that finds records at once answers once. Every streamed answer is
+metered once. Bad values are refused and change nothing. A consumer on the
+stream gets every record once, in order, and a seek during a stream takes
+effect without a record from the old position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from brokers import errors
+from brokers.client import Consumer, Producer, TidewayClient
+from brokers.client.traffic import describe_traffic
+from brokers.protocol import messages as m
+from brokers.protocol.messages import ApiKey
+from brokers.record.batch import decode_records, iter_batches
+
+TOPIC = "t1.stream"
+
+
+def _offsets_and_values(records: bytes) -> list[tuple[int, bytes]]:
+    out = []
+    for position, _base, size in iter_batches(records):
+        out.extend((r.offset, r.value) for r in decode_records(records[position : position + size]))
+    return out
+
+
+class _Answers:
+    """Collects a fetch's answers as the connection reads them, with the time each came."""
+
+    def __init__(self) -> None:
+        self.answers: list[m.FetchResponse] = []
+        self.arrived = asyncio.Event()
+
+    def __call__(self, response: m.FetchResponse) -> None:
+        self.answers.append(response)
+        self.arrived.set()
+
+    async def wait_for(self, count: int, timeout_s: float = 10) -> None:
+        deadline = time.monotonic() + timeout_s
+        while len(self.answers) < count:
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), max(0.01, deadline - time.monotonic()))
+
+
+async def _open_fetch(client: TidewayClient, offset: int, *, answers_max: int, max_wait_ms: int = 10_000,
+                      max_bytes: int = 1 << 20) -> tuple[asyncio.Future, _Answers]:
+    connection = await client.connection(client.leader_for(TOPIC, 0))
+    answers = _Answers()
+    request = m.FetchRequest(max_wait_ms=max_wait_ms, max_bytes=max_bytes, answers_max=answers_max,
+                             partitions=[m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=offset)])
+    done = asyncio.ensure_future(connection.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
+    await asyncio.sleep(0.2)  # parked at the broker
+    return done, answers
+
+
+async def _produce_one_by_one(producer: Producer, values: list[bytes]) -> None:
+    for value in values:
+        await (await producer.send(TOPIC, value, partition=0))
+        await asyncio.sleep(0.05)
+
+
+async def test_a_parked_fetch_answers_each_produce_then_ends_on_its_last_answer(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        async with Producer(client, acks=1, linger_ms=0) as producer:
+            done, answers = await _open_fetch(client, 0, answers_max=3)
+            await _produce_one_by_one(producer, [b"a", b"b", b"c"])
+            last = await asyncio.wait_for(done, 10)
+            await _produce_one_by_one(producer, [b"d"])
+        # Three answers under one request, the last one returned; none for the fourth record.
+        assert [a.more for a in answers.answers] == [True, True, False]
+        assert answers.answers[-1] is last
+        got = [_offsets_and_values(a.partitions[0].records) for a in answers.answers]
+        assert got == [[(0, b"a")], [(1, b"b")], [(2, b"c")]]
+        assert [a.partitions[0].high_watermark for a in answers.answers] == [1, 2, 3]
+
+
+async def test_a_stream_ends_at_max_wait_with_an_empty_answer_and_when_its_bytes_are_used(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        async with Producer(client, acks=1, linger_ms=0) as producer:
+            done, answers = await _open_fetch(client, 0, answers_max=50, max_wait_ms=1_500)
+            await _produce_one_by_one(producer, [b"x"])
+            last = await asyncio.wait_for(done, 10)
+            assert [a.more for a in answers.answers] == [True, False]
+            assert last.partitions[0].records == b"" and last.partitions[0].high_watermark == 1
+
+            # max_bytes covers the answers together: the answer that reaches it is the last.
+            one_record = len((await client.fetch(TOPIC, 0, 0)).records)
+            done, answers = await _open_fetch(client, 1, answers_max=50, max_bytes=2 * one_record)
+            await _produce_one_by_one(producer, [b"y", b"z", b"w"])
+            await asyncio.wait_for(done, 10)
+        assert [a.more for a in answers.answers] == [True, False]
+        assert [_offsets_and_values(a.partitions[0].records) for a in answers.answers] == [[(1, b"y")], [(2, b"z")]]
+
+
+async def test_a_fetch_that_finds_records_answers_once(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        async with Producer(client, acks=1, linger_ms=0) as producer:
+            await _produce_one_by_one(producer, [b"1", b"2"])
+            connection = await client.connection(client.leader_for(TOPIC, 0))
+            answers = _Answers()
+            request = m.FetchRequest(max_wait_ms=5_000, answers_max=10,
+                                     partitions=[m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=0)])
+            response = await asyncio.wait_for(connection.request(ApiKey.FETCH, request, on_answer=answers), 2)
+        assert response.more is False and answers.answers == [response]
+        assert _offsets_and_values(response.partitions[0].records) == [(0, b"1"), (1, b"2")]
+
+
+async def test_every_streamed_answer_is_metered_once(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        async with Producer(client, acks=1, linger_ms=0) as producer:
+            done, answers = await _open_fetch(client, 0, answers_max=4)
+            await _produce_one_by_one(producer, [b"p" * 10, b"q" * 20, b"r" * 30, b"s" * 40])
+            await asyncio.wait_for(done, 10)
+        served = sum(len(a.partitions[0].records) for a in answers.answers)
+        counters = (await describe_traffic(client, [TOPIC])).topics[TOPIC]
+        assert counters[2:] == [4, served]  # messages out, bytes out
+
+
+async def test_bad_answers_max_is_refused(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        connection = await client.connection(client.leader_for(TOPIC, 0))
+        partitions = [m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=0)]
+        with pytest.raises(errors.InvalidRequestError, match="answers_max must be at least 1"):
+            await connection.request(ApiKey.FETCH, m.FetchRequest(answers_max=0, max_wait_ms=0, partitions=partitions))
+        with pytest.raises(errors.BrokerError):  # a queue reader's fetch: internal, and never a stream
+            await connection.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.QUEUE_READER, answers_max=2,
+                                                                  max_wait_ms=0, partitions=partitions))
+        # The connection still serves.
+        assert (await client.fetch(TOPIC, 0, 0)).records == b""
+
+
+async def test_a_consumer_on_a_stream_gets_every_record_once_in_order_and_a_seek_takes_effect(broker):
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        async with Producer(client, acks=1, linger_ms=0) as producer:
+            consumer = Consumer(client, fetch_max_wait_ms=2_000)
+            await consumer.start()
+            await consumer.assign([(TOPIC, 0)], start="latest")
+            await consumer.getmany(timeout_ms=200)  # the fetch is parked
+            got: list[bytes] = []
+            for i in range(60):
+                await (await producer.send(TOPIC, b"m%d" % i, partition=0))
+                for records in (await consumer.getmany(timeout_ms=0)).values():
+                    got.extend(r.value for r in records)
+                await asyncio.sleep(0.002)
+            deadline = time.monotonic() + 10
+            while len(got) < 60 and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got.extend(r.value for r in records)
+            assert got == [b"m%d" % i for i in range(60)]
+
+            # A seek while the fetch streams: nothing from the old position comes after it.
+            await consumer.seek((TOPIC, 0), 10)
+            await (await producer.send(TOPIC, b"after", partition=0))
+            after: list[tuple[int, bytes]] = []
+            deadline = time.monotonic() + 10
+            while len(after) < 51 and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    after.extend((r.offset, r.value) for r in records)
+            await consumer.stop()
+        assert after == [(i, b"m%d" % i) for i in range(10, 60)] + [(60, b"after")]
