@@ -123,27 +123,41 @@ class BrokerProcess:
         self.extra_args = extra_args or []
         self.log_path = data_dir.parent / f"broker-{broker_id}-{data_dir.name}.log"
         self.process: subprocess.Popen | None = None
+        self._started = False
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
-        log_file = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [
-                sys.executable, "-m", "tideway_cli.main", "--log-level", "INFO",
-                "broker", "--id", str(self.broker_id), "--data", str(self.data_dir),
-                "--listen", f"127.0.0.1:{self.port}", "--internal-listen", f"127.0.0.1:{self.internal_port}",
-                "--metrics-listen", "off", *self.extra_args,
-            ],
-            cwd=REPO_ROOT,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-        log_file.close()
-        wait_for_port(self.port, process=self.process)
-        return self
+        for attempt in range(3):
+            log_file = open(self.log_path, "ab")
+            logged_before = log_file.tell()
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "tideway_cli.main", "--log-level", "INFO",
+                    "broker", "--id", str(self.broker_id), "--data", str(self.data_dir),
+                    "--listen", f"127.0.0.1:{self.port}", "--internal-listen", f"127.0.0.1:{self.internal_port}",
+                    "--metrics-listen", "off", *self.extra_args,
+                ],
+                cwd=REPO_ROOT,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+            log_file.close()
+            try:
+                wait_for_port(self.port, process=self.process)
+            except RuntimeError:
+                # Another process took a port between free_port() and the broker's bind: on a first
+                # start, new ports (a restart keeps its ports: clients know them).
+                taken = "address already in use" in self.log_path.read_bytes()[logged_before:].decode(errors="replace")
+                if self._started or not taken or attempt == 2:
+                    raise
+                self.port, self.internal_port = free_port(), free_port()
+                continue
+            self._started = True
+            return self
+        raise AssertionError("unreachable")
 
     def signal(self, signum: int) -> None:
         assert self.process is not None
