@@ -311,9 +311,33 @@ class Producer:
         count = await self._ready_to_append(topic)
         timestamp_ms = int(time.time() * 1000)
         limit = self.batch_size_bytes if batch_bytes_max is None else min(self.batch_size_bytes, batch_bytes_max)
+        records = records if isinstance(records, list) else list(records)
+        futures: list[RecordFuture] = []
         append, partition_for = self._append, self._partition_for
-        return [append(topic, partition_for(topic, key, partition, count), timestamp_ms, key, value, headers, limit)
-                for value, key, headers, partition in records]
+        index, end = 0, len(records)
+        while index < end:
+            value, key, headers, partition = records[index]
+            if key is not None or partition is not None:
+                futures.append(append(topic, partition_for(topic, key, partition, count), timestamp_ms, key, value, headers, limit))
+                index += 1
+                continue
+            # A run of records for the sticky partition (no key, no partition): into its batch in one loop
+            # (BatchBuilder.extend), where a call of _append per record cost as much as the encoding.
+            stop = index + 1
+            while stop < end and records[stop][1] is None and records[stop][3] is None:
+                stop += 1
+            while index < stop:
+                partition = partition_for(topic, None, None, count)
+                batch = self._open.get((topic, partition)) or self._new_batch(topic, partition)
+                builder = batch.builder
+                first, before = len(builder), builder.size_bytes
+                added = builder.extend(timestamp_ms, records, index, stop, limit) - index
+                self._buffered_bytes += builder.size_bytes - before
+                futures.extend([RecordFuture(batch, delta, timestamp_ms) for delta in range(first, first + added)])
+                index += added
+                if index < stop or builder.size_bytes >= limit:  # full: the sticky partition moves on
+                    self._close_batch(batch)
+        return futures
 
     async def _ready_to_append(self, topic: str) -> int:
         """Wait for buffer space; return the topic's partition count."""
@@ -347,10 +371,7 @@ class Producer:
             self._close_batch(batch)  # the record would push the batch over the limit: it starts the next one
             batch = None
         if batch is None:
-            batch = self._open[(topic, partition)] = _Batch(topic, partition, BatchBuilder(self.compression))
-            self._unfinished.add(batch)
-            if wake:
-                self._wakeup.set()
+            batch = self._new_batch(topic, partition, wake=wake)
         builder = batch.builder
         before = builder.size_bytes
         offset_delta = builder.append(timestamp_ms, key, value, headers)
@@ -359,6 +380,13 @@ class Producer:
         if after >= limit:
             self._close_batch(batch)
         return RecordFuture(batch, offset_delta, timestamp_ms)
+
+    def _new_batch(self, topic: str, partition: int, *, wake: bool = True) -> _Batch:
+        batch = self._open[(topic, partition)] = _Batch(topic, partition, BatchBuilder(self.compression))
+        self._unfinished.add(batch)
+        if wake:
+            self._wakeup.set()
+        return batch
 
     async def send_and_wait(self, topic: str, value: bytes | None, **kwargs) -> RecordMetadata:
         return await (await self.send(topic, value, **kwargs))

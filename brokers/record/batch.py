@@ -359,6 +359,58 @@ class BatchBuilder:
         self._size_bytes += len(record)
         return offset_delta
 
+    def extend(self, timestamp_ms: int, records: Sequence[tuple], start: int, stop: int, size_bytes_max: int) -> int:
+        """Add ``records[start:stop]`` — (value, key, headers, ...) tuples, one timestamp — while the batch stays
+        within ``size_bytes_max`` (an empty batch takes its first record whatever its size); return the index
+        after the last one added.
+
+        What ``append`` does for each, in one loop: a producer adding a request's records to the batch of
+        one partition spent as long calling ``append`` and checking sizes as encoding.
+        """
+        parts = self._parts
+        offset_delta = len(parts)
+        small = SMALL_VARINTS
+        limit = SMALL_VARINT_LIMIT
+        timestamp_delta = timestamp_ms - self._base_timestamp if offset_delta else 0
+        if -limit <= timestamp_delta < limit:
+            timestamp_varint = small[timestamp_delta + limit]
+        else:
+            timestamp_varint = encode_varint(timestamp_delta)
+        fixed = 1 + len(timestamp_varint)
+        size = self._size_bytes
+        join = b"".join
+        index = start
+        while index < stop:
+            value, key, headers = records[index][:3]
+            offset_varint = small[offset_delta + limit] if offset_delta < limit else encode_varint(offset_delta)
+            if key is None:
+                key_part = b"\x01"
+            else:
+                key_length = len(key)
+                key_part = (small[key_length + limit] if key_length < limit else encode_varint(key_length)) + key
+            if value is None:
+                value_part = b"\x01"
+            else:
+                value_length = len(value)
+                value_part = (small[value_length + limit] if value_length < limit else encode_varint(value_length)) + value
+            header_part = _encode_headers(headers) if headers else b"\x00"
+            body_length = fixed + len(offset_varint) + len(key_part) + len(value_part) + len(header_part)
+            length_varint = small[body_length + limit] if body_length < limit else encode_varint(body_length)
+            record_size = len(length_varint) + body_length
+            if offset_delta and size + record_size > size_bytes_max:
+                break
+            parts.append(join((length_varint, b"\x00", timestamp_varint, offset_varint, key_part, value_part, header_part)))
+            size += record_size
+            offset_delta += 1
+            index += 1
+        if index > start:
+            if len(parts) == index - start:
+                self._base_timestamp = timestamp_ms
+            if timestamp_ms > self._max_timestamp:
+                self._max_timestamp = timestamp_ms
+        self._size_bytes = size
+        return index
+
     def build(self) -> bytes:
         """Return the batch's bytes with base offset 0 and leader epoch -1."""
         count = len(self._parts)

@@ -112,3 +112,37 @@ def test_producer_batches_must_have_dense_offsets():
 def test_murmur2_matches_kafka(key, expected):
     assert murmur2(key) == expected
     assert partition_for_key(key, 7) == (expected & 0x7FFFFFFF) % 7
+
+
+_RECORDS = st.lists(
+    st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), st.binary(max_size=40)),
+              st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20))),
+                                            max_size=2))),
+    max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=_RECORDS, already=st.integers(0, 3), size_max=st.integers(61, 3000), timestamp_step=st.integers(0, 100_000))
+def test_extend_adds_what_append_would_within_the_size_and_an_empty_batch_takes_its_first_record(
+        records, already, size_max, timestamp_step):
+    def builder_with(run) -> BatchBuilder:
+        builder = BatchBuilder()
+        for i in range(already):  # records before the run, at an earlier time
+            builder.append(1_700_000_000_000, None, b"before %d" % i)
+        for value, key, headers in run:
+            builder.append(timestamp, key, value, headers)
+        return builder
+
+    timestamp = 1_700_000_000_000 + timestamp_step
+    by_extend = builder_with([])
+    stop = by_extend.extend(timestamp, [(value, key, headers, None) for value, key, headers in records], 0, len(records), size_max)
+    by_append = builder_with(records[:stop])
+    assert by_extend.size_bytes == by_append.size_bytes
+    if len(by_append):
+        assert by_extend.build() == by_append.build()  # the same bytes as one append each
+    if already == 0 and records:
+        assert stop >= 1  # an empty batch takes its first record, whatever its size
+    if stop > 1 or (stop and already):  # more than an empty batch's first record
+        assert by_append.size_bytes <= size_max
+    if stop < len(records):  # stopped early only because the next record would not fit
+        assert builder_with(records[: stop + 1]).size_bytes > size_max
