@@ -177,9 +177,11 @@ def prepare(messages: list[OutgoingMessage], max_message_bytes: int, partitions:
     for index, message in enumerate(messages):
         value = _bytes_of(message.value, message.value_base64, "value", index)
         key = _bytes_of(message.key, message.key_base64, "key", index)
-        headers = [(name, text.encode()) for name, text in message.headers.items()]
-        if any(name.startswith("tideway-") for name in message.headers):
-            raise invalid(f"message {index}: header names starting with 'tideway-' are reserved", index=index)
+        headers = []
+        if message.headers:  # most messages have none: no list or scan made for them
+            headers = [(name, text.encode()) for name, text in message.headers.items()]
+            if any(name.startswith("tideway-") for name in message.headers):
+                raise invalid(f"message {index}: header names starting with 'tideway-' are reserved", index=index)
         if message.deliver_at is not None:
             headers.append((DEADLINE_HEADER, str(deadline_ms(message.deliver_at, index)).encode()))
         # As stored: one record in its own batch (brokers apply the limit to batches).
