@@ -159,26 +159,16 @@ class Connection:
                     # A streaming fetch: more answers follow under this correlation id, each
                     # given to on_answer; the last one completes the future.
                     self._pending[correlation_id] = entry
-                    if future.done():
-                        continue  # timed out or cancelled: dropped
-                    if on_answer is not None:
-                        try:
-                            on_answer(response)
-                        except Exception as exc:  # noqa: BLE001 - the caller awaiting the answer gets it
-                            future.set_exception(exc)
+                    if on_answer is not None and not future.done():  # done: timed out or cancelled, dropped
+                        _give(on_answer, response, future)
                     continue
                 if future.done():
                     continue
                 if response.error_code:
                     future.set_exception(error_for_code(response.error_code, response.error_message))
                     continue
-                if on_answer is not None:
-                    try:
-                        on_answer(response)
-                    except Exception as exc:  # noqa: BLE001 - the caller awaiting the answer gets it
-                        future.set_exception(exc)
-                        continue
-                future.set_result(response)
+                if on_answer is None or _give(on_answer, response, future):
+                    future.set_result(response)
         except FrameError as exc:
             log.warning("closing connection to %s:%d: %s", self.host, self.port, exc)
             self._fail(exc)
@@ -215,6 +205,16 @@ async def connect(host: str, port: int, timeout_s: float = 10.0, *, credentials=
 def tls_context(cafile: str | None = None) -> ssl.SSLContext:
     """A client TLS context that verifies servers against ``cafile`` (or the system's CAs)."""
     return ssl.create_default_context(cafile=cafile)
+
+
+def _give(on_answer: Callable[[msgspec.Struct], None], response: msgspec.Struct, future: asyncio.Future) -> bool:
+    """``on_answer(response)``; False if it raised (the caller awaiting ``future`` gets the error)."""
+    try:
+        on_answer(response)
+    except Exception as exc:  # noqa: BLE001 - the caller awaiting the answer gets it
+        future.set_exception(exc)
+        return False
+    return True
 
 
 def _time_out(future: asyncio.Future, api: m.ApiKey, connection: Connection, timeout_s: float) -> None:

@@ -257,6 +257,33 @@ def stamp_batch(buffer: bytearray, position: int, base_offset: int, leader_epoch
     _INT32.pack_into(buffer, position + 12, leader_epoch)
 
 
+def _timestamp_varint(timestamp_delta: int) -> bytes:
+    limit = SMALL_VARINT_LIMIT
+    return SMALL_VARINTS[timestamp_delta + limit] if -limit <= timestamp_delta < limit else encode_varint(timestamp_delta)
+
+
+def _encode_record(timestamp_varint: bytes, offset_delta: int, key: bytes | None, value: bytes | None,
+                   headers: Sequence[tuple[str, bytes | None]] | None) -> bytes:
+    """One record of a v2 batch: length, attributes, timestamp and offset deltas, key, value, headers."""
+    small = SMALL_VARINTS
+    limit = SMALL_VARINT_LIMIT
+    offset_varint = small[offset_delta + limit] if offset_delta < limit else encode_varint(offset_delta)
+    if key is None:
+        key_part = b"\x01"
+    else:
+        key_length = len(key)
+        key_part = (small[key_length + limit] if key_length < limit else encode_varint(key_length)) + key
+    if value is None:
+        value_part = b"\x01"
+    else:
+        value_length = len(value)
+        value_part = (small[value_length + limit] if value_length < limit else encode_varint(value_length)) + value
+    header_part = _encode_headers(headers) if headers else b"\x00"
+    body_length = 1 + len(timestamp_varint) + len(offset_varint) + len(key_part) + len(value_part) + len(header_part)
+    length_varint = small[body_length + limit] if body_length < limit else encode_varint(body_length)
+    return b"".join((length_varint, b"\x00", timestamp_varint, offset_varint, key_part, value_part, header_part))
+
+
 def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     parts = [encode_varint(len(headers))]
     for name, value in headers:
@@ -327,34 +354,7 @@ class BatchBuilder:
             self._base_timestamp = timestamp_ms
         if timestamp_ms > self._max_timestamp:
             self._max_timestamp = timestamp_ms
-        small = SMALL_VARINTS
-        limit = SMALL_VARINT_LIMIT
-        timestamp_delta = timestamp_ms - self._base_timestamp
-        if -limit <= timestamp_delta < limit:
-            timestamp_varint = small[timestamp_delta + limit]
-        else:
-            timestamp_varint = encode_varint(timestamp_delta)
-        offset_varint = small[offset_delta + limit] if offset_delta < limit else encode_varint(offset_delta)
-        if key is None:
-            key_part = b"\x01"
-        else:
-            key_length = len(key)
-            key_part = (small[key_length + limit] if key_length < limit else encode_varint(key_length)) + key
-        if value is None:
-            value_part = b"\x01"
-        else:
-            value_length = len(value)
-            value_part = (
-                small[value_length + limit] if value_length < limit else encode_varint(value_length)
-            ) + value
-        header_part = _encode_headers(headers) if headers else b"\x00"
-        body_length = (
-            1 + len(timestamp_varint) + len(offset_varint) + len(key_part) + len(value_part) + len(header_part)
-        )
-        length_varint = small[body_length + limit] if body_length < limit else encode_varint(body_length)
-        record = b"".join(
-            (length_varint, b"\x00", timestamp_varint, offset_varint, key_part, value_part, header_part)
-        )
+        record = _encode_record(_timestamp_varint(timestamp_ms - self._base_timestamp), offset_delta, key, value, headers)
         parts.append(record)
         self._size_bytes += len(record)
         return offset_delta
@@ -369,38 +369,16 @@ class BatchBuilder:
         """
         parts = self._parts
         offset_delta = len(parts)
-        small = SMALL_VARINTS
-        limit = SMALL_VARINT_LIMIT
-        timestamp_delta = timestamp_ms - self._base_timestamp if offset_delta else 0
-        if -limit <= timestamp_delta < limit:
-            timestamp_varint = small[timestamp_delta + limit]
-        else:
-            timestamp_varint = encode_varint(timestamp_delta)
-        fixed = 1 + len(timestamp_varint)
+        timestamp_varint = _timestamp_varint(timestamp_ms - self._base_timestamp if offset_delta else 0)
         size = self._size_bytes
-        join = b"".join
         index = start
         while index < stop:
             value, key, headers = records[index][:3]
-            offset_varint = small[offset_delta + limit] if offset_delta < limit else encode_varint(offset_delta)
-            if key is None:
-                key_part = b"\x01"
-            else:
-                key_length = len(key)
-                key_part = (small[key_length + limit] if key_length < limit else encode_varint(key_length)) + key
-            if value is None:
-                value_part = b"\x01"
-            else:
-                value_length = len(value)
-                value_part = (small[value_length + limit] if value_length < limit else encode_varint(value_length)) + value
-            header_part = _encode_headers(headers) if headers else b"\x00"
-            body_length = fixed + len(offset_varint) + len(key_part) + len(value_part) + len(header_part)
-            length_varint = small[body_length + limit] if body_length < limit else encode_varint(body_length)
-            record_size = len(length_varint) + body_length
-            if offset_delta and size + record_size > size_bytes_max:
+            record = _encode_record(timestamp_varint, offset_delta, key, value, headers)
+            if offset_delta and size + len(record) > size_bytes_max:
                 break
-            parts.append(join((length_varint, b"\x00", timestamp_varint, offset_varint, key_part, value_part, header_part)))
-            size += record_size
+            parts.append(record)
+            size += len(record)
             offset_delta += 1
             index += 1
         if index > start:
