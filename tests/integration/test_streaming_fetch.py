@@ -60,7 +60,7 @@ async def _open_fetch(client: TidewayClient, offset: int, *, answers_max: int, m
     request = m.FetchRequest(max_wait_ms=max_wait_ms, max_bytes=max_bytes, answers_max=answers_max,
                              partitions=[m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=offset)])
     done = asyncio.ensure_future(connection.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
-    await asyncio.sleep(0.2)  # parked at the broker
+    await asyncio.sleep(0.5)  # parked at the broker by then (it must wait, or it answers once)
     return done, answers
 
 
