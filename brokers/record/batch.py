@@ -368,8 +368,9 @@ class BatchBuilder:
         one partition spent as long calling ``append`` and checking sizes as encoding.
         """
         parts = self._parts
+        was_empty = not parts
         offset_delta = len(parts)
-        timestamp_varint = _timestamp_varint(timestamp_ms - self._base_timestamp if offset_delta else 0)
+        timestamp_varint = _timestamp_varint(0 if was_empty else timestamp_ms - self._base_timestamp)
         size = self._size_bytes
         index = start
         while index < stop:
@@ -382,7 +383,7 @@ class BatchBuilder:
             offset_delta += 1
             index += 1
         if index > start:
-            if len(parts) == index - start:
+            if was_empty:
                 self._base_timestamp = timestamp_ms
             if timestamp_ms > self._max_timestamp:
                 self._max_timestamp = timestamp_ms

@@ -20,10 +20,13 @@ import pytest
 
 from brokers import errors
 from brokers.client import Consumer, Producer, TidewayClient
+from brokers.client.conn import connect
+from brokers.client.credentials import ClusterPeer
 from brokers.client.traffic import describe_traffic
 from brokers.protocol import messages as m
 from brokers.protocol.messages import ApiKey
 from brokers.record.batch import decode_records, iter_batches
+from tests.conftest import CLUSTER_SECRET_HEX
 
 TOPIC = "t1.stream"
 
@@ -36,21 +39,13 @@ def _offsets_and_values(records: bytes) -> list[tuple[int, bytes]]:
 
 
 class _Answers:
-    """Collects a fetch's answers as the connection reads them, with the time each came."""
+    """Collects a fetch's answers as the connection reads them."""
 
     def __init__(self) -> None:
         self.answers: list[m.FetchResponse] = []
-        self.arrived = asyncio.Event()
 
     def __call__(self, response: m.FetchResponse) -> None:
         self.answers.append(response)
-        self.arrived.set()
-
-    async def wait_for(self, count: int, timeout_s: float = 10) -> None:
-        deadline = time.monotonic() + timeout_s
-        while len(self.answers) < count:
-            self.arrived.clear()
-            await asyncio.wait_for(self.arrived.wait(), max(0.01, deadline - time.monotonic()))
 
 
 async def _open_fetch(client: TidewayClient, offset: int, *, answers_max: int, max_wait_ms: int = 10_000,
@@ -138,9 +133,18 @@ async def test_bad_answers_max_is_refused(broker):
         partitions = [m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=0)]
         with pytest.raises(errors.InvalidRequestError, match="answers_max must be at least 1"):
             await connection.request(ApiKey.FETCH, m.FetchRequest(answers_max=0, max_wait_ms=0, partitions=partitions))
-        with pytest.raises(errors.BrokerError):  # a queue reader's fetch: internal, and never a stream
-            await connection.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.QUEUE_READER, answers_max=2,
-                                                                  max_wait_ms=0, partitions=partitions))
+        # A queue reader's fetch (a cluster peer, on the internal listener) never streams.
+        peer = await connect("127.0.0.1", broker.internal_port,
+                             credentials=ClusterPeer(bytes.fromhex(CLUSTER_SECRET_HEX), identity="test-coordinator"))
+        try:
+            with pytest.raises(errors.InvalidRequestError, match="only a consumer's fetch may answer more than once"):
+                await peer.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.QUEUE_READER, answers_max=2,
+                                                                max_wait_ms=0, partitions=partitions))
+            answered = await peer.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.QUEUE_READER, max_wait_ms=0,
+                                                                       partitions=partitions))
+            assert answered.more is False and answered.partitions[0].error_code == 0
+        finally:
+            peer.close()
         # The connection still serves.
         assert (await client.fetch(TOPIC, 0, 0)).records == b""
 
