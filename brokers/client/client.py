@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from brokers import errors
 from brokers.client.conn import Connection, connect
@@ -181,7 +182,8 @@ class TidewayClient:
     # -- reads ------------------------------------------------------------------------
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20, wait_ms: int = 0,
-                    retry_for_s: float | None = None, replica_id: int = m.CONSUMER) -> m.FetchPartitionResult:
+                    retry_for_s: float | None = None, replica_id: int = m.CONSUMER, answers_max: int = 1,
+                    on_answer: Callable[[m.FetchPartitionResult], None] | None = None) -> m.FetchPartitionResult:
         """Whole batches of one partition from ``offset``, read at its leader.
 
         Waits up to ``wait_ms`` for data when there is none yet. While the
@@ -190,11 +192,18 @@ class TidewayClient:
         ``retry_for_s`` (default: the request timeout; 0: once). Other errors,
         such as an offset outside the log, are raised at once. ``replica_id``
         QUEUE_READER is for brokers reading for a queue group (not metered).
+
+        A fetch that waited with ``answers_max`` > 1 streams: it answers each time records come,
+        each answer starting where the one before ended, for up to ``wait_ms`` and ``max_bytes``
+        in all (``max_bytes`` is also one answer's limit). ``on_answer`` gets every good answer's
+        partition result as it is read, the last one included, which this also returns.
         """
-        request = m.FetchRequest(replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=1 if wait_ms > 0 else 0, max_bytes=max_bytes, partitions=[
+        request = m.FetchRequest(replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=1 if wait_ms > 0 else 0, max_bytes=max_bytes,
+                                 answers_max=answers_max, partitions=[
             m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])
+        given = None if on_answer is None else _first_partition(on_answer)
         response: m.FetchResponse = await self._at_leader(topic, partition, ApiKey.FETCH, request, retry_for_s=retry_for_s,
-                                                          extra_timeout_s=wait_ms / 1000)
+                                                          extra_timeout_s=wait_ms / 1000, on_answer=given)
         return response.partitions[0]
 
     # -- admin ------------------------------------------------------------------------
@@ -285,7 +294,7 @@ class TidewayClient:
         return out
 
     async def _at_leader(self, topic: str, partition: int, api: ApiKey, request, *, retry_for_s: float | None,
-                         extra_timeout_s: float = 0.0):
+                         extra_timeout_s: float = 0.0, on_answer: Callable[..., None] | None = None):
         """``request`` answered by the leader of ``topic``-``partition`` (its one partition result checked).
 
         While the leader moves (not leader, no leader, a broken connection, a
@@ -299,7 +308,8 @@ class TidewayClient:
         while True:
             try:
                 connection = await self.connection(self.leader_for(topic, partition))
-                response = await connection.request(api, request, timeout_s=self.request_timeout_s + extra_timeout_s)
+                response = await connection.request(api, request, timeout_s=self.request_timeout_s + extra_timeout_s,
+                                                    on_answer=on_answer)
                 (result,) = response.partitions
                 if result.error_code:
                     raise errors.error_for_code(result.error_code, result.error_message)
@@ -315,6 +325,15 @@ class TidewayClient:
                     raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist") from None
                 if not await backoff.wait():
                     raise
+
+
+def _first_partition(on_answer: Callable[[m.FetchPartitionResult], None]) -> Callable[[m.FetchResponse], None]:
+    """Gives a fetch answer's one partition result to ``on_answer``; not one with an error (the fetch raises that)."""
+    def given(response: m.FetchResponse) -> None:
+        (result,) = response.partitions
+        if not result.error_code:
+            on_answer(result)
+    return given
 
 
 def _raise_first(results) -> None:

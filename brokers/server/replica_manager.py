@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 _RECORD_COUNT = struct.Struct(">i")
 FETCH_WAIT_MS_MAX = 30_000
 FETCH_ANSWERS_MAX = 1_000  # answers of one streaming fetch; a larger answers_max is taken as this
+# Who may stream: a consumer, and a queue coordinator watching a remote leader. A follower asks
+# again after each answer on purpose: its next fetch tells the leader what it holds (the HW).
+_MAY_STREAM = frozenset({m.CONSUMER, m.QUEUE_READER})
 
 
 def _next_offset(records: bytes) -> int:
@@ -218,7 +221,7 @@ class ReplicaManager:
     async def fetch(self, request: m.FetchRequest, more: Callable[[m.FetchResponse], None] | None = None) -> m.FetchResponse:
         """Records from each partition's offset; waits up to ``max_wait_ms`` for ``min_bytes`` of them.
 
-        A consumer's fetch with ``answers_max`` > 1 that had to wait streams: each time records arrive
+        A consumer's (or a queue coordinator's) fetch with ``answers_max`` > 1 that had to wait streams: each time records arrive
         it answers through ``more`` (``more=True``) and waits again from where that answer ended, so a
         consumer that keeps up is never between fetches when a message comes (a message that came then
         waited for the consumer's next request: the end-to-end p99). It ends, with the answer this
@@ -230,8 +233,8 @@ class ReplicaManager:
             raise errors.InvalidFetchSizeError("max_bytes and partition_max_bytes must be positive")
         if request.answers_max < 1:
             raise InvalidRequestError(f"answers_max must be at least 1, got {request.answers_max}")
-        if request.answers_max > 1 and request.replica_id != m.CONSUMER:
-            raise InvalidRequestError("only a consumer's fetch may answer more than once (answers_max)")
+        if request.answers_max > 1 and request.replica_id not in _MAY_STREAM:
+            raise InvalidRequestError("only a consumer's or a queue reader's fetch may answer more than once (answers_max)")
         wait_ms = min(max(request.max_wait_ms, 0), FETCH_WAIT_MS_MAX)
         deadline = time.monotonic() + wait_ms / 1000
         loop = asyncio.get_running_loop()

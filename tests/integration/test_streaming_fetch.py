@@ -6,7 +6,8 @@ correlation id, ``more`` set on every answer but the last; each answer starts
 where the one before ended; the stream ends on its last allowed answer, when
 its answers hold ``max_bytes``, or at ``max_wait_ms`` (an empty last answer).
 A fetch that finds records at once answers once. Every streamed answer is
-metered once. Bad values are refused and change nothing. A consumer on the
+metered once. A queue coordinator's fetch of a remote leader streams too; an
+inspector's does not. Bad values are refused and change nothing. A consumer on the
 stream gets every record once, in order, and a seek during a stream takes
 effect without a record from the old position.
 """
@@ -133,20 +134,45 @@ async def test_bad_answers_max_is_refused(broker):
         partitions = [m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=0)]
         with pytest.raises(errors.InvalidRequestError, match="answers_max must be at least 1"):
             await connection.request(ApiKey.FETCH, m.FetchRequest(answers_max=0, max_wait_ms=0, partitions=partitions))
-        # A queue reader's fetch (a cluster peer, on the internal listener) never streams.
-        peer = await connect("127.0.0.1", broker.internal_port,
-                             credentials=ClusterPeer(bytes.fromhex(CLUSTER_SECRET_HEX), identity="test-coordinator"))
+        # An inspector's fetch (a platform service; here a cluster peer, on the internal listener) never streams.
+        peer = await _peer(broker)
         try:
-            with pytest.raises(errors.InvalidRequestError, match="only a consumer's fetch may answer more than once"):
-                await peer.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.QUEUE_READER, answers_max=2,
+            with pytest.raises(errors.InvalidRequestError, match="only a consumer's or a queue reader's fetch may answer more"):
+                await peer.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.INSPECTOR, answers_max=2,
                                                                 max_wait_ms=0, partitions=partitions))
-            answered = await peer.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.QUEUE_READER, max_wait_ms=0,
+            answered = await peer.request(ApiKey.FETCH, m.FetchRequest(replica_id=m.INSPECTOR, max_wait_ms=0,
                                                                        partitions=partitions))
             assert answered.more is False and answered.partitions[0].error_code == 0
         finally:
             peer.close()
         # The connection still serves.
         assert (await client.fetch(TOPIC, 0, 0)).records == b""
+
+
+async def _peer(broker):
+    """A connection as a cluster peer (another broker), on the internal listener."""
+    return await connect("127.0.0.1", broker.internal_port,
+                         credentials=ClusterPeer(bytes.fromhex(CLUSTER_SECRET_HEX), identity="test-coordinator"))
+
+
+async def test_a_queue_readers_fetch_streams_too(broker):
+    """A queue coordinator watching a remote leader: one request, an answer per produce."""
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        peer = await _peer(broker)
+        try:
+            answers = _Answers()
+            request = m.FetchRequest(replica_id=m.QUEUE_READER, max_wait_ms=10_000, answers_max=2,
+                                     partitions=[m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=0)])
+            done = asyncio.ensure_future(peer.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
+            await asyncio.sleep(0.5)  # parked
+            async with Producer(client, acks=1, linger_ms=0) as producer:
+                await _produce_one_by_one(producer, [b"one", b"two"])
+            last = await asyncio.wait_for(done, 10)
+        finally:
+            peer.close()
+    assert [a.more for a in answers.answers] == [True, False] and last is answers.answers[-1]
+    assert [_offsets_and_values(a.partitions[0].records) for a in answers.answers] == [[(0, b"one")], [(1, b"two")]]
 
 
 async def test_a_consumer_on_a_stream_gets_every_record_once_in_order_and_a_seek_takes_effect(broker):
