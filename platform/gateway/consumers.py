@@ -29,6 +29,7 @@ import time
 from urllib.parse import parse_qs
 
 import msgspec
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from brokers import errors as broker_errors
@@ -102,6 +103,23 @@ class QueueSocket(AsyncWebsocketConsumer):
             return
         await self.send_json({"type": "ready", "queue": name, "mode": self.queue.mode, "prefetch_max": PREFETCH_MAX})
 
+    async def __call__(self, scope, receive, send) -> None:
+        """Channels' consumer loop without its channel-layer half.
+
+        ``AsyncConsumer.__call__`` listens to the client and to a channel layer at once, with a new
+        task and an ``asyncio.wait`` for every frame (``await_many_dispatch``). These sockets use no
+        channel layer (a group's subscribers share a feed in this process), so one plain loop reads
+        and dispatches the frames.
+        """
+        self.scope = scope
+        self.channel_layer = None
+        self.base_send = send
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
+
     async def dispatch(self, message) -> None:
         # Frames skip Channels' close_old_connections() before each message (a hop to a thread
         # and back): handling a frame touches no database (keys, queues and schemas come from
@@ -114,7 +132,7 @@ class QueueSocket(AsyncWebsocketConsumer):
     async def send_json(self, body: dict) -> None:
         text = ENCODER.encode(body).decode()
         meter.count(getattr(self, "queue", None), requests=0, bytes_out=_utf8_length(text))
-        await self.send(text_data=text)
+        await self.base_send({"type": "websocket.send", "text": text})
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
         frame_id = None
