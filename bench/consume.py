@@ -1,9 +1,11 @@
 """Benchmark the consumption models on one real broker process (100-byte messages).
 
 * queue mode: 4 worker processes receive (up to 100 a call, ``--receive-max``) and accept every
-  message of a 4-partition queue; accepts/s from the workers' start to the last accept (the
-  others are then in a receive's long poll with nothing left to get, up to 500 ms that used to
-  count as accepting: it cut the figure by a third). Each worker freezes what it inherited from this
+  message of a 4-partition queue; accepts/s from the moment every worker is connected (its
+  process started and its client has the cluster's metadata: starting processes is not
+  consuming; the first receive, which finds the group's coordinator, counts) to the last accept
+  (the others are then in a receive's long poll with nothing left to get, up to 500 ms that used
+  to count as accepting: it cut the figure by a third). Each worker freezes what it inherited from this
   process (``gc.freeze()``, as a service does after start-up). With
   ``--ack per-message`` (the default) each message is accepted on its own, as
   a handler that finishes it would (``await queue.ack([message])``, the
@@ -54,7 +56,7 @@ async def fill(bootstrap: str, topic: str, count: int) -> None:
         await producer.flush()
 
 
-def queue_worker(bootstrap: str, topic: str, accepted, finished, stop_at: int, ack: str, receive_max: int) -> None:
+def queue_worker(bootstrap: str, topic: str, accepted, finished, stop_at: int, ack: str, receive_max: int, connected) -> None:
     # As a worker service does after start-up (and the brokers, the gateway and bench/peers.py's latency
     # consumer do): what exists now lives as long as the process, out of the collector's full passes.
     # Forked from this benchmark, a worker would otherwise scan the parent's whole heap in each of them
@@ -63,6 +65,7 @@ def queue_worker(bootstrap: str, topic: str, accepted, finished, stop_at: int, a
 
     async def run() -> None:
         async with QueueConsumer(bootstrap, "bench-workers", topic) as queue:
+            connected.wait(60)  # every worker and the clock start together (blocking: nothing else runs yet)
             idle = 0
             while idle < 3 and accepted.value < stop_at:
                 messages = await queue.receive(receive_max, wait_ms=500)
@@ -83,15 +86,18 @@ def queue_worker(bootstrap: str, topic: str, accepted, finished, stop_at: int, a
 
 
 def queue_phase(bootstrap: str, topic: str, count: int, workers: int, ack: str = "per-message", receive_max: int = 100) -> dict:
-    accepted = multiprocessing.Value("q", 0)
-    finished = multiprocessing.Value("d", 0.0)
+    context = multiprocessing.get_context("fork")
+    accepted = context.Value("q", 0)
+    finished = context.Value("d", 0.0)
+    connected = context.Barrier(workers + 1)
     processes = [
-        multiprocessing.get_context("fork").Process(target=queue_worker, args=(bootstrap, topic, accepted, finished, count, ack, receive_max))
+        context.Process(target=queue_worker, args=(bootstrap, topic, accepted, finished, count, ack, receive_max, connected))
         for _ in range(workers)
     ]
+    for process in processes:
+        process.start()
+    connected.wait(60)
     with CpuMeter() as meter:
-        for process in processes:
-            process.start()
         for process in processes:
             process.join()
     # The rate runs to the last accept, not to the workers' exit: the others are then in a receive's
