@@ -50,10 +50,11 @@ class _Answers:
 
 
 async def _open_fetch(client: TidewayClient, offset: int, *, answers_max: int, max_wait_ms: int = 10_000,
-                      max_bytes: int = 1 << 20) -> tuple[asyncio.Future, _Answers]:
-    connection = await client.connection(client.leader_for(TOPIC, 0))
+                      max_bytes: int = 1 << 20, connection=None, replica_id: int = m.CONSUMER) -> tuple[asyncio.Future, _Answers]:
+    """A fetch parked at the partition's end; ``connection`` defaults to the client's to the leader."""
+    connection = connection or await client.connection(client.leader_for(TOPIC, 0))
     answers = _Answers()
-    request = m.FetchRequest(max_wait_ms=max_wait_ms, max_bytes=max_bytes, answers_max=answers_max,
+    request = m.FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, max_bytes=max_bytes, answers_max=answers_max,
                              partitions=[m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=offset)])
     done = asyncio.ensure_future(connection.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
     await asyncio.sleep(0.5)  # parked at the broker by then (it must wait, or it answers once)
@@ -161,11 +162,7 @@ async def test_a_queue_readers_fetch_streams_too(broker):
         await client.create_topic(TOPIC, partitions=1)
         peer = await _peer(broker)
         try:
-            answers = _Answers()
-            request = m.FetchRequest(replica_id=m.QUEUE_READER, max_wait_ms=10_000, answers_max=2,
-                                     partitions=[m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=0)])
-            done = asyncio.ensure_future(peer.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
-            await asyncio.sleep(0.5)  # parked
+            done, answers = await _open_fetch(client, 0, answers_max=2, connection=peer, replica_id=m.QUEUE_READER)
             async with Producer(client, acks=1, linger_ms=0) as producer:
                 await _produce_one_by_one(producer, [b"one", b"two"])
             last = await asyncio.wait_for(done, 10)
