@@ -18,6 +18,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
@@ -107,7 +108,7 @@ class Connection:
                 raise
 
     async def request(self, api: m.ApiKey, body: msgspec.Struct, *, timeout_s: float = 30.0, expect_response: bool = True,
-                      on_answer: Callable[[msgspec.Struct], None] | None = None):
+                      on_answer: Callable[[Any], None] | None = None):
         """Send one request and return its decoded response (None if not expected).
 
         Raises the BrokerError of a top-level error code, ConnectionClosedError
@@ -129,7 +130,7 @@ class Connection:
             timer.cancel()
 
     def send(self, api: m.ApiKey, body: msgspec.Struct, *, expect_response: bool = True,
-             on_answer: Callable[[msgspec.Struct], None] | None = None) -> asyncio.Future | None:
+             on_answer: Callable[[Any], None] | None = None) -> asyncio.Future | None:
         """Write a request now; return the future of its response."""
         if self._closed_error is not None or self._transport is None:
             raise ConnectionClosedError(f"connection to {self.host}:{self.port} is closed") from self._closed_error
@@ -142,7 +143,7 @@ class Connection:
         self._transport.write(encode_request(int(api), 0, correlation_id, m.ENCODER.encode(body)))
         return future
 
-    def _data_received(self, data: bytes) -> None:
+    def _data_received(self, data: bytes | memoryview) -> None:
         try:
             frames = self._decoder.feed(data)
             for frame in frames:
@@ -152,7 +153,7 @@ class Connection:
                     raise FrameError(f"answer with unknown correlation id {correlation_id}")
                 future, api, on_answer = entry
                 try:
-                    response = m.RESPONSE_DECODERS[api].decode(body)
+                    response: Any = m.RESPONSE_DECODERS[api].decode(body)
                 except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                     raise FrameError(f"undecodable {api.name} answer: {exc}") from exc
                 if api is _FETCH and response.more:
@@ -207,7 +208,7 @@ def tls_context(cafile: str | None = None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=cafile)
 
 
-def _give(on_answer: Callable[[msgspec.Struct], None], response: msgspec.Struct, future: asyncio.Future) -> bool:
+def _give(on_answer: Callable[[Any], None], response: Any, future: asyncio.Future) -> bool:
     """``on_answer(response)``; False if it raised (the caller awaiting ``future`` gets the error)."""
     try:
         on_answer(response)

@@ -539,7 +539,8 @@ class Producer:
                 self._refresh_metadata_soon()
                 continue
             while batches:
-                request_batches, size = [], 0
+                request_batches: list[_Batch] = []
+                size = 0
                 while batches and (not request_batches or size + len(batches[0].data) <= self.request_bytes_max):
                     batch = batches.pop(0)
                     request_batches.append(batch)
@@ -595,9 +596,10 @@ class Producer:
         self._in_flight[leader] -= 1
         for batch in batches:
             self._mark_in_flight(batch, False)
-        if future.exception() is not None:
+        exc = future.exception()
+        if exc is not None:
             self._wakeup.set()
-            self._fail_or_retry(batches, future.exception())
+            self._fail_or_retry(batches, exc)
             self._refresh_metadata_soon()
             return
         response: m.ProduceResponse = future.result()
@@ -742,7 +744,7 @@ class Producer:
             log.warning("producer %d: a batch failed for good (%s); continuing as a new producer", self.producer_id, exc)
             self._new_producer_id()
 
-    async def _retry_later(self, batches: list[_Batch], cause: Exception | None) -> None:
+    async def _retry_later(self, batches: list[_Batch], cause: BaseException | None) -> None:
         await asyncio.sleep(self.retry_backoff_s)
         try:
             await self.client.refresh_metadata()

@@ -66,7 +66,7 @@ class FrameDecoder:
     def buffered_bytes(self) -> int:
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         buffer = self._buffer
         if not buffer:
             # Nearly every read: frames are cut from ``data`` itself, one copy each, not via the buffer.

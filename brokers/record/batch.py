@@ -52,7 +52,13 @@ from crc32c import crc32c
 
 from brokers.errors import CorruptRecordError
 from brokers.record.compression import Compression, compress, decompress
-from brokers.record.varint import SMALL_VARINT_LIMIT, SMALL_VARINTS, decode_varint, encode_varint
+from brokers.record.varint import (
+    SMALL_VARINT_LIMIT,
+    SMALL_VARINTS,
+    Buffer,
+    decode_varint,
+    encode_varint,
+)
 
 __all__ = [
     "BATCH_HEADER_BYTES",
@@ -149,12 +155,12 @@ class Record(msgspec.Struct, frozen=True, gc=False):
 _new_header = tuple.__new__
 
 
-def read_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
+def read_header(buffer: Buffer, position: int = 0) -> BatchHeader:
     """Decode the batch header at ``position`` (the caller checks the length)."""
     return _new_header(BatchHeader, _HEADER.unpack_from(buffer, position))  # _make's checks cost a third of this
 
 
-def iter_batches(buffer: bytes | memoryview, position: int = 0) -> Iterator[tuple[int, int, int]]:
+def iter_batches(buffer: Buffer, position: int = 0) -> Iterator[tuple[int, int, int]]:
     """Yield (position, base offset, total size) of every whole batch in ``buffer``.
 
     Stops at the first batch that is cut short; checks no CRC. Used to walk
@@ -171,7 +177,7 @@ def iter_batches(buffer: bytes | memoryview, position: int = 0) -> Iterator[tupl
         position += size
 
 
-def first_corrupt_batch(buffer: bytes | memoryview) -> tuple[int, int, str] | None:
+def first_corrupt_batch(buffer: Buffer) -> tuple[int, int, str] | None:
     """(position, offset after the previous batch or -1, problem) of the first bad batch in ``buffer``; None if all are intact.
 
     ``buffer`` holds whole batches read from our own log (a read trimmed by
@@ -191,7 +197,7 @@ def first_corrupt_batch(buffer: bytes | memoryview) -> tuple[int, int, str] | No
 
 
 def validate_batches(
-    buffer: bytes | memoryview,
+    buffer: Buffer,
     *,
     batch_bytes_max: int,
     from_producer: bool,
@@ -413,7 +419,7 @@ class BatchBuilder:
         return b"".join((_PREFIX.pack(0, batch_length, -1, MAGIC), _CRC.pack(crc), after_crc, records))
 
 
-def decode_records(buffer: bytes | memoryview, position: int = 0) -> list[Record]:
+def decode_records(buffer: Buffer, position: int = 0) -> list[Record]:
     """Decode every record of the batch at ``position`` (CRC not checked here)."""
     header = read_header(buffer, position)
     end = position + header.batch_length + LOG_OVERHEAD_BYTES

@@ -49,7 +49,7 @@ def compress(codec: Compression, data: bytes) -> bytes:
     raise ValueError(f"cannot compress with {codec.name}")
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
+def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     if codec == Compression.GZIP:
         return gzip.decompress(data)
     if codec == Compression.LZ4:

@@ -10,6 +10,9 @@ the precomputed table below; these functions are the general case.
 
 from __future__ import annotations
 
+# What a decoder reads from: a frame's memoryview, a file's bytes, a request's bytearray.
+Buffer = bytes | bytearray | memoryview
+
 __all__ = ["SMALL_VARINTS", "SMALL_VARINT_LIMIT", "decode_varint", "encode_varint"]
 
 
@@ -24,7 +27,7 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def decode_varint(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
+def decode_varint(buffer: Buffer, position: int) -> tuple[int, int]:
     """Decode a zigzag varint at ``position``; return (value, next position).
 
     Raises ValueError on a varint longer than 10 bytes or cut short.

@@ -99,7 +99,7 @@ class BrokerConnection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         self.session.peer = str(transport.get_extra_info("peername"))
         if not self._registry.admit(self.session.peer):
-            transport.abort()
+            transport.abort()  # type: ignore[attr-defined]
             return
         self._admitted = True
         sock = transport.get_extra_info("socket")
@@ -137,6 +137,7 @@ class BrokerConnection(asyncio.Protocol):
         for frame in frames:
             api_key, api_version, correlation_id, body = split_request(frame)
             self._in_flight += 1
+            task: asyncio.Task | None
             if self._not_started or len(frame) > EAGER_FRAME_BYTES_MAX:
                 # On the next loop turn; and so is every request after it until it has started, so
                 # that requests start (and produces append) in the order they came.

@@ -13,6 +13,7 @@ durable offset.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 import time
@@ -187,7 +188,7 @@ class ReplicaManager:
         if flush is None or flush.done():
             flush = asyncio.ensure_future(asyncio.to_thread(log_.flush))
             self._flushes[log_] = flush
-            flush.add_done_callback(lambda done, key=log_: self._forget_flush(key, done))
+            flush.add_done_callback(functools.partial(self._forget_flush, log_))
         return flush
 
     def _forget_flush(self, log_: Log, done: asyncio.Future) -> None:
@@ -249,7 +250,7 @@ class ReplicaManager:
             results, total_bytes, any_error = self._read_partitions(request, budget)
             remaining = deadline - time.monotonic()
             if total_bytes >= request.min_bytes or any_error or remaining <= 0:
-                if not (waited and answers_left > 1 and total_bytes and not any_error and remaining > 0
+                if not (waited and answers_left > 1 and more is not None and total_bytes and not any_error and remaining > 0
                         and budget > total_bytes):
                     break
                 # Streaming: answer now and wait again, from the offsets after this answer's records.

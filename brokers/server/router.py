@@ -90,7 +90,9 @@ def _more(session: Session, correlation_id: int, after: Callable[[msgspec.Struct
     def more(response: msgspec.Struct) -> None:
         if after is not None:
             after(response)
-        session.connection.answer(correlation_id, m.ENCODER.encode(response))
+        connection = session.connection
+        if connection is not None:
+            connection.answer(correlation_id, m.ENCODER.encode(response))
 
     return more
 

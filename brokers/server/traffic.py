@@ -125,5 +125,5 @@ class Traffic:
             # the last snapshot forward instead of adding one (roll runs at least once a minute).
             if minute < oldest or before == after:
                 continue
-            out.append((minute * 60, *(a - b for a, b in zip(after, before, strict=True))))
+            out.append((minute * 60, after[0] - before[0], after[1] - before[1], after[2] - before[2], after[3] - before[3]))
         return out

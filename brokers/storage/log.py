@@ -302,9 +302,9 @@ class Log:
         if idempotent:
             duplicate_offsets = [self.producers.check(header) for header in headers]
             if any(offset is not None for offset in duplicate_offsets):
-                if len(headers) > 1:
-                    raise errors.InvalidRequestError("resend idempotent batches one per partition entry")
                 first = duplicate_offsets[0]
+                if len(headers) > 1 or first is None:  # one entry, a duplicate: first is its offset
+                    raise errors.InvalidRequestError("resend idempotent batches one per partition entry")
                 return AppendResult(first, first + headers[0].last_offset_delta, 0, 0, duplicate=True)
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self._maybe_roll(len(data), now_ms)
