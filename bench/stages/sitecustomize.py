@@ -75,8 +75,9 @@ if _DIR:
 
     def _wrap_answer(answer):
         def traced(self, correlation_id, body):
-            answer(self, correlation_id, body)
+            written = answer(self, correlation_id, body)
             event("answered")
+            return written
         return traced
 
     def _wrap_producer_send(send):

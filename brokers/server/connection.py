@@ -172,11 +172,13 @@ class BrokerConnection(asyncio.Protocol):
             self._in_flight -= 1
             self._update_reading()
 
-    def answer(self, correlation_id: int, body: bytes) -> None:
-        """Write an answer to the request ``correlation_id`` (a streaming fetch writes several)."""
+    def answer(self, correlation_id: int, body: bytes) -> bool:
+        """Write an answer to the request ``correlation_id`` (a streaming fetch writes several); False if closed."""
         transport = self._transport
-        if transport is not None and not transport.is_closing():
-            transport.write(encode_response(correlation_id, body))
+        if transport is None or transport.is_closing():
+            return False
+        transport.write(encode_response(correlation_id, body))
+        return True
 
     def _update_reading(self) -> None:
         transport = self._transport

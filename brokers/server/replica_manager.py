@@ -48,6 +48,19 @@ def _next_offset(records: bytes) -> int:
     return read_header(records, positions[-1]).next_offset
 
 
+class _ParkedStream:
+    """A streaming fetch parked for data: what ``wake`` needs to answer it in place, without resuming it."""
+
+    __slots__ = ("request", "more", "deadline", "answers_left", "budget")
+
+    def __init__(self, request: m.FetchRequest, more: Callable[[m.FetchResponse], bool], deadline: float) -> None:
+        self.request = request
+        self.more = more
+        self.deadline = deadline
+        self.answers_left = 0  # the fetch's own counts, handed over while it is parked
+        self.budget = 0
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache, metrics: BrokerMetrics, *,
                  on_data: Callable[[str], None]) -> None:
@@ -61,6 +74,8 @@ class ReplicaManager:
         self._data_waiters: dict[tuple[str, int], set[PromptFuture]] = defaultdict(set)
         # Waiters of fetches woken by new data, not resumed yet (a produce resumes them before it answers).
         self._woken_fetches: list[PromptFuture] = []
+        # The parked fetches that may stream (by their waiter): wake answers them where they are.
+        self._streams: dict[PromptFuture, _ParkedStream] = {}
         # The fsync in progress per log, shared by every produce waiting on it (group commit).
         self._flushes: dict[Log, asyncio.Future] = {}
 
@@ -85,8 +100,8 @@ class ReplicaManager:
     def _on_high_watermark(self, partition: Partition) -> None:
         # Queue receivers read committed records only: an append wakes them when the HW passes it,
         # not before (with acks=all, waking them at the append too found nothing, every message).
-        self._on_data(partition.topic)
         self.wake(partition.topic, partition.partition)
+        self._on_data(partition.topic)
 
     def partition(self, topic: str, partition: int) -> Partition:
         """The local replica of ``topic``-``partition``; NotLeaderError or UnknownTopicOrPartitionError if none."""
@@ -131,7 +146,10 @@ class ReplicaManager:
                 result.base_offset = appended.base_offset
                 result.log_start_offset = log_.log_start_offset
                 self.metrics.traffic.add_in(part.topic, appended.record_count, appended.size_bytes)
-                self.wake(part.topic, part.partition)  # consumers and followers
+                if log_.high_watermark <= appended.last_offset:
+                    # Followers (and consumers once the HW moves): an append the HW covers already woke
+                    # every fetch of the partition as the HW moved.
+                    self.wake(part.topic, part.partition)
                 if log_.config.flush_interval_ms == 0:
                     durable_waits.append((log_, appended.last_offset))
                 if committed is not None:
@@ -196,16 +214,59 @@ class ReplicaManager:
             del self._flushes[log_]
 
     def wake(self, topic: str, partition: int) -> None:
-        """New records or a higher HW in ``topic``-``partition``: wake long-polling fetches."""
-        waiters = self._data_waiters.pop((topic, partition), None)
-        if waiters:
-            woken = self._woken_fetches
-            if not woken:  # woken outside a produce (a follower's fetch moved the HW): resumed on the next turn
-                asyncio.get_running_loop().call_soon(self.resume_woken)
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-                    woken.append(waiter)
+        """New records or a higher HW in ``topic``-``partition``: wake long-polling fetches.
+
+        A parked streaming fetch is answered right here instead, as its own loop would (the same read,
+        the same conditions) and stays parked: no resumption of its coroutine, no new waiter and timer,
+        and the delivery is written before the produce that woke it goes on (end-to-end latency). One
+        that would give its last answer (or fails) is woken to give it itself.
+        """
+        key = (topic, partition)
+        waiters = self._data_waiters.pop(key, None)
+        if not waiters:
+            return
+        woken = self._woken_fetches
+        resume_later = not woken  # woken outside a produce (a follower's fetch moved the HW): on the next turn
+        parked = None
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            stream = self._streams.get(waiter)
+            if stream is not None and self._answer_in_place(stream):
+                if parked is None:
+                    parked = set()
+                parked.add(waiter)
+                continue
+            waiter.set_result(None)
+            woken.append(waiter)
+        if parked:
+            self._data_waiters[key].update(parked)
+        if resume_later and woken:
+            asyncio.get_running_loop().call_soon(self.resume_woken)
+
+    def _answer_in_place(self, stream: _ParkedStream) -> bool:
+        """One turn of a parked streaming fetch's loop (see ``fetch``); False if the fetch must run it itself."""
+        request = stream.request
+        try:
+            results, total_bytes, any_error = self._read_partitions(request, stream.budget)
+            if any_error or time.monotonic() >= stream.deadline:
+                return False  # its final answer
+            if total_bytes < request.min_bytes:
+                return True  # not enough yet (for a consumer: nothing it may see): parked as it was
+            if not (total_bytes and stream.answers_left > 1 and stream.budget > total_bytes):
+                return False  # its final answer
+            if not stream.more(m.FetchResponse(partitions=results, more=True)):
+                return True  # the connection is closing: its fetch is being cancelled; nothing served, nothing metered
+        except Exception:  # noqa: BLE001 - the fetch meets it again in its own loop, where the router answers it
+            log.debug("answering a parked fetch in place failed; waking it", exc_info=True)
+            return False
+        self._meter(request, results)  # after the delivery's write: off its path
+        stream.answers_left -= 1
+        stream.budget -= total_bytes
+        for part, result in zip(request.partitions, results, strict=True):
+            if result.records:
+                part.fetch_offset = _next_offset(result.records)
+        return True
 
     def resume_woken(self) -> bool:
         """Answer the fetches woken since the last call, now; True if some are left to their task's next turn."""
@@ -219,7 +280,7 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------------
 
-    async def fetch(self, request: m.FetchRequest, more: Callable[[m.FetchResponse], None] | None = None) -> m.FetchResponse:
+    async def fetch(self, request: m.FetchRequest, more: Callable[[m.FetchResponse], bool] | None = None) -> m.FetchResponse:
         """Records from each partition's offset; waits up to ``max_wait_ms`` for ``min_bytes`` of them.
 
         A consumer's (or a queue coordinator's) fetch with ``answers_max`` > 1 that had to wait streams: each time records arrive
@@ -246,6 +307,7 @@ class ReplicaManager:
         answers_left = min(request.answers_max, FETCH_ANSWERS_MAX) if more is not None else 1
         budget = request.max_bytes
         waited = False
+        stream: _ParkedStream | None = None
         while True:
             results, total_bytes, any_error = self._read_partitions(request, budget)
             remaining = deadline - time.monotonic()
@@ -265,6 +327,11 @@ class ReplicaManager:
             keys = [(p.topic, p.partition) for p in request.partitions]
             for key in keys:
                 self._data_waiters[key].add(waiter)
+            if more is not None and answers_left > 1:
+                if stream is None:
+                    stream = _ParkedStream(request, more, deadline)
+                stream.answers_left, stream.budget = answers_left, budget
+                self._streams[waiter] = stream
             # A timer that resolves the waiter, not asyncio.wait_for: the fetch resumes on the loop
             # iteration after the append that woke it (end-to-end latency).
             timer = loop.call_later(deadline - time.monotonic(), resolve, waiter)
@@ -272,6 +339,9 @@ class ReplicaManager:
                 await waiter
             finally:
                 timer.cancel()
+                parked = self._streams.pop(waiter, None)
+                if parked is not None:
+                    answers_left, budget = parked.answers_left, parked.budget  # less the answers given in place
                 for key in keys:
                     waiters = self._data_waiters.get(key)
                     if waiters is not None:

@@ -87,12 +87,12 @@ class Router:
 
 
 def _more(session: Session, correlation_id: int, after: Callable[[msgspec.Struct], None] | None):
-    def more(response: msgspec.Struct) -> None:
+    def more(response: msgspec.Struct) -> bool:
+        """Write ``response`` ahead of the request's last answer; False if the connection is gone."""
         if after is not None:
             after(response)
         connection = session.connection
-        if connection is not None:
-            connection.answer(correlation_id, m.ENCODER.encode(response))
+        return connection is not None and connection.answer(correlation_id, m.ENCODER.encode(response))
 
     return more
 

@@ -83,6 +83,27 @@ async def test_a_parked_fetch_answers_each_produce_then_ends_on_its_last_answer(
         assert [a.partitions[0].high_watermark for a in answers.answers] == [1, 2, 3]
 
 
+async def test_a_stream_over_two_partitions_answers_each_produce_with_both_and_goes_on_from_there(broker):
+    """The broker answers a parked stream in the produce that woke it: every partition in each answer."""
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=2)
+        connection = await client.connection(client.leader_for(TOPIC, 0))
+        answers = _Answers()
+        request = m.FetchRequest(max_wait_ms=1_500, answers_max=10, partitions=[
+            m.FetchPartition(topic=TOPIC, partition=p, fetch_offset=0) for p in (0, 1)])
+        done = asyncio.ensure_future(connection.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
+        await asyncio.sleep(0.5)
+        async with Producer(client, acks=1, linger_ms=0) as producer:
+            for partition, value in [(1, b"a"), (0, b"b"), (1, b"c")]:
+                await (await producer.send(TOPIC, value, partition=partition))
+                await asyncio.sleep(0.05)
+        last = await asyncio.wait_for(done, 10)
+    assert [a.more for a in answers.answers] == [True, True, True, False] and last is answers.answers[-1]
+    per_answer = [[_offsets_and_values(r.records) for r in a.partitions] for a in answers.answers]
+    assert per_answer == [[[], [(0, b"a")]], [[(0, b"b")], []], [[], [(1, b"c")]], [[], []]]
+    assert [[r.high_watermark for r in a.partitions] for a in answers.answers] == [[0, 1], [1, 1], [1, 2], [1, 2]]
+
+
 async def test_a_stream_ends_at_max_wait_with_an_empty_answer_and_when_its_bytes_are_used(broker):
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic(TOPIC, partitions=1)
