@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import struct
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from brokers import errors
 from brokers.aio import PromptFuture, resolve
 from brokers.errors import BrokerError, InvalidRequestError
 from brokers.protocol import messages as m
-from brokers.record.batch import iter_batches, read_header
+from brokers.record.batch import count_records
 from brokers.replication import Partition, Role
 from brokers.server.metadata_cache import MetadataCache
 from brokers.server.metrics import BrokerMetrics
@@ -34,18 +33,11 @@ __all__ = ["ReplicaManager"]
 
 log = logging.getLogger(__name__)
 
-_RECORD_COUNT = struct.Struct(">i")
 FETCH_WAIT_MS_MAX = 30_000
 FETCH_ANSWERS_MAX = 1_000  # answers of one streaming fetch; a larger answers_max is taken as this
 # Who may stream: a consumer, and a queue coordinator watching a remote leader. A follower asks
 # again after each answer on purpose: its next fetch tells the leader what it holds (the HW).
 _MAY_STREAM = frozenset({m.CONSUMER, m.QUEUE_READER})
-
-
-def _next_offset(records: bytes) -> int:
-    """The offset after the last batch of ``records`` (whole batches)."""
-    positions = [position for position, _base, _size in iter_batches(records)]
-    return read_header(records, positions[-1]).next_offset
 
 
 class _ParkedStream:
@@ -227,20 +219,15 @@ class ReplicaManager:
             return
         woken = self._woken_fetches
         resume_later = not woken  # woken outside a produce (a follower's fetch moved the HW): on the next turn
-        parked = None
         for waiter in waiters:
             if waiter.done():
                 continue
             stream = self._streams.get(waiter)
             if stream is not None and self._answer_in_place(stream):
-                if parked is None:
-                    parked = set()
-                parked.add(waiter)
+                self._data_waiters[key].add(waiter)  # still parked here
                 continue
             waiter.set_result(None)
             woken.append(waiter)
-        if parked:
-            self._data_waiters[key].update(parked)
         if resume_later and woken:
             asyncio.get_running_loop().call_soon(self.resume_woken)
 
@@ -265,7 +252,7 @@ class ReplicaManager:
         stream.budget -= total_bytes
         for part, result in zip(request.partitions, results, strict=True):
             if result.records:
-                part.fetch_offset = _next_offset(result.records)
+                part.fetch_offset = count_records(result.records)[1]
         return True
 
     def resume_woken(self) -> bool:
@@ -322,7 +309,7 @@ class ReplicaManager:
                 budget -= total_bytes
                 for part, result in zip(request.partitions, results, strict=True):
                     if result.records:
-                        part.fetch_offset = _next_offset(result.records)
+                        part.fetch_offset = count_records(result.records)[1]
             waiter = PromptFuture(loop=loop)
             keys = [(p.topic, p.partition) for p in request.partitions]
             for key in keys:
@@ -359,10 +346,7 @@ class ReplicaManager:
         traffic = self.metrics.traffic
         for result in results:
             if result.records:
-                count = 0
-                for position, _base, _size in iter_batches(result.records):
-                    count += _RECORD_COUNT.unpack_from(result.records, position + 57)[0]
-                traffic.add_out(result.topic, count, len(result.records))
+                traffic.add_out(result.topic, count_records(result.records)[0], len(result.records))
 
     def _read_partitions(self, request: m.FetchRequest, budget: int) -> tuple[list[m.FetchPartitionResult], int, bool]:
         results = []

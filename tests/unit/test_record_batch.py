@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from brokers.client.partitioner import murmur2, partition_for_key
 from brokers.errors import CorruptRecordError
 from brokers.record import BatchBuilder, Compression, decode_records, read_header, validate_batches
-from brokers.record.batch import stamp_batch
+from brokers.record.batch import count_records, stamp_batch
 from brokers.record.varint import decode_varint, encode_varint
 
 
@@ -146,3 +146,18 @@ def test_extend_adds_what_append_would_within_the_size_and_an_empty_batch_takes_
         assert by_append.size_bytes <= size_max
     if stop < len(records):  # stopped early only because the next record would not fit
         assert builder_with(records[: stop + 1]).size_bytes > size_max
+
+
+def test_count_records_gives_the_records_and_the_offset_after_the_last_whole_batch():
+    def batch(base_offset: int, count: int) -> bytes:
+        builder = BatchBuilder()
+        for i in range(count):
+            builder.append(1_700_000_000_000, None, b"v%d" % i)
+        data = bytearray(builder.build())
+        stamp_batch(data, 0, base_offset, 0)
+        return bytes(data)
+
+    two = batch(10, 3) + batch(13, 2)
+    assert count_records(two) == (5, 15)
+    assert count_records(two[:-1]) == (3, 13)  # the cut-short last batch is not counted
+    assert count_records(b"") == (0, -1)
