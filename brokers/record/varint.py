@@ -13,7 +13,7 @@ from __future__ import annotations
 # What a decoder reads from: a frame's memoryview, a file's bytes, a request's bytearray.
 Buffer = bytes | bytearray | memoryview
 
-__all__ = ["SMALL_VARINTS", "SMALL_VARINT_LIMIT", "decode_varint", "encode_varint"]
+__all__ = ["SMALL_VARINTS", "SMALL_VARINT_LIMIT", "Buffer", "decode_varint", "encode_varint"]
 
 
 def encode_varint(value: int) -> bytes:

@@ -40,17 +40,21 @@ FETCH_ANSWERS_MAX = 1_000  # answers of one streaming fetch; a larger answers_ma
 _MAY_STREAM = frozenset({m.CONSUMER, m.QUEUE_READER})
 
 
-class _ParkedStream:
-    """A streaming fetch parked for data: what ``wake`` needs to answer it in place, without resuming it."""
+class _FetchState:
+    """A fetch's progress, moved on by its own loop and, while it is parked streaming, by ``wake`` (in place)."""
 
     __slots__ = ("request", "more", "deadline", "answers_left", "budget")
 
-    def __init__(self, request: m.FetchRequest, more: Callable[[m.FetchResponse], bool], deadline: float) -> None:
+    def __init__(self, request: m.FetchRequest, more: Callable[[m.FetchResponse], bool] | None, deadline: float) -> None:
         self.request = request
         self.more = more
         self.deadline = deadline
-        self.answers_left = 0  # the fetch's own counts, handed over while it is parked
-        self.budget = 0
+        self.answers_left = min(request.answers_max, FETCH_ANSWERS_MAX) if more is not None else 1
+        self.budget = request.max_bytes
+
+    def may_stream(self, total_bytes: int) -> bool:
+        """Whether an answer of ``total_bytes`` (records found after a wait) goes ahead, leaving the fetch open."""
+        return self.answers_left > 1 and total_bytes > 0 and self.budget > total_bytes
 
 
 class ReplicaManager:
@@ -67,7 +71,7 @@ class ReplicaManager:
         # Waiters of fetches woken by new data, not resumed yet (a produce resumes them before it answers).
         self._woken_fetches: list[PromptFuture] = []
         # The parked fetches that may stream (by their waiter): wake answers them where they are.
-        self._streams: dict[PromptFuture, _ParkedStream] = {}
+        self._streams: dict[PromptFuture, _FetchState] = {}
         # The fsync in progress per log, shared by every produce waiting on it (group commit).
         self._flushes: dict[Log, asyncio.Future] = {}
 
@@ -231,29 +235,39 @@ class ReplicaManager:
         if resume_later and woken:
             asyncio.get_running_loop().call_soon(self.resume_woken)
 
-    def _answer_in_place(self, stream: _ParkedStream) -> bool:
+    def _answer_in_place(self, state: _FetchState) -> bool:
         """One turn of a parked streaming fetch's loop (see ``fetch``); False if the fetch must run it itself."""
-        request = stream.request
+        request = state.request
         try:
-            results, total_bytes, any_error = self._read_partitions(request, stream.budget)
-            if any_error or time.monotonic() >= stream.deadline:
+            results, total_bytes, any_error = self._read_partitions(request, state.budget)
+            if any_error or time.monotonic() >= state.deadline:
                 return False  # its final answer
             if total_bytes < request.min_bytes:
                 return True  # not enough yet (for a consumer: nothing it may see): parked as it was
-            if not (total_bytes and stream.answers_left > 1 and stream.budget > total_bytes):
+            if not state.may_stream(total_bytes):
                 return False  # its final answer
-            if not stream.more(m.FetchResponse(partitions=results, more=True)):
-                return True  # the connection is closing: its fetch is being cancelled; nothing served, nothing metered
+            self._stream_answer(state, results, total_bytes)
         except Exception:  # noqa: BLE001 - the fetch meets it again in its own loop, where the router answers it
             log.debug("answering a parked fetch in place failed; waking it", exc_info=True)
             return False
-        self._meter(request, results)  # after the delivery's write: off its path
-        stream.answers_left -= 1
-        stream.budget -= total_bytes
+        return True
+
+    def _stream_answer(self, state: _FetchState, results: list[m.FetchPartitionResult], total_bytes: int) -> None:
+        """Answer ahead (``more``) and go on from the offsets after this answer's records.
+
+        Metered after the write (off the delivery's way); an answer whose connection is closing (its
+        fetch is being cancelled) is neither written nor metered.
+        """
+        more = state.more
+        if more is None or not more(m.FetchResponse(partitions=results, more=True)):
+            return
+        request = state.request
+        self._meter(request, results)
+        state.answers_left -= 1
+        state.budget -= total_bytes
         for part, result in zip(request.partitions, results, strict=True):
             if result.records:
                 part.fetch_offset = count_records(result.records)[1]
-        return True
 
     def resume_woken(self) -> bool:
         """Answer the fetches woken since the last call, now; True if some are left to their task's next turn."""
@@ -291,34 +305,22 @@ class ReplicaManager:
             early = self._check_replica_fetch(request)
             if early is not None:
                 return m.FetchResponse(partitions=early)
-        answers_left = min(request.answers_max, FETCH_ANSWERS_MAX) if more is not None else 1
-        budget = request.max_bytes
+        state = _FetchState(request, more, deadline)
         waited = False
-        stream: _ParkedStream | None = None
         while True:
-            results, total_bytes, any_error = self._read_partitions(request, budget)
+            results, total_bytes, any_error = self._read_partitions(request, state.budget)
             remaining = deadline - time.monotonic()
             if total_bytes >= request.min_bytes or any_error or remaining <= 0:
-                if not (waited and answers_left > 1 and more is not None and total_bytes and not any_error and remaining > 0
-                        and budget > total_bytes):
+                if not (waited and not any_error and remaining > 0 and state.may_stream(total_bytes)):
                     break
                 # Streaming: answer now and wait again, from the offsets after this answer's records.
-                self._meter(request, results)
-                more(m.FetchResponse(partitions=results, more=True))
-                answers_left -= 1
-                budget -= total_bytes
-                for part, result in zip(request.partitions, results, strict=True):
-                    if result.records:
-                        part.fetch_offset = count_records(result.records)[1]
+                self._stream_answer(state, results, total_bytes)
             waiter = PromptFuture(loop=loop)
             keys = [(p.topic, p.partition) for p in request.partitions]
             for key in keys:
                 self._data_waiters[key].add(waiter)
-            if more is not None and answers_left > 1:
-                if stream is None:
-                    stream = _ParkedStream(request, more, deadline)
-                stream.answers_left, stream.budget = answers_left, budget
-                self._streams[waiter] = stream
+            if state.answers_left > 1:  # it may stream: wake answers it where it is
+                self._streams[waiter] = state
             # A timer that resolves the waiter, not asyncio.wait_for: the fetch resumes on the loop
             # iteration after the append that woke it (end-to-end latency).
             timer = loop.call_later(deadline - time.monotonic(), resolve, waiter)
@@ -326,9 +328,7 @@ class ReplicaManager:
                 await waiter
             finally:
                 timer.cancel()
-                parked = self._streams.pop(waiter, None)
-                if parked is not None:
-                    answers_left, budget = parked.answers_left, parked.budget  # less the answers given in place
+                self._streams.pop(waiter, None)
                 for key in keys:
                     waiters = self._data_waiters.get(key)
                     if waiters is not None:

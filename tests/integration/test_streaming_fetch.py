@@ -50,12 +50,13 @@ class _Answers:
 
 
 async def _open_fetch(client: TidewayClient, offset: int, *, answers_max: int, max_wait_ms: int = 10_000,
-                      max_bytes: int = 1 << 20, connection=None, replica_id: int = m.CONSUMER) -> tuple[asyncio.Future, _Answers]:
-    """A fetch parked at the partition's end; ``connection`` defaults to the client's to the leader."""
+                      max_bytes: int = 1 << 20, connection=None, replica_id: int = m.CONSUMER,
+                      partitions: tuple[int, ...] = (0,)) -> tuple[asyncio.Future, _Answers]:
+    """A fetch parked at the end of ``partitions``; ``connection`` defaults to the client's to the leader of 0."""
     connection = connection or await client.connection(client.leader_for(TOPIC, 0))
     answers = _Answers()
     request = m.FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, max_bytes=max_bytes, answers_max=answers_max,
-                             partitions=[m.FetchPartition(topic=TOPIC, partition=0, fetch_offset=offset)])
+                             partitions=[m.FetchPartition(topic=TOPIC, partition=p, fetch_offset=offset) for p in partitions])
     done = asyncio.ensure_future(connection.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
     await asyncio.sleep(0.5)  # parked at the broker by then (it must wait, or it answers once)
     return done, answers
@@ -87,12 +88,7 @@ async def test_a_stream_over_two_partitions_answers_each_produce_with_both_and_g
     """The broker answers a parked stream in the produce that woke it: every partition in each answer."""
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic(TOPIC, partitions=2)
-        connection = await client.connection(client.leader_for(TOPIC, 0))
-        answers = _Answers()
-        request = m.FetchRequest(max_wait_ms=1_500, answers_max=10, partitions=[
-            m.FetchPartition(topic=TOPIC, partition=p, fetch_offset=0) for p in (0, 1)])
-        done = asyncio.ensure_future(connection.request(ApiKey.FETCH, request, timeout_s=30, on_answer=answers))
-        await asyncio.sleep(0.5)
+        done, answers = await _open_fetch(client, 0, answers_max=10, max_wait_ms=1_500, partitions=(0, 1))
         async with Producer(client, acks=1, linger_ms=0) as producer:
             for partition, value in [(1, b"a"), (0, b"b"), (1, b"c")]:
                 await (await producer.send(TOPIC, value, partition=partition))
