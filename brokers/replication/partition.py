@@ -132,7 +132,7 @@ class Partition:
         if self.role is not Role.LEADER:
             raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition} (leader: {self.leader_id})")
         if acks == -1:
-            min_insync = min(self.log.config.min_insync_replicas, len(self.replicas) or 1)
+            min_insync = self._min_insync()
             if len(self.isr) < min_insync:
                 raise errors.NotEnoughReplicasError(
                     f"{self.topic}-{self.partition} has {len(self.isr)} in-sync replica(s) {self.isr}; "
@@ -166,12 +166,28 @@ class Partition:
             return False
         self.log.high_watermark = candidate
         waiters = self._acks_waiters
-        while waiters and waiters[0][0] < candidate:
-            _, _, future = heapq.heappop(waiters)
-            if not future.done():
-                future.set_result(None)
+        if waiters and waiters[0][0] < candidate:
+            # Records appended while the ISR was large enough, committed once it shrank below
+            # min.insync.replicas (the followers fell out before fetching them): written, but not
+            # on as many replicas as acks=all promises, so not acknowledged (Kafka's
+            # NOT_ENOUGH_REPLICAS_AFTER_APPEND; a producer without idempotence may resend a duplicate).
+            min_insync = self._min_insync()
+            short = None if len(self.isr) >= min_insync else errors.NotEnoughReplicasAfterAppendError(
+                f"{self.topic}-{self.partition}: the records were written, but the in-sync replicas shrank to "
+                f"{self.isr} (min.insync.replicas is {min_insync}) before they were copied")
+            while waiters and waiters[0][0] < candidate:
+                _, _, future = heapq.heappop(waiters)
+                if not future.done():
+                    if short is None:
+                        future.set_result(None)
+                    else:
+                        future.set_exception(short)
         self._on_high_watermark(self)
         return True
+
+    def _min_insync(self) -> int:
+        """min.insync.replicas, capped at the replica count (a topic of fewer replicas can still take acks=all)."""
+        return min(self.log.config.min_insync_replicas, len(self.replicas) or 1)
 
     def _fail_waiters(self, exc: Exception) -> None:
         waiters, self._acks_waiters = self._acks_waiters, []
