@@ -25,7 +25,6 @@ Ownership: the broker's event-loop thread.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 import zlib
@@ -42,7 +41,7 @@ from brokers.protocol import messages as m
 from brokers.queues.service import QueueService
 from brokers.queues.state_log import keys_written, replay
 from brokers.record.batch import BatchBuilder, decode_records, iter_batches, read_header
-from brokers.replication import Partition, Role
+from brokers.replication import Role
 from brokers.storage import TopicConfig
 
 if TYPE_CHECKING:
@@ -66,35 +65,8 @@ INTERNAL_TOPIC_SETTINGS = {
 }
 GROUP_ID_MAX = 255
 WRITE_TIMEOUT_S = 15.0
-# The writes of one loop turn go out in batches of at most this many bytes (a share-partition's
-# snapshot can be hundreds of KiB; the topic takes batches of up to 8 MiB).
-COALESCED_BATCH_BYTES_MAX = 1 << 20
 _ENCODE = msgspec.msgpack.encode
 _DECODE = msgspec.msgpack.decode
-
-
-class _TurnBatch:
-    """Records of writes made in one loop turn, appended as one batch; ``committed`` resolves for all of them."""
-
-    __slots__ = ("committed", "records", "size")
-
-    def __init__(self, committed: asyncio.Future) -> None:
-        self.committed = committed
-        self.records: list[tuple[bytes, bytes | None]] = []
-        self.size = 0
-
-
-def _pass_on(target: asyncio.Future, source: asyncio.Future) -> None:
-    """Give ``target`` the outcome of ``source`` (a batch's commit, to its writers)."""
-    if target.done():
-        return
-    if source.cancelled():
-        target.cancel()
-    elif source.exception() is not None:
-        target.set_exception(source.exception())
-        target.exception()
-    else:
-        target.set_result(None)
 
 
 def partition_for_group(group_id: str, partitions: int) -> int:
@@ -134,7 +106,6 @@ class GroupCoordinator:
         self._creating: asyncio.Task | None = None
         self._sweeper: asyncio.Task | None = None
         self._tombstone_writes: set[asyncio.Task] = set()  # see forget_topics
-        self._unwritten: dict[int, list[_TurnBatch]] = {}  # internal partition -> this turn's writes (see write)
 
     def start(self) -> None:
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
@@ -310,79 +281,23 @@ class GroupCoordinator:
         log.info("no longer coordinator for %s-%d", INTERNAL_TOPIC, index)
 
     async def write(self, index: int, records: list[tuple[list, object]]) -> None:
-        """Append state records and return once every in-sync replica has them.
-
-        The writes of one loop turn are appended together at its end, in the
-        order they were made (``_append_turn``): an acknowledgement touching
-        three share-partitions, or several workers' acknowledgements read at
-        once, cost one append and one round of the followers' fetches, where
-        three appends in a row took two rounds (the first append answers the
-        parked fetches, the rest wait for the next ones) and made the answer
-        wait for the second.
-        """
-        if not records:
-            return
-        self._leading(index)
-        encoded = [(_ENCODE(key), None if value is None else _ENCODE(value)) for key, value in records]
-        size = sum(len(key) + (0 if value is None else len(value)) for key, value in encoded)
-        turn = self._unwritten.get(index)
-        if turn is None:
-            turn = self._unwritten[index] = []
-            asyncio.get_running_loop().call_soon(self._append_turn, index)
-        if not turn or (turn[-1].records and turn[-1].size + size > COALESCED_BATCH_BYTES_MAX):
-            turn.append(_TurnBatch(asyncio.get_running_loop().create_future()))
-        batch = turn[-1]
-        batch.records += encoded
-        batch.size += size
-        try:
-            await asyncio.wait_for(asyncio.shield(batch.committed), WRITE_TIMEOUT_S)
-        except TimeoutError:
-            raise errors.RequestTimedOutError("the group state was not replicated in time") from None
-
-    def _leading(self, index: int) -> Partition:
-        """This broker's replica of internal partition ``index``; NotCoordinatorError unless it leads it."""
+        """Append state records and return once every in-sync replica has them."""
         partition = self.replicas.partitions.get((INTERNAL_TOPIC, index))
         if partition is None or partition.role is not Role.LEADER:
             raise errors.NotCoordinatorError(f"broker {self.broker_id} no longer coordinates these groups")
-        return partition
-
-    def _append_turn(self, index: int) -> None:
-        """Append the batches of this turn's writes to internal partition ``index``, in order.
-
-        A batch that cannot be appended fails its writers, and every batch after it
-        fails the same way unappended: a write carries the changes since the one
-        before (brokers/queues/state_log.py), so none may land after one that did not.
-        """
-        failure: BaseException | None = None
-        appended = False
-        for batch in self._unwritten.pop(index, []):
-            if failure is None:
-                try:
-                    committed = self._append(index, batch.records)
-                except Exception as exc:  # noqa: BLE001 - its writers get it (a disk error, a lost leadership)
-                    failure = exc
-                else:
-                    committed.add_done_callback(functools.partial(_pass_on, batch.committed))
-                    appended = True
-                    continue
-            batch.committed.set_exception(failure)
-            batch.committed.exception()  # read here: a writer that timed out no longer does
-        if appended:
-            self.replicas.wake(INTERNAL_TOPIC, index)
-
-    def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
-        """Append one batch of encoded records; the future of its commit (acks=all)."""
-        partition = self._leading(index)
         builder = BatchBuilder()
         now = int(time.time() * 1000)
         for key, value in records:
-            builder.append(now, key, value)
+            builder.append(now, _ENCODE(key), None if value is None else _ENCODE(value))
         try:
             _appended, committed = partition.append_as_leader(bytearray(builder.build()), acks=m.ACKS_ALL)
         except errors.NotLeaderError as exc:
             raise errors.NotCoordinatorError(exc.message) from None
-        assert committed is not None  # acks=all
-        return committed
+        self.replicas.wake(INTERNAL_TOPIC, index)
+        try:
+            await asyncio.wait_for(asyncio.shield(committed), WRITE_TIMEOUT_S)
+        except TimeoutError:
+            raise errors.RequestTimedOutError("the group state was not replicated in time") from None
 
     async def set_type(self, index: int, group_id: str, group_type: str) -> None:
         known = self.group_types.get(group_id)

@@ -12,7 +12,6 @@ from brokers.client import Producer, TidewayClient
 from brokers.client.group import describe_group
 from brokers.client.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
 from brokers.protocol.messages import AcceptRange, ApiKey, ShareAcknowledgeRequest
-from brokers.record.batch import iter_batches, read_header
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -274,36 +273,6 @@ async def test_acks_of_one_loop_turn_go_in_one_request_and_each_answers_for_its_
         assert await queue.receive(10, wait_ms=300) == []  # every message accepted: nothing comes back
     async with TidewayClient(broker.bootstrap) as client:
         description = await describe_group(client, "handlers")
-    assert sum(p.in_flight for p in description.share_partitions) == 0
-
-
-def _group_log_batches(data_dir) -> list[int]:
-    """The record count of every batch in a broker's ``__consumer_offsets`` logs."""
-    counts = []
-    for path in sorted(data_dir.glob("__consumer_offsets-*/*.log")):
-        data = path.read_bytes()
-        counts += [read_header(data, position).record_count for position, _base, _size in iter_batches(data)]
-    return counts
-
-
-async def test_an_acknowledgement_across_partitions_is_one_batch_in_the_group_log(broker):
-    """The coordinator appends the state writes of one loop turn together: accepting messages of three
-    partitions in one request is one batch (one append, one round of followers' fetches), not three."""
-    await _topic(broker.bootstrap, "spread", partitions=3)
-    async with Producer(broker.bootstrap, acks="all") as producer:
-        await asyncio.gather(*[await producer.send("spread", b"x", partition=p) for p in range(3)])
-    async with QueueConsumer(broker.bootstrap, "spreaders", "spread") as queue:
-        messages = await _drain(queue, until=3)
-        assert sorted(m.partition for m in messages) == [0, 1, 2]
-        await asyncio.sleep(0.3)  # the acquisitions are written (5 ms after they are made)
-        before = _group_log_batches(broker.data_dir)
-        await queue.ack(messages)
-        after = _group_log_batches(broker.data_dir)
-        assert len(after) == len(before) + 1, (before, after)
-        assert after[-1] == 3  # a row of each share-partition's state
-        assert await queue.receive(10, wait_ms=300) == []  # all three accepted
-    async with TidewayClient(broker.bootstrap) as client:
-        description = await describe_group(client, "spreaders")
     assert sum(p.in_flight for p in description.share_partitions) == 0
 
 
