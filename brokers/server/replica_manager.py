@@ -262,12 +262,11 @@ class ReplicaManager:
         if more is None or not more(m.FetchResponse(partitions=results, more=True)):
             return
         request = state.request
-        self._meter(request, results)
         state.answers_left -= 1
         state.budget -= total_bytes
         for part, result in zip(request.partitions, results, strict=True):
             if result.records:
-                part.fetch_offset = count_records(result.records)[1]
+                part.fetch_offset = self._served(request, result)
 
     def resume_woken(self) -> bool:
         """Answer the fetches woken since the last call, now; True if some are left to their task's next turn."""
@@ -343,10 +342,19 @@ class ReplicaManager:
         """Count what a consumer's fetch serves; replication, a queue coordinator's or a service's read is not consumption."""
         if request.replica_id != m.CONSUMER:
             return
-        traffic = self.metrics.traffic
         for result in results:
             if result.records:
-                traffic.add_out(result.topic, count_records(result.records)[0], len(result.records))
+                self._served(request, result)
+
+    def _served(self, request: m.FetchRequest, result: m.FetchPartitionResult) -> int:
+        """Meter the records of ``result`` if a consumer's fetch serves them; the offset after them.
+
+        One walk over the batch headers gives both (a streamed answer needs both, every delivery).
+        """
+        records, next_offset = count_records(result.records)
+        if request.replica_id == m.CONSUMER:
+            self.metrics.traffic.add_out(result.topic, records, len(result.records))
+        return next_offset
 
     def _read_partitions(self, request: m.FetchRequest, budget: int) -> tuple[list[m.FetchPartitionResult], int, bool]:
         results = []
