@@ -17,10 +17,14 @@ every in-sync replica). Then measures, with clients in this process:
 * WebSocket push msgs/s to one subscriber and to 8 subscribers of one group
   (prefetch 1000, acking as they go), from a queue filled beforehand;
 * publish-to-push latency p50/p99 at 1,000 msgs/s (one message per publish
-  frame on a WebSocket; a second WebSocket subscribes and notes when each
-  arrives), after one message has gone through (the group's first receive
-  sets up its state on the brokers: a one-time cost, not the steady state);
-  also how long each publish took to be acknowledged (``publish_ack_*``).
+  frame on a WebSocket; a second WebSocket subscribes, notes when each
+  arrives and acknowledges it), after one message has gone through (the
+  group's first receive sets up its state on the brokers: a one-time cost,
+  not the steady state); also how long each publish took to be acknowledged
+  (``publish_ack_*``). Its two WebSockets are lean clients too
+  (``LeanSocket``: asyncio streams and msgspec's JSON): with the `websockets`
+  library they spent 0.28 ms of CPU per message here, which the servers,
+  sharing the 2 cores, waited for (docs/benchmarks.md, the tenth sitting).
 
 Prints one JSON object on stdout; progress goes to stderr. The clients share
 the machine's cores with the servers.
@@ -45,8 +49,13 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+import base64  # noqa: E402
+import struct  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
+
 import httptools  # noqa: E402
 import httpx  # noqa: E402
+import msgspec  # noqa: E402
 import websockets  # noqa: E402
 
 from bench.common import CpuMeter, progress  # noqa: E402
@@ -67,6 +76,68 @@ class _Answer:
 
     def on_message_complete(self) -> None:
         self.complete = True
+
+
+class LeanSocket:
+    """A minimal WebSocket client for the latency phase: text frames of JSON, each read whole.
+
+    It sends frames masked with a zero key (RFC 6455 requires a mask from a
+    client, not a secret one; a browser's is random to defeat cache poisoning
+    by scripts, which a load generator is not), answers pings, and expects no
+    fragmented or compressed frames (the gateway sends neither).
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader, self._writer = reader, writer
+        self._encode, self._decode = msgspec.json.encode, msgspec.json.decode
+
+    @classmethod
+    async def connect(cls, url: str, headers: dict) -> LeanSocket:
+        parts = urlsplit(url)
+        reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write("".join([f"GET {parts.path} HTTP/1.1\r\n", f"Host: {parts.netloc}\r\n", "Upgrade: websocket\r\n",
+                              "Connection: Upgrade\r\n", f"Sec-WebSocket-Key: {key}\r\n", "Sec-WebSocket-Version: 13\r\n",
+                              *(f"{k}: {v}\r\n" for k, v in headers.items()), "\r\n"]).encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise SystemExit(f"the gateway refused the WebSocket: {head[:200]!r}")
+        return cls(reader, writer)
+
+    def send(self, message: dict) -> None:
+        payload = self._encode(message)
+        size = len(payload)
+        if size < 126:
+            head = struct.pack("!BB", 0x81, 0x80 | size)
+        elif size < 1 << 16:
+            head = struct.pack("!BBH", 0x81, 0x80 | 126, size)
+        else:
+            head = struct.pack("!BBQ", 0x81, 0x80 | 127, size)
+        self._writer.write(head + b"\0\0\0\0" + payload)  # the zero mask leaves the payload as it is
+
+    async def recv(self) -> dict:
+        """The next text message (pings are answered on the way)."""
+        while True:
+            first, second = await self._reader.readexactly(2)
+            size = second & 0x7F
+            if size == 126:
+                size = struct.unpack("!H", await self._reader.readexactly(2))[0]
+            elif size == 127:
+                size = struct.unpack("!Q", await self._reader.readexactly(8))[0]
+            payload = await self._reader.readexactly(size)
+            opcode = first & 0x0F
+            if opcode == 0x1 and first & 0x80:
+                return self._decode(payload)
+            if opcode == 0x9:  # ping: pong with its payload
+                self._writer.write(struct.pack("!BB", 0x8A, 0x80 | len(payload)) + b"\0\0\0\0" + payload)
+            elif opcode == 0x8:
+                raise ConnectionError(f"the gateway closed the WebSocket: {payload[:2].hex()} {payload[2:]!r}")
+            elif opcode != 0xA:
+                raise SystemExit(f"unexpected WebSocket frame: opcode {opcode}, fin {first >> 7}")
+
+    def close(self) -> None:
+        self._writer.write(b"\x88\x82\0\0\0\0\x03\xe8")  # close, 1000 (normal), masked with zeros
+        self._writer.close()
 
 
 async def rest_publish(base_url: str, headers: dict, queue: str, *, clients: int, seconds: float) -> dict:
@@ -153,30 +224,30 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
     """Publish one message per frame on one WebSocket at ``rate``; a second one subscribes and notes arrivals."""
     arrivals: list[float] = []
     ready = asyncio.Event()
-    stop = asyncio.Event()
 
     async def subscriber() -> None:
-        async with websockets.connect(ws_url, additional_headers=headers) as ws:
-            await ws.send(json.dumps({"type": "subscribe", "group": "latency", "prefetch": 1000}))
-            while not stop.is_set():
-                try:
-                    frame = json.loads(await asyncio.wait_for(ws.recv(), 1))
-                except TimeoutError:
-                    continue
+        ws = await LeanSocket.connect(ws_url, headers)
+        try:
+            ws.send({"type": "subscribe", "group": "latency", "prefetch": 1000})
+            while True:
+                frame = await ws.recv()
                 if frame["type"] == "subscribed":
                     ready.set()
                 if frame["type"] != "messages":
                     continue
                 now = time.time()
                 arrivals.extend(now - float(m["value"]) for m in frame["messages"])
-                await ws.send(json.dumps({"type": "ack", "receipts": [m["receipt"] for m in frame["messages"]]}))
+                ws.send({"type": "ack", "receipts": [m["receipt"] for m in frame["messages"]]})
+        finally:
+            ws.close()
 
     task = asyncio.ensure_future(subscriber())
     await asyncio.wait_for(ready.wait(), 10)
     total = int(rate * seconds)
-    async with websockets.connect(ws_url, additional_headers=headers) as publisher:
+    publisher = await LeanSocket.connect(ws_url, headers)
+    try:
         await publisher.recv()  # ready
-        await publisher.send(json.dumps({"type": "publish", "messages": [{"value": repr(time.time())}]}))
+        publisher.send({"type": "publish", "messages": [{"value": repr(time.time())}]})
         await publisher.recv()  # published
         deadline = time.monotonic() + 30
         while not arrivals and time.monotonic() < deadline:  # the warm-up message went through
@@ -188,7 +259,7 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
 
         async def drain() -> None:  # the "published" answers: how long the publish took to be acknowledged
             for _ in range(total):
-                answer = json.loads(await publisher.recv())
+                answer = await publisher.recv()
                 acked_after.append(time.perf_counter() - sent_at[answer["id"]])
 
         answers = asyncio.ensure_future(drain())
@@ -203,14 +274,16 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
             if delay > 0:
                 await asyncio.sleep(delay)
             sent_at[sent] = time.perf_counter()
-            await publisher.send(json.dumps({"type": "publish", "id": sent, "messages": [{"value": repr(time.time())}]}))
+            publisher.send({"type": "publish", "id": sent, "messages": [{"value": repr(time.time())}]})
         await asyncio.wait_for(answers, 60)
+    finally:
+        publisher.close()
     deadline = time.monotonic() + 10
     while len(arrivals) < total and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     meter.__exit__(None, None, None)
-    stop.set()
-    await task
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
     return {"rate_msgs_per_s": rate, "published": total, "pushed": len(arrivals), "cpu_s_per_million": meter.cpu_s_per_million(total),
             "p50_ms": _percentile_ms(arrivals, 0.5),
             "p99_ms": _percentile_ms(arrivals, 0.99), "max_ms": round(max(arrivals) * 1000, 2),
