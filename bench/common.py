@@ -66,3 +66,84 @@ class CpuMeter:
 
     def cpu_s_per_million(self, messages: int) -> float | None:
         return round(self.cpu_s / messages * 1e6, 2) if messages else None
+
+
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process it started, directly or not (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+def _usage(pid: int) -> tuple[str, float, int] | None:
+    """A process's command line, CPU seconds and voluntary context switches (its wake-ups, all threads)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        wakeups = 0
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{thread}/status") as status:
+                for line in status:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        wakeups += int(line.split()[1])
+        return command, cpu_s, wakeups
+    except (OSError, IndexError, ValueError):
+        return None  # gone meanwhile
+
+
+class ProcessMeter:
+    """CPU and wake-ups of this process and every process it started, per named role, over one phase.
+
+    ``name(command_line)`` names a process's role (None: "other"); this process is "bench clients".
+    A wake-up is a voluntary context switch (the process slept and was woken): on a 2-core VM, a
+    Python process woken after milliseconds of sleep spends several times the CPU of a warm one on
+    the same work (bench/wakeup.py), so wake-ups per message explain CPU per message.
+    """
+
+    def __init__(self, name) -> None:
+        self._name = name
+
+    def _snapshot(self) -> dict[int, tuple[str, float, int]]:
+        me = os.getpid()
+        out = {}
+        for pid in _descendants(me):
+            usage = _usage(pid)
+            if usage is not None:
+                command, cpu_s, wakeups = usage
+                out[pid] = ("bench clients" if pid == me else (self._name(command) or "other"), cpu_s, wakeups)
+        return out
+
+    def __enter__(self) -> ProcessMeter:
+        self._start = self._snapshot()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        end = self._snapshot()
+        self.cpu_s: dict[str, float] = {}
+        self.wakeups: dict[str, int] = {}
+        for pid, (name, cpu_s, wakeups) in end.items():
+            _, cpu_s_0, wakeups_0 = self._start.get(pid, (name, 0.0, 0))
+            self.cpu_s[name] = self.cpu_s.get(name, 0.0) + cpu_s - cpu_s_0
+            self.wakeups[name] = self.wakeups.get(name, 0) + wakeups - wakeups_0
+
+    def per_message(self, messages: int) -> dict[str, dict[str, float]]:
+        """{role: {"cpu_us": CPU µs per message, "wakeups": wake-ups per message}}, busiest first."""
+        if not messages:
+            return {}
+        return {name: {"cpu_us": round(cpu_s / messages * 1e6), "wakeups": round(self.wakeups[name] / messages, 2)}
+                for name, cpu_s in sorted(self.cpu_s.items(), key=lambda item: -item[1])}

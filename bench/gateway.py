@@ -21,7 +21,9 @@ every in-sync replica). Then measures, with clients in this process:
   arrives and acknowledges it), after one message has gone through (the
   group's first receive sets up its state on the brokers: a one-time cost,
   not the steady state); also how long each publish took to be acknowledged
-  (``publish_ack_*``). Its two WebSockets are lean clients too
+  (``publish_ack_*``), and each process's CPU and wake-ups per message
+  (``per_message``: the gateway, each broker, the bench's clients...). Its
+  two WebSockets are lean clients too
   (``LeanSocket``: asyncio streams and msgspec's JSON): with the `websockets`
   library they spent 0.28 ms of CPU per message here, which the servers,
   sharing the 2 cores, waited for (docs/benchmarks.md, the tenth sitting).
@@ -58,10 +60,21 @@ import httpx  # noqa: E402
 import msgspec  # noqa: E402
 import websockets  # noqa: E402
 
-from bench.common import CpuMeter, progress  # noqa: E402
+from bench.common import CpuMeter, ProcessMeter, progress  # noqa: E402
 from tests.api.conftest import running_control_plane  # noqa: E402
 
 VALUE = "x" * 100
+
+
+def role(command: str) -> str | None:
+    """The deployment's processes by their command lines (running_control_plane's)."""
+    words = command.split()
+    if "broker" in words and "--id" in words:
+        return f"broker {words[words.index('--id') + 1]}"
+    for word, name in (("serve", "gateway"), ("controller", "controller"), ("celery", "celery worker")):
+        if word in words:
+            return name
+    return "redis" if "redis-server" in command else None
 
 
 class _Answer:
@@ -268,6 +281,7 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
         gc.collect()
         gc.freeze()
         meter = CpuMeter().__enter__()
+        processes = ProcessMeter(role).__enter__()
         started = time.perf_counter()
         for sent in range(total):
             delay = started + sent / rate - time.perf_counter()
@@ -282,12 +296,16 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
     while len(arrivals) < total and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     meter.__exit__(None, None, None)
+    processes.__exit__(None, None, None)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return {"rate_msgs_per_s": rate, "published": total, "pushed": len(arrivals), "cpu_s_per_million": meter.cpu_s_per_million(total),
             "p50_ms": _percentile_ms(arrivals, 0.5),
             "p99_ms": _percentile_ms(arrivals, 0.99), "max_ms": round(max(arrivals) * 1000, 2),
-            "publish_ack_p50_ms": _percentile_ms(acked_after, 0.5), "publish_ack_p99_ms": _percentile_ms(acked_after, 0.99)}
+            "publish_ack_p50_ms": _percentile_ms(acked_after, 0.5), "publish_ack_p99_ms": _percentile_ms(acked_after, 0.99),
+            # Where the CPU went: each process's CPU µs and wake-ups per message (the busiest broker
+            # coordinates the queue's group).
+            "per_message": processes.per_message(total)}
 
 
 def _percentile_ms(seconds: list[float], fraction: float) -> float:

@@ -2,6 +2,8 @@
 
 Runs, twice each (``--reps``) and one system at a time on this machine:
 
+* what a wake-up costs here (``bench/wakeup.py``, a few seconds): on a slow
+  host every hop of a message costs more, for every system;
 * the peer harness (``--harness DIR``: a checkout of the team's peer
   benchmarks, the directory holding ``servers.sh``, ``bench_redis.py``,
   ``bench_nats.py`` and ``raw_limits.py`` with their ``.venv``): the disk's
@@ -50,6 +52,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.broker import disk_fsyncs_per_s, produce_phase, start_broker  # noqa: E402
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
 from bench.consume import fill, queue_phase, stream_phase  # noqa: E402
+from bench.wakeup import measure as measure_wakeups  # noqa: E402
 from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
 from brokers.protocol import messages as m  # noqa: E402
 
@@ -277,6 +280,7 @@ def median(runs: list[dict], *path: str) -> float | None:
 def table(runs: dict[str, list[dict]]) -> str:
     redis, nats, tide = runs.get("redis", []), runs.get("nats", []), runs.get("tideway", [])
     always, gateway, disk = runs.get("tideway_always", []), runs.get("gateway", []), runs.get("fsync", [])
+    wakeups = runs.get("wakeup", [])
 
     def fmt(value, digits=0) -> str:
         if value is None:
@@ -333,6 +337,13 @@ def table(runs: dict[str, list[dict]]) -> str:
     if disk:
         lines.append(f"\nThe disk: 4 KiB write + fsync median {fmt(median(disk, 'median_us') / 1000, 2)} ms, "
                      f"p99 {fmt(median(disk, 'p99_us') / 1000, 2)} ms (the harness's raw_limits.py).")
+    if wakeups:
+        def gap(ms: int, field: str) -> float | None:
+            return median([{"v": g[field]} for run in wakeups for g in run["gaps"] if g["gap_ms"] == ms], "v")
+
+        lines.append(f"The host: a round trip between two Python processes costs the one that slept {fmt(gap(4, 'parent_cpu_us'), 0)} µs "
+                     f"of CPU after 4 ms asleep, {fmt(gap(0, 'parent_cpu_us'), 0)} µs back to back (bench/wakeup.py; "
+                     "the larger the first, the more every hop of a message at 1,000 msgs/s costs).")
     lines.append(f"Medians of {max(len(v) for v in runs.values())} runs each, measured {time.strftime('%Y-%m-%d %H:%M')}.")
     return "\n".join(lines)
 
@@ -363,6 +374,7 @@ def main() -> None:
     progress(f"{args.reps} runs of each; every run's figures go to {args.out}")
     for rep in range(1, args.reps + 1):
         progress(f"-- run {rep} of {args.reps}")
+        keep("wakeup", {"gaps": measure_wakeups()})
         if harness:
             keep("fsync", harness.fsync())
             keep("redis", harness.peer("redis"))
