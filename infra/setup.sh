@@ -8,7 +8,10 @@ cd "$repo"
 
 apt_missing=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_missing+=(python3-venv)
-command -v gcc >/dev/null 2>&1 || apt_missing+=(gcc python3-dev)
+# gcc and Python's headers build the record decoder's C fast path (setup.py) and wheels that compile.
+command -v gcc >/dev/null 2>&1 || apt_missing+=(gcc)
+python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null \
+    || apt_missing+=(python3-dev)
 # The test suite runs the controller on PostgreSQL too, in a cluster of its own.
 command -v pg_createcluster >/dev/null 2>&1 || apt_missing+=(postgresql)
 # Redis: Celery's broker, rate-limit buckets, dedup windows (started by Tideway on a port of its own).
@@ -31,4 +34,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 echo "setup: installing Tideway into .venv (pip install -e '.[dev]')" >&2
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+# The C record decoder is optional to the build (setup.py): say so when it did not compile.
+.venv/bin/python -c 'import brokers.record._records' 2>/dev/null \
+    || echo "setup: WARNING: the C record decoder (brokers/record/_records.c) did not build; records decode in Python, about ten times slower" >&2
 echo "setup: done" >&2
