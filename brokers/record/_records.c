@@ -10,7 +10,7 @@
  * So this file decides nothing about malformed input; every read is bounds
  * checked all the same, since the bytes come from tenants.
  *
- * The Python decoder (about 2.6 us a record here) is a queue's and a
+ * The Python decoder (about 2 us a record here) is a queue's and a
  * consumer's hot path: a broker delivering from a queue decodes every record
  * it puts in the window. This one takes about a tenth of that.
  */
