@@ -614,7 +614,12 @@ class Producer:
         for batch, error in outcomes:
             self._fail_or_retry([batch], error)
         # The sender after the records' callbacks (scheduled above): they are what a caller waits for.
-        self._wakeup.set()
+        # Only when a batch waits for it (this answer freed a request's place) or one was retried: a
+        # producer sending one record at a time wrote its batch from ``send`` (_send_at_once) and has
+        # nothing else to send, and the wake-up took the publisher a loop turn for nothing, right when the
+        # acknowledgement arrives, on the core the consumer's delivery needs.
+        if self._open or self._ready or self._resending or outcomes:
+            self._wakeup.set()
 
     def _mark_in_flight(self, batch: _Batch, in_flight: bool) -> None:
         if batch.in_flight == in_flight:

@@ -281,3 +281,21 @@ async def test_unkeyed_records_rotate_over_partitions_batch_by_batch(broker):
             placed = [(await producer.send_and_wait("spread", b"%d" % i)).partition for i in range(30)]
     assert [placed.count(p) for p in range(3)] == [10, 10, 10]
     assert all(b == (a + 1) % 3 for a, b in zip(placed, placed[1:], strict=False))
+
+
+async def test_records_waiting_for_a_request_slot_go_when_an_answer_frees_one(broker, monkeypatch):
+    """With one request in flight at most, records sent meanwhile wait in an open batch; the answer that
+    frees the slot sends them. (An answer wakes the sender only when something waits: without that wake
+    they would sit until the sender's next periodic look, made 30 s here.)"""
+    from brokers.client import producer as producer_module
+
+    monkeypatch.setattr(producer_module, "SWEEP_INTERVAL_S", 30.0)
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("slot", partitions=1)
+        async with Producer(client, acks=1, linger_ms=0, in_flight_per_broker_max=1) as producer:
+            await producer.send_and_wait("slot", b"warm")  # the connection to the leader is open
+            first = await producer.send("slot", b"first")  # written at once: the only request in flight
+            waiting = [await producer.send("slot", b"%d" % i) for i in range(20)]  # an open batch, held
+            assert producer._in_flight and producer._open
+            offsets = [record.offset for record in await asyncio.wait_for(asyncio.gather(first, *waiting), 10)]
+    assert offsets == list(range(1, 22))
