@@ -110,6 +110,7 @@ class ProcessMeter:
     """CPU and wake-ups of this process and every process it started, per named role, over one phase.
 
     ``name(command_line)`` names a process's role (None: "other"); this process is "bench clients".
+    A process that ends before the phase does is not counted (its figures go with it).
     A wake-up is a voluntary context switch (the process slept and was woken): on a 2-core VM, a
     Python process woken after milliseconds of sleep spends several times the CPU of a warm one on
     the same work (bench/wakeup.py), so wake-ups per message explain CPU per message.
