@@ -39,21 +39,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import gc
 import json
 import os
 import platform
+import struct
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-
-import base64  # noqa: E402
-import struct  # noqa: E402
-from urllib.parse import urlsplit  # noqa: E402
 
 import httptools  # noqa: E402
 import httpx  # noqa: E402

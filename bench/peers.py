@@ -339,7 +339,8 @@ def table(runs: dict[str, list[dict]]) -> str:
                      f"p99 {fmt(median(disk, 'p99_us') / 1000, 2)} ms (the harness's raw_limits.py).")
     if wakeups:
         def gap(ms: int, field: str) -> float | None:
-            return median([{"v": g[field]} for run in wakeups for g in run["gaps"] if g["gap_ms"] == ms], "v")
+            values = [g[field] for run in wakeups for g in run["gaps"] if g["gap_ms"] == ms]
+            return statistics.median(values) if values else None
 
         lines.append(f"The host: a round trip between two Python processes costs the one that slept {fmt(gap(4, 'parent_cpu_us'), 0)} µs "
                      f"of CPU after 4 ms asleep, {fmt(gap(0, 'parent_cpu_us'), 0)} µs back to back (bench/wakeup.py; "

@@ -58,7 +58,7 @@ def round_trips(gap_ms: float, count: int) -> dict:
         after = resource.getrusage(resource.RUSAGE_SELF)
     finally:
         parent_end.close()
-        _, status, child = os.wait4(pid, 0)
+        _, _, child = os.wait4(pid, 0)
     took.sort()
     parent_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     child_s = child.ru_utime + child.ru_stime

@@ -171,7 +171,7 @@ decode_record_section(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (status == FAILED)
                 goto fail_record;
         }
-        if (position >= record_end || record_end > end)
+        if (position >= record_end) /* record_end is within the data: its length was checked above */
             goto bail_record;
         position = record_end;
         if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)
