@@ -49,6 +49,30 @@ def machine_busy_cpu_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
+def settle(busy_max: float = 0.10, timeout_s: float = 60.0) -> None:
+    """Wait, before a measurement, until the disk holds no write-back of earlier phases and the machine is quiet.
+
+    A phase that wrote a lot without fsync (a REST publish of a million messages, a
+    broker's `flush: none` runs) leaves hundreds of MB for the kernel to write back
+    up to 30 s later, in the middle of whatever is measured next; a deleted data
+    directory's blocks are discarded (this host's ext4 is mounted with `discard`) at a
+    journal commit, which a later fsync waits for. `sync` takes all of it now. Then
+    this waits (up to ``timeout_s``) until the whole machine is below ``busy_max`` busy
+    over half a second, as the peers' harness does before every measurement.
+    """
+    started = time.monotonic()
+    os.sync()
+    cpus = os.cpu_count() or 1
+    while time.monotonic() - started < timeout_s:
+        busy = machine_busy_cpu_s()
+        time.sleep(0.5)
+        if (machine_busy_cpu_s() - busy) / (0.5 * cpus) < busy_max:
+            break
+    waited = time.monotonic() - started
+    if waited > 1.0:
+        progress(f"waited {waited:.1f} s for the disk's write-back and a quiet machine")
+
+
 class CpuMeter:
     """Wall time and the machine's busy CPU over one measured phase.
 
@@ -87,21 +111,23 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _usage(pid: int) -> tuple[str, float, int] | None:
-    """A process's command line, CPU seconds and voluntary context switches (its wake-ups, all threads)."""
+def _usage(pid: int) -> tuple[str, float, float, int] | None:
+    """A process's command line, CPU seconds in user mode and in the kernel, and voluntary context
+    switches (its wake-ups, all threads)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
-        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        user_s, system_s = int(fields[11]) / tick, int(fields[12]) / tick
         wakeups = 0
         for thread in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{thread}/status") as status:
                 for line in status:
                     if line.startswith("voluntary_ctxt_switches"):
                         wakeups += int(line.split()[1])
-        return command, cpu_s, wakeups
+        return command, user_s, system_s, wakeups
     except (OSError, IndexError, ValueError):
         return None  # gone meanwhile
 
@@ -119,14 +145,14 @@ class ProcessMeter:
     def __init__(self, name) -> None:
         self._name = name
 
-    def _snapshot(self) -> dict[int, tuple[str, float, int]]:
+    def _snapshot(self) -> dict[int, tuple[str, float, float, int]]:
         me = os.getpid()
         out = {}
         for pid in _descendants(me):
             usage = _usage(pid)
             if usage is not None:
-                command, cpu_s, wakeups = usage
-                out[pid] = ("bench clients" if pid == me else (self._name(command) or "other"), cpu_s, wakeups)
+                command, user_s, system_s, wakeups = usage
+                out[pid] = ("bench clients" if pid == me else (self._name(command) or "other"), user_s, system_s, wakeups)
         return out
 
     def __enter__(self) -> ProcessMeter:
@@ -136,15 +162,19 @@ class ProcessMeter:
     def __exit__(self, *exc_info) -> None:
         end = self._snapshot()
         self.cpu_s: dict[str, float] = {}
+        self.system_s: dict[str, float] = {}
         self.wakeups: dict[str, int] = {}
-        for pid, (name, cpu_s, wakeups) in end.items():
-            _, cpu_s_0, wakeups_0 = self._start.get(pid, (name, 0.0, 0))
-            self.cpu_s[name] = self.cpu_s.get(name, 0.0) + cpu_s - cpu_s_0
+        for pid, (name, user_s, system_s, wakeups) in end.items():
+            _, user_s_0, system_s_0, wakeups_0 = self._start.get(pid, (name, 0.0, 0.0, 0))
+            self.cpu_s[name] = self.cpu_s.get(name, 0.0) + user_s + system_s - user_s_0 - system_s_0
+            self.system_s[name] = self.system_s.get(name, 0.0) + system_s - system_s_0
             self.wakeups[name] = self.wakeups.get(name, 0) + wakeups - wakeups_0
 
     def per_message(self, messages: int) -> dict[str, dict[str, float]]:
-        """{role: {"cpu_us": CPU µs per message, "wakeups": wake-ups per message}}, busiest first."""
+        """{role: {"cpu_us": CPU µs per message, "system_us": the part of it in the kernel (system calls:
+        loopback TCP, epoll, disk writes), "wakeups": wake-ups per message}}, busiest first."""
         if not messages:
             return {}
-        return {name: {"cpu_us": round(cpu_s / messages * 1e6), "wakeups": round(self.wakeups[name] / messages, 2)}
+        return {name: {"cpu_us": round(cpu_s / messages * 1e6), "system_us": round(self.system_s[name] / messages * 1e6),
+                       "wakeups": round(self.wakeups[name] / messages, 2)}
                 for name, cpu_s in sorted(self.cpu_s.items(), key=lambda item: -item[1])}

@@ -59,7 +59,7 @@ import httpx  # noqa: E402
 import msgspec  # noqa: E402
 import websockets  # noqa: E402
 
-from bench.common import CpuMeter, ProcessMeter, progress  # noqa: E402
+from bench.common import CpuMeter, ProcessMeter, progress, settle  # noqa: E402
 from tests.api.conftest import running_control_plane  # noqa: E402
 
 VALUE = "x" * 100
@@ -335,6 +335,7 @@ def main() -> None:
             ws_base = plane.base_url.replace("http://", "ws://") + "/ws/v1/queues/"
             result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "quick": args.quick}
             if "rest" in phases:
+                settle()
                 progress(f"REST publish, 8 clients, batches of 100, {seconds} s")
                 result["rest_publish"] = asyncio.run(rest_publish(plane.base_url, headers, "publish", clients=8, seconds=seconds))
                 with plane.client(key) as api:  # the queue was empty: its partitions' ends count what the brokers stored
@@ -346,11 +347,14 @@ def main() -> None:
                 progress(f"filling queues with {push_count} messages each for the push phases")
                 asyncio.run(fill(plane.base_url, headers, "push1", push_count))
                 asyncio.run(fill(plane.base_url, headers, "push8", push_count))
+                settle()
                 progress("WebSocket push to 1 subscriber")
                 result["ws_push_1"] = asyncio.run(ws_push(ws_base + "push1", headers, subscribers=1, count=push_count))
+                settle()
                 progress("WebSocket push to 8 subscribers")
                 result["ws_push_8"] = asyncio.run(ws_push(ws_base + "push8", headers, subscribers=8, count=push_count))
             if "latency" in phases:
+                settle()
                 progress(f"publish-to-push latency at 1,000 msgs/s for {seconds} s")
                 result["latency"] = asyncio.run(latency(ws_base + "latency", headers, rate=1000, seconds=seconds))
     print(json.dumps(result, indent=2))

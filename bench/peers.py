@@ -22,7 +22,11 @@ Runs, twice each (``--reps``) and one system at a time on this machine:
   and publish-to-push latency.
 
 Every figure is the median of the runs. CPU is the whole machine's busy CPU
-per million messages (client, servers and kernel share the 2 cores).
+per million messages (client, servers and kernel share the 2 cores). Before
+every latency phase, whichever the system, the disk's write-back of the phases
+before it is taken at once (``sync``) and the machine left to go quiet
+(``bench.common.settle``), as the peer harness's own ``run_all.sh`` waits for an
+idle machine before each measurement.
 
 Prints the table (markdown) on stdout and writes every run's figures as JSON
 lines to ``--out``; progress goes to stderr. About 12 minutes with two reps.
@@ -50,7 +54,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.broker import disk_fsyncs_per_s, produce_phase, start_broker  # noqa: E402
-from bench.common import CpuMeter, free_port, progress  # noqa: E402
+from bench.common import CpuMeter, free_port, progress, settle  # noqa: E402
 from bench.consume import fill, queue_phase, stream_phase  # noqa: E402
 from bench.wakeup import measure as measure_wakeups  # noqa: E402
 from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
@@ -191,6 +195,7 @@ def tideway_broker(reps_dir: str, flush: str) -> dict:
                 progress("tideway: queue mode, 4 workers, receives of up to 1,000, each message accepted on its own")
                 # Up to 1,000 a receive, as the peers read (XREADGROUP COUNT 1000, fetch(1000), prefetch 1000).
                 out["queue_per_message"] = queue_phase(bootstrap, "bench-queue", 200_000, 4, "per-message", receive_max=1000)
+            settle()
             progress(f"tideway (flush {flush}): latency at 1,000 msgs/s for 10 s")
             out["latency"] = latency_phase(bootstrap, "t1.latency")
             if flush == "none":
@@ -248,6 +253,7 @@ class Harness:
             small = self.run(script, "throughput", *publish, "--size", "100", "--count", "200000", "--server-pid", pid)
             progress(f"{name}: produce and consume 20,000 x 1 KiB")
             large = self.run(script, "throughput", *publish, "--size", "1024", "--count", "20000", "--server-pid", pid)
+            settle()
             progress(f"{name}: latency at 1,000 msgs/s for 10 s")
             latency = self.run(script, "latency", "--rate", "1000", "--seconds", "10", "--deadline", "60", "--server-pid", pid)[0]
         finally:
@@ -377,6 +383,7 @@ def main() -> None:
         progress(f"-- run {rep} of {args.reps}")
         keep("wakeup", {"gaps": measure_wakeups()})
         if harness:
+            settle()
             keep("fsync", harness.fsync())
             keep("redis", harness.peer("redis"))
             keep("nats", harness.peer("nats"))
