@@ -91,7 +91,8 @@ class QueueConsumer:
     """A queue group's consumer: receive, then acknowledge by message or receipt.
 
     ``ack_linger_ms``: how long accepts (``ack``) wait to share a request (0, the default: until the
-    end of the loop turn they were made in; releases, rejects and extensions never wait longer). A
+    end of the loop turn they were made in; releases, rejects and extensions never wait longer; one
+    ``ack`` may ask for less with ``linger_ms``, and takes the accepts lingering then with it). A
     process acknowledging for many slow-paced clients (the gateway, for WebSocket subscribers acking a
     message or two at a time) saves a request and a replicated state write for each acknowledgement
     it merges, for that much delay on the answers.
@@ -112,6 +113,7 @@ class QueueConsumer:
         self._sending: set[asyncio.Task] = set()
         self.ack_linger_s = ack_linger_ms / 1000
         self._linger: asyncio.TimerHandle | None = None
+        self._linger_at = 0.0  # when the lingering accepts go (the loop's clock)
 
     async def start(self) -> None:
         if self._own_client:
@@ -147,9 +149,12 @@ class QueueConsumer:
             for r in response.records
         ]
 
-    def ack(self, messages: list[Receipt]) -> asyncio.Future:
-        """Accept: the messages are done. Await it: it answers (None) once the broker has stored the acceptance."""
-        return self._queue(self._receipts(messages), None)
+    def ack(self, messages: list[Receipt], *, linger_ms: float | None = None) -> asyncio.Future:
+        """Accept: the messages are done. Await it: it answers (None) once the broker has stored the acceptance.
+
+        ``linger_ms``: how long this accept may wait to share a request (default ``ack_linger_ms``).
+        """
+        return self._queue(self._receipts(messages), None, linger_ms=linger_ms)
 
     def nack(self, messages: list[Receipt], *, delay_ms: int | None = None, error: str = "") -> asyncio.Future:
         """Release for redelivery after ``delay_ms`` (default: the queue's backoff); dead-lettered at the delivery limit."""
@@ -181,7 +186,7 @@ class QueueConsumer:
                 for partition, offset, count in self._receipts(messages)]
         return self._queue(acks, action)
 
-    def _queue(self, items: list, action: str | None) -> asyncio.Future:
+    def _queue(self, items: list, action: str | None, *, linger_ms: float | None = None) -> asyncio.Future:
         """Queue acknowledgements for this loop turn's request; the future gets their answer or their error.
 
         ``items`` are receipts to accept (``action`` None: sent as ranges of
@@ -200,19 +205,25 @@ class QueueConsumer:
             answered.set_result([] if action else None)
             return answered
         self._unsent.append((items, action, answered))
+        # Only accepts linger: a release or reject is meant to take effect now (a redelivery, a dead letter).
+        wait_s = 0.0 if action is not None else self.ack_linger_s if linger_ms is None else linger_ms / 1000
         if not self._send_scheduled:
             self._send_scheduled = True
-            if self.ack_linger_s > 0 and action is None:
-                self._linger = loop.call_later(self.ack_linger_s, self._send_unsent)
-            else:
-                loop.call_soon(self._send_unsent)
-        elif action is not None and self._linger is not None:
-            # Only accepts linger: a release or reject is meant to take effect now (a redelivery, a
-            # dead letter), and takes the lingering accepts with it at the end of this turn.
+            self._schedule_send(loop, wait_s)
+        elif self._linger is not None and loop.time() + wait_s < self._linger_at:
+            # Due before the accepts lingering now (a release, or an accept that may wait less): it takes
+            # them with it.
             self._linger.cancel()
+            self._schedule_send(loop, wait_s)
+        return answered
+
+    def _schedule_send(self, loop: asyncio.AbstractEventLoop, wait_s: float) -> None:
+        if wait_s > 0:
+            self._linger_at = loop.time() + wait_s
+            self._linger = loop.call_at(self._linger_at, self._send_unsent)
+        else:
             self._linger = None
             loop.call_soon(self._send_unsent)
-        return answered
 
     def _send_unsent(self) -> None:
         """Send this loop turn's acknowledgements: one request per MAX_ACKS_PER_REQUEST, none waiting for another."""

@@ -138,16 +138,17 @@ async def receive(caller: Caller, queue: QueueInfo, group: str, *, max_messages:
     return messages
 
 
-def settlement(consumer, action: str, request):
+def settlement(consumer, action: str, request, *, ack_linger_ms: float | None = None):
     """Check an ack, nack, reject or extend and return the brokers' call for it (not yet awaited).
 
     ``request`` is a REST body or a WebSocket frame: ``receipts``, and ``delay_seconds`` (nack: redeliver
     after this long, default the queue's backoff), ``seconds`` (extend: hold the locks this much longer
-    from now) and ``error`` (nack and reject: kept in the dead-letter headers).
+    from now) and ``error`` (nack and reject: kept in the dead-letter headers). ``ack_linger_ms``: how long
+    an ack may wait to share a request with others (default the consumer's, ``pool.ACK_LINGER_MS``).
     """
     receipts = checked_receipts(request.receipts)
     if action == "ack":
-        return consumer.ack(receipts)
+        return consumer.ack(receipts, linger_ms=ack_linger_ms)
     if action == "nack":
         if request.delay_seconds is not None and not 0 <= request.delay_seconds <= MAX_LOCK_SECONDS:
             raise invalid(f"delay_seconds must be 0 to {MAX_LOCK_SECONDS}")

@@ -86,9 +86,13 @@ async def read_partition(bootstrap: str, topic: str, partition: int, offset: int
 
 _queue_consumers: dict[tuple[int, str, str, str], QueueConsumer] = {}
 # Acknowledgements of one queue group from every client of this process, gathered this long into one
-# request (and one replicated state write on the brokers). Subscribers ack a message or two at a time
-# at low rates: at 1,000 msgs/s a request each cost two follower fetches more per message.
-ACK_LINGER_MS = float(os.environ.get("TIDEWAY_GATEWAY_ACK_LINGER_MS", "2"))
+# request (and one replicated state write on the brokers). Subscribers ack a message or two at a time:
+# at 1,000 msgs/s a request each cost two follower fetches more per message. A WebSocket subscriber's
+# credit is free as soon as it acks (only the `acked` answer waits), so its acks wait 10 ms: against
+# 2 ms, the whole machine's CPU per message fell 7% at 1,000 msgs/s (docs/benchmarks.md). A REST
+# client waits for its ack's answer: 2 ms at most.
+ACK_LINGER_MS = float(os.environ.get("TIDEWAY_GATEWAY_ACK_LINGER_MS", "10"))
+REST_ACK_LINGER_MS = min(ACK_LINGER_MS, 2.0)
 _links: dict[tuple[int, str, str], CoordinatorLink] = {}
 _LINKS_MAX = 10_000
 

@@ -278,7 +278,8 @@ async def test_acks_of_one_loop_turn_go_in_one_request_and_each_answers_for_its_
 
 async def test_acks_lingering_across_loop_turns_share_one_request_and_stop_sends_them(broker):
     """With ``ack_linger_ms`` (the gateway's setting), acks made in turns apart within it go in one request;
-    a release takes them at once; stopping the consumer sends what still lingers instead of dropping it."""
+    a release, or an accept asking to linger less, takes them at once; stopping the consumer sends what
+    still lingers instead of dropping it."""
     await _topic(broker.bootstrap, "lingering", partitions=1)
     await _publish(broker.bootstrap, "lingering", [str(i).encode() for i in range(30)])
     async with QueueConsumer(broker.bootstrap, "lingerers", "lingering", ack_linger_ms=1000) as queue:
@@ -300,8 +301,18 @@ async def test_acks_lingering_across_loop_turns_share_one_request_and_stop_sends
         assert sent == [20, 5]
         await released
         assert accepted.done()
-        lingering = queue.ack(messages[26:])
-    assert sent == [20, 5, 4] and lingering.done() and lingering.exception() is None
+        # An accept whose caller waits for the answer (the gateway's REST acks) asks to linger less: it
+        # goes within a few loop turns too, with the accepts lingering then.
+        lingering = queue.ack(messages[26:28])
+        await asyncio.sleep(0.001)
+        prompt = queue.ack(messages[28:29], linger_ms=0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert sent == [20, 5, 3]
+        await prompt
+        assert lingering.done()
+        lingering = queue.ack(messages[29:])
+    assert sent == [20, 5, 3, 1] and lingering.done() and lingering.exception() is None
     async with TidewayClient(broker.bootstrap) as client:
         assert sum(p.in_flight for p in (await describe_group(client, "lingerers")).share_partitions) == 0
 

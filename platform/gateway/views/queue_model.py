@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway import operations
+from gateway.pool import REST_ACK_LINGER_MS
 from gateway.views.base import GatewayView, json_response
 from gateway.wire import ReceiptsBody, ReceiveBody, decode
 
@@ -29,7 +30,8 @@ class SettleView(GatewayView):
     async def post(self, request, call, name, group):
         body = decode(request.body, ReceiptsBody)
         consumer = await operations.queue_consumer(call.caller, call.queue, group)
-        outcome = await operations.settlement(consumer, self.action, body)
+        # The client waits for this answer: its ack lingers less than a WebSocket subscriber's.
+        outcome = await operations.settlement(consumer, self.action, body, ack_linger_ms=REST_ACK_LINGER_MS)
         if self.action == "extend":
             return json_response({"receipts": [{"receipt": r, "visible_at": d} for r, d in zip(body.receipts, outcome, strict=True)]})
         return json_response({operations.SETTLED[self.action]: len(body.receipts)})
