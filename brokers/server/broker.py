@@ -328,12 +328,22 @@ class Broker:
         return connection
 
     async def _every(self, interval_ms: int, action) -> None:
+        """Run ``action`` every ``interval_ms``, or after the seconds it returns when longer.
+
+        An action with nothing due for a while (the scrubber between passes, fsyncs when no topic has a
+        flush interval) says so: an idle broker is not woken 60 times a second for nothing.
+        """
+        wait_s = interval_ms / 1000
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await asyncio.sleep(wait_s)
+            wait_s = interval_ms / 1000
             try:
-                await action()
+                later = await action()
             except Exception:
                 log.exception("background task %s failed", action.__name__)
+            else:
+                if later is not None:
+                    wait_s = max(wait_s, later)
 
     async def _maintain_isr(self) -> None:
         """Leaders ask the controller to drop lagging followers and re-admit caught-up ones."""
@@ -382,8 +392,9 @@ class Broker:
         )
         await asyncio.shield(self._checkpoint_write)
 
-    async def _scrub(self) -> None:
+    async def _scrub(self) -> float:
         self.metrics.scrubbed_bytes.inc(self.scrubber.step())
+        return self.scrubber.idle_for()
 
     async def _roll_traffic(self) -> None:
         self.metrics.traffic.roll()

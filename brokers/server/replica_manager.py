@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 FETCH_WAIT_MS_MAX = 30_000
 FETCH_ANSWERS_MAX = 1_000  # answers of one streaming fetch; a larger answers_max is taken as this
+FLUSH_IDLE_CHECK_S = 1.0  # with no topic flushing on an interval, the fsync check runs this often (not every 50 ms)
 # Who may stream: a consumer, and a queue coordinator watching a remote leader. A follower asks
 # again after each answer on purpose: its next fetch tells the leader what it holds (the HW).
 _MAY_STREAM = frozenset({m.CONSUMER, m.QUEUE_READER})
@@ -110,14 +111,24 @@ class ReplicaManager:
         self.logs.get_log(topic, partition)  # raises the precise unknown-topic error
         raise errors.UnknownTopicOrPartitionError(f"{topic}-{partition} is not on this broker")
 
-    async def flush_due(self) -> None:
-        """fsync the logs whose flush interval passed (topics with ``flush: MS``)."""
+    async def flush_due(self) -> float:
+        """fsync the logs whose flush interval passed (topics with ``flush: MS``).
+
+        Returns the seconds until one may be due (at most FLUSH_IDLE_CHECK_S: a topic whose flush
+        setting changes to an interval is looked at within that time).
+        """
         now = time.monotonic()
+        next_due = FLUSH_IDLE_CHECK_S
         for log_ in list(self.logs.logs.values()):
             interval_ms = log_.config.flush_interval_ms
-            if interval_ms > 0 and log_.log_end_offset > log_.flushed_offset:
-                if (now - log_.last_flush_monotonic) * 1000 >= interval_ms:
-                    await self._flush(log_)
+            if interval_ms <= 0:
+                continue
+            due_in = log_.last_flush_monotonic + interval_ms / 1000 - now
+            if due_in <= 0 and log_.log_end_offset > log_.flushed_offset:
+                await self._flush(log_)
+                due_in = interval_ms / 1000
+            next_due = min(next_due, due_in)
+        return next_due
 
     async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse | None:
         if request.acks not in (0, 1, m.ACKS_ALL):

@@ -8,6 +8,7 @@ broker calls it every 25 ms), with ``pread`` only, and starts a pass at most
 once per ``pass_interval_s`` (the broker's default: an hour): going round again
 at once re-read the same bytes for ever (a step every 100 ms, busy or not) and
 found nothing new (rot takes time; what arrived since was checked on arrival).
+Between passes the broker does not call it (``idle_for``).
 A segment read whole and found intact is recorded as verified (so the next
 start need not check it);
 a bad batch goes to the log's ``on_corruption`` handler, which repairs the
@@ -107,6 +108,12 @@ class Scrubber:
                     break  # this log's newest data is checked: give the loop back
         self.bytes_checked += checked
         return checked
+
+    def idle_for(self) -> float:
+        """Seconds until the next pass may start; 0 while a pass runs or one may start now."""
+        if self._cursor is not None or self._pass_started is None:
+            return 0.0
+        return max(0.0, self._pass_started + self.pass_interval_s - time.monotonic())
 
     def _first(self) -> _Cursor | None:
         logs = self._logs()

@@ -8,8 +8,10 @@ forever, so the callback that would forget it never ran.
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 
-from brokers.server.replica_manager import ReplicaManager
+from brokers.server.replica_manager import FLUSH_IDLE_CHECK_S, ReplicaManager
 
 
 class FakeLog:
@@ -57,3 +59,35 @@ def test_producers_appending_during_an_fsync_share_the_next_one():
     fsyncs, flushed = asyncio.run(run())
     assert flushed == 30
     assert fsyncs <= 2  # one for the first producer, one shared by the three that came during it
+
+
+class IntervalLog(FakeLog):
+    """A log of a topic with ``flush: interval_ms`` (-1: none, 0: always), last fsynced at ``last_flush``."""
+
+    def __init__(self, interval_ms: int, last_flush: float) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(flush_interval_ms=interval_ms)
+        self.last_flush_monotonic = last_flush
+
+    def flush(self) -> int:
+        self.last_flush_monotonic = time.monotonic()
+        return super().flush()
+
+
+def test_the_interval_fsync_check_says_when_it_is_next_due():
+    """The broker runs it every 50 ms at most; with no topic flushing on an interval it need not run for a second."""
+    async def run() -> tuple[float, float, int]:
+        manager = _manager()
+        manager.logs = SimpleNamespace(logs={("none", 0): IntervalLog(-1, 0.0), ("always", 0): IntervalLog(0, 0.0)})
+        for log in manager.logs.logs.values():
+            log.log_end_offset = 5  # unflushed records, but not for this check
+        idle = await manager.flush_due()
+        due = IntervalLog(100, time.monotonic() - 1)
+        due.log_end_offset = 5
+        manager.logs.logs[("interval", 0)] = due
+        busy = await manager.flush_due()
+        return idle, busy, due.fsyncs
+
+    idle, busy, fsyncs = asyncio.run(run())
+    assert idle == FLUSH_IDLE_CHECK_S
+    assert fsyncs == 1 and 0 < busy <= 0.1  # fsynced now; due again one interval later

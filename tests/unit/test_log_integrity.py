@@ -167,14 +167,20 @@ def test_the_scrubber_starts_a_pass_at_most_once_per_interval_and_finds_damage_i
     logs = open_unverified_logs(tmp_path, partitions=2, batches=30)
     found = reported(logs[("t", 0)])
     scrubber = Scrubber(lambda: logs, bytes_per_step=1 << 20, pass_interval_s=3600)
+    assert scrubber.idle_for() == 0  # the first pass is due at once
     while scrubber.passes == 0:
         scrubber.step()
+        if scrubber.passes == 0:
+            assert scrubber.idle_for() == 0  # in a pass: the next step is due
     assert found == []
+    # Between passes the broker need not call it until the next pass is due (an hour, not 25 ms).
+    assert 3590 < scrubber.idle_for() <= 3600
     bad_offset = flip_byte_in_batch(logs[("t", 0)].segments[0].log_path, 1)
     # Between passes the scrubber reads nothing (before, it went round again at once, for ever).
     assert [scrubber.step() for _ in range(5)] == [0] * 5
     assert scrubber.passes == 1 and found == []
     scrubber.pass_interval_s = 0  # the interval is up
+    assert scrubber.idle_for() == 0
     while scrubber.passes == 1:
         scrubber.step()
     assert [offset for offset, _ in found] == [bad_offset]

@@ -1,0 +1,28 @@
+"""The scrubber in a running broker: between passes it sleeps until the next is due, then finds new damage."""
+
+import asyncio
+import glob
+import time
+
+from brokers.client import Producer, TidewayClient
+from tests.unit.test_log_integrity import flip_byte_in_batch
+
+
+async def test_the_scrubber_wakes_for_its_next_pass_and_finds_damage_done_since_the_last(broker_factory):
+    # Passes at most every 2 s: the first runs at start-up, the broker's scrub timer then sleeps until
+    # the next is due (not a step every 25 ms), and that pass reads the damaged batch.
+    broker = broker_factory(extra_args=["--scrub-pass-interval", "2"])
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("kept")
+        async with Producer(client, linger_ms=0) as producer:
+            for i in range(20):
+                await producer.send_and_wait("kept", b"record %02d" % i)
+    (segment,) = glob.glob(str(broker.data_dir / "kept-0" / "*.log"))
+    await asyncio.sleep(0.5)  # the first pass has read them (it began at start-up; 20 small batches)
+    damaged = flip_byte_in_batch(segment, 5)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and "found by the scrubber" not in broker.log_text():
+        await asyncio.sleep(0.2)
+    log_text = broker.log_text()
+    assert "found by the scrubber" in log_text
+    assert f"the batch at offset {damaged} fails its CRC" in log_text
