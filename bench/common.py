@@ -53,12 +53,11 @@ def settle(busy_max: float = 0.10, timeout_s: float = 60.0) -> None:
     """Wait, before a measurement, until the disk holds no write-back of earlier phases and the machine is quiet.
 
     A phase that wrote a lot without fsync (a REST publish of a million messages, a
-    broker's `flush: none` runs) leaves hundreds of MB for the kernel to write back
-    up to 30 s later, in the middle of whatever is measured next; a deleted data
-    directory's blocks are discarded (this host's ext4 is mounted with `discard`) at a
-    journal commit, which a later fsync waits for. `sync` takes all of it now. Then
-    this waits (up to ``timeout_s``) until the whole machine is below ``busy_max`` busy
-    over half a second, as the peers' harness does before every measurement.
+    broker's `flush: none` runs: 120 MB dirty here) leaves it for the kernel to write
+    back up to 30 s later, in the middle of whatever is measured next; `sync` takes it
+    now. Then this waits (up to ``timeout_s``) until the whole machine is below
+    ``busy_max`` busy over half a second, as the peers' harness does before every
+    measurement.
     """
     started = time.monotonic()
     os.sync()

@@ -113,7 +113,6 @@ class QueueConsumer:
         self._sending: set[asyncio.Task] = set()
         self.ack_linger_s = ack_linger_ms / 1000
         self._linger: asyncio.TimerHandle | None = None
-        self._linger_at = 0.0  # when the lingering accepts go (the loop's clock)
 
     async def start(self) -> None:
         if self._own_client:
@@ -206,11 +205,14 @@ class QueueConsumer:
             return answered
         self._unsent.append((items, action, answered))
         # Only accepts linger: a release or reject is meant to take effect now (a redelivery, a dead letter).
-        wait_s = 0.0 if action is not None else self.ack_linger_s if linger_ms is None else linger_ms / 1000
+        if action is not None:
+            wait_s = 0.0
+        else:
+            wait_s = self.ack_linger_s if linger_ms is None else linger_ms / 1000
         if not self._send_scheduled:
             self._send_scheduled = True
             self._schedule_send(loop, wait_s)
-        elif self._linger is not None and loop.time() + wait_s < self._linger_at:
+        elif self._linger is not None and loop.time() + wait_s < self._linger.when():
             # Due before the accepts lingering now (a release, or an accept that may wait less): it takes
             # them with it.
             self._linger.cancel()
@@ -219,8 +221,7 @@ class QueueConsumer:
 
     def _schedule_send(self, loop: asyncio.AbstractEventLoop, wait_s: float) -> None:
         if wait_s > 0:
-            self._linger_at = loop.time() + wait_s
-            self._linger = loop.call_at(self._linger_at, self._send_unsent)
+            self._linger = loop.call_later(wait_s, self._send_unsent)
         else:
             self._linger = None
             loop.call_soon(self._send_unsent)

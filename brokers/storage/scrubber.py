@@ -75,8 +75,7 @@ class Scrubber:
         visited = 0
         stop_at = time.perf_counter() + self.step_s
         while budget > 0 and time.perf_counter() < stop_at:
-            if self._cursor is None and self._pass_started is not None \
-                    and time.monotonic() < self._pass_started + self.pass_interval_s:
+            if self._cursor is None and self.idle_for() > 0:
                 break  # a pass ended: the next starts when its interval is up
             cursor = self._cursor or self._first()
             if cursor is None:

@@ -1,4 +1,4 @@
-"""The scrubber in a running broker: between passes it sleeps until the next is due, then finds new damage."""
+"""The scrubber in a running broker: after a pass it wakes for the next one, which finds new damage."""
 
 import asyncio
 import glob
@@ -9,8 +9,9 @@ from tests.unit.test_log_integrity import flip_byte_in_batch
 
 
 async def test_the_scrubber_wakes_for_its_next_pass_and_finds_damage_done_since_the_last(broker_factory):
-    # Passes at most every 2 s: the first runs at start-up, the broker's scrub timer then sleeps until
-    # the next is due (not a step every 25 ms), and that pass reads the damaged batch.
+    # Passes at most every 2 s: the first reads the records as they come, the broker's scrub timer then
+    # sleeps until the next pass is due (Scrubber.idle_for) and must wake for it: that pass reads the
+    # damaged batch. (That it does not step meanwhile is Scrubber.idle_for's unit test.)
     broker = broker_factory(extra_args=["--scrub-pass-interval", "2"])
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic("kept")

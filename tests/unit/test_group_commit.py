@@ -76,11 +76,13 @@ class IntervalLog(FakeLog):
 
 def test_the_interval_fsync_check_says_when_it_is_next_due():
     """The broker runs it every 50 ms at most; with no topic flushing on an interval it need not run for a second."""
+    never, always = IntervalLog(-1, 0.0), IntervalLog(0, 0.0)  # flush: none; flush: always (the produce fsyncs)
+    for log in (never, always):
+        log.log_end_offset = 5  # unflushed records, but not for this check
+
     async def run() -> tuple[float, float, int]:
         manager = _manager()
-        manager.logs = SimpleNamespace(logs={("none", 0): IntervalLog(-1, 0.0), ("always", 0): IntervalLog(0, 0.0)})
-        for log in manager.logs.logs.values():
-            log.log_end_offset = 5  # unflushed records, but not for this check
+        manager.logs = SimpleNamespace(logs={("none", 0): never, ("always", 0): always})
         idle = await manager.flush_due()
         due = IntervalLog(100, time.monotonic() - 1)
         due.log_end_offset = 5
@@ -91,3 +93,4 @@ def test_the_interval_fsync_check_says_when_it_is_next_due():
     idle, busy, fsyncs = asyncio.run(run())
     assert idle == FLUSH_IDLE_CHECK_S
     assert fsyncs == 1 and 0 < busy <= 0.1  # fsynced now; due again one interval later
+    assert never.fsyncs == always.fsyncs == 0
