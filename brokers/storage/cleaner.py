@@ -77,20 +77,28 @@ def plan(log_: Log, now_ms: int | None = None) -> CompactionPlan | None:
 
 
 def _batches(segment: Segment, size_bytes: int):
-    """Yield raw batches of ``segment`` up to ``size_bytes`` (whole batches only)."""
-    position = 0
-    while position < size_bytes:
-        chunk = segment.read_batch(position, min(_READ_CHUNK_BYTES, size_bytes - position))
-        consumed = 0
-        for start, _base, size in iter_batches(chunk):
-            yield chunk[start : start + size]
-            consumed = start + size
-        if consumed == 0:
-            # One batch larger than the chunk: read it whole.
-            header = read_header(segment.read_batch(position, 61))
-            yield segment.read_batch(position, header.size)
-            consumed = header.size
-        position += consumed
+    """Yield raw batches of ``segment`` up to ``size_bytes`` (whole batches only).
+
+    Read through a descriptor of its own: the segment's reads take its lock, and a read of 8 MB held it
+    while the disk worked, stopping the event loop's appends to the active segment (which is read too).
+    """
+    fd = segment.own_descriptor()
+    try:
+        position = 0
+        while position < size_bytes:
+            chunk = os.pread(fd, min(_READ_CHUNK_BYTES, size_bytes - position), position)
+            consumed = 0
+            for start, _base, size in iter_batches(chunk):
+                yield chunk[start : start + size]
+                consumed = start + size
+            if consumed == 0:
+                # One batch larger than the chunk: read it whole.
+                header = read_header(os.pread(fd, 61, position))
+                yield os.pread(fd, header.size, position)
+                consumed = header.size
+            position += consumed
+    finally:
+        os.close(fd)
 
 
 def build(plan_: CompactionPlan) -> CompactionResult:

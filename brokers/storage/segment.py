@@ -23,9 +23,9 @@ read-only.
 
 Ownership: a segment is used by the event-loop thread only, except ``fsync``,
 which a flusher thread may call, and reads by a compaction thread; both only
-touch the file descriptor, under ``_fd_lock`` when the LRU may close it (an
-fsync takes a descriptor of its own under the lock and waits for the disk
-outside it).
+touch the file descriptor, under ``_fd_lock`` when the LRU may close it. Both
+take a descriptor of their own under the lock and wait for the disk outside it
+(``own_descriptor``): the event loop never waits for another thread's I/O.
 """
 
 from __future__ import annotations
@@ -285,20 +285,29 @@ class Segment:
             if self.fd >= 0:  # (closed: the segment was deleted meanwhile, nothing to keep)
                 os.fsync(self.fd)
             return
-        # The lock only while a descriptor of our own is taken (the LRU may close the segment's; the file
-        # may be closed: then one is opened again, the same inode). Held through the fsync, it stopped the
-        # event loop's appends and reads of this segment for as long as the disk took (flush: always,
-        # 1 KiB records: 3.6% fewer a second).
-        with self._fd_lock:
-            try:
-                fd = os.dup(self._open_fd())
-            except FileNotFoundError:
-                return  # deleted meanwhile (retention, compaction)
-        files.used(self)  # (a file opened for it counts, and may be closed again)
+        try:
+            fd = self._own_descriptor(files)
+        except FileNotFoundError:
+            return  # deleted meanwhile (retention, compaction)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def own_descriptor(self) -> int:
+        """A descriptor of the segment's file for another thread's long read (the cleaner); the caller closes it."""
+        files = self._files
+        return os.dup(self.fd) if files is None else self._own_descriptor(files)
+
+    def _own_descriptor(self, files: OpenFiles) -> int:
+        # Taken under the lock (the LRU may close the segment's descriptor; a closed file is opened
+        # again, the same inode), used outside it. An fsync or a cleaner's read that held the lock
+        # stopped the event loop's appends and reads of the segment until the disk was done (flush:
+        # always, 1 KiB records: 3.6% fewer a second).
+        with self._fd_lock:
+            fd = os.dup(self._open_fd())
+        files.used(self)  # (a file opened for it counts, and may be closed again)
+        return fd
 
     def write_indexes(self) -> None:
         """Write both index files whole (atomically, by rename)."""

@@ -119,6 +119,47 @@ def test_reads_during_compaction_see_a_consistent_log(tmp_path):
     assert len(views[-1]) < len(items)
 
 
+def test_the_cleaner_reading_from_a_slow_disk_does_not_hold_up_appends_and_reads(tmp_path, monkeypatch):
+    """The cleaner reads every segment, the active one too, on a worker thread: the loop must not wait for it."""
+    from brokers.storage.open_files import OpenFiles
+
+    config = TopicConfig(segment_bytes=2048, cleanup_policy="compact")
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None, open_files=OpenFiles(limit=100))
+    items = [(b"k%d" % (i % 30), b"v%d" % i) for i in range(300)]
+    write(log, items)
+    compaction = cleaner.plan(log)
+    in_read, disk_done = threading.Event(), threading.Event()
+    real_pread = os.pread
+
+    def slow_disk(fd, size, position):  # the disk taking its time over the cleaner's reads
+        if threading.current_thread().name == "cleaner":
+            in_read.set()
+            disk_done.wait(30)
+        return real_pread(fd, size, position)
+
+    monkeypatch.setattr(os, "pread", slow_disk)
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(done=cleaner.build(compaction)), name="cleaner")
+    worker.start()
+    try:
+        assert in_read.wait(10)
+        done, seen = threading.Event(), []
+
+        def append_and_read():
+            write(log, [(b"k1", b"during the read")])
+            seen.extend(read_everything(log))
+            done.set()
+
+        threading.Thread(target=append_and_read, daemon=True).start()
+        assert done.wait(10), "the append or the read waited for the cleaner's read"
+        assert [(r.key, r.value) for r in seen] == items + [(b"k1", b"during the read")]
+    finally:
+        disk_done.set()
+        worker.join(30)
+    cleaner.swap(compaction, result["done"])
+    assert latest_values(log)[b"k1"] == b"during the read"
+
+
 def test_compacted_segments_survive_reopen(tmp_path):
     log = compacted_log(tmp_path)
     write(log, [(b"k%d" % (i % 5), b"v%d" % i) for i in range(400)])
