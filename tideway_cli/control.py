@@ -214,7 +214,22 @@ def _deployment_secrets(home: Path) -> list[Path]:
         mode = path.stat().st_mode & 0o777
         if mode & 0o077:
             raise SystemExit(f"tideway up: {path} is readable by others (mode {mode:o}): chmod 600 it")
+    paths.append(_metrics_token(home))
     return paths
+
+
+def _metrics_token(home: Path) -> Path:
+    """A service key for Prometheus (``authorization: credentials_file``) in home/metrics-token (0600): brokers give
+    tenants' per-topic metrics only to a bearer of one (brokers/server/metrics.py)."""
+    from brokers.security.keys import CLUSTER_SECRET_FILE, load_cluster_secret, service_key
+
+    path = home / "metrics-token"
+    token = service_key(load_cluster_secret(home / CLUSTER_SECRET_FILE), "metrics")
+    if not path.exists() or path.read_text().strip() != token:  # the secret may have been rotated
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+    return path
 
 
 def _demo_tenant(home: Path, brokers: int) -> str:

@@ -343,17 +343,28 @@ async def timestamp_at(client: TidewayClient, topic: str, partition: int, offset
     return None
 
 
+TIMESTAMPS_REQUEST_BYTES_MAX = 8 << 20  # what one look's fetch at one leader may carry, over all its partitions
+
+
 async def timestamps_at(client: TidewayClient, wanted: list[tuple[str, int, int]],
                         replica_id: int = m.INSPECTOR) -> dict[tuple[str, int, int], int]:
-    """``timestamp_at`` for many (topic, partition, offset) at once: one fetch per leader, the smallest read each
-    partition allows (the batch holding the offset). Offsets with no record (or whose leader did not answer) are
-    left out. A partition asked at several offsets is asked once per offset, in rounds."""
+    """``timestamp_at`` for many (topic, partition, offset) at once: one fetch per leader per round, the smallest
+    read each partition allows (``partition_max_bytes`` 1: the one batch holding the offset).
+
+    The request-wide limit is generous (``TIMESTAMPS_REQUEST_BYTES_MAX``): a broker stops giving records once a
+    request's answers reach it, so a limit of 1 starved every partition after the first (issue 40). Should large
+    batches still exhaust it, a partition that came back without records although its log holds the offset is
+    asked again in the next round (each round answers at least the first partition of each leader, so the rounds
+    end). Offsets with no record (or whose leader did not answer) are left out. A partition asked at several
+    offsets is asked once per offset, in rounds."""
     out: dict[tuple[str, int, int], int] = {}
     pending = sorted(set(wanted))
     missing = sorted({topic for topic, _p, _o in pending if topic not in client.topics})
     if missing:
         await client.refresh_metadata(missing)
-    while pending:
+    rounds_left = len(pending) + 1  # a bound: every round settles at least one offset
+    while pending and rounds_left:
+        rounds_left -= 1
         this_round: dict[tuple[str, int], int] = {}
         later = []
         for topic, partition, offset in pending:
@@ -371,7 +382,8 @@ async def timestamps_at(client: TidewayClient, wanted: list[tuple[str, int, int]
                 m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=1))
 
         async def ask(leader: int, partitions: list[m.FetchPartition]) -> list[m.FetchPartitionResult]:
-            request = m.FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1, partitions=partitions)
+            request = m.FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=0,
+                                     max_bytes=TIMESTAMPS_REQUEST_BYTES_MAX, partitions=partitions)
             try:
                 return (await (await client.connection(leader)).request(ApiKey.FETCH, request)).partitions
             except errors.TidewayError:
@@ -380,14 +392,18 @@ async def timestamps_at(client: TidewayClient, wanted: list[tuple[str, int, int]
         for results in await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items())):
             for result in results:
                 offset = this_round.get((result.topic, result.partition))
-                if result.error_code or not result.records or offset is None:
+                if result.error_code or offset is None:
+                    continue
+                if not result.records:
+                    if result.high_watermark > offset:  # starved by the request's limit: ask again
+                        later.append((result.topic, result.partition, offset))
                     continue
                 for position, _base, _size in iter_batches(result.records):
                     stamp = next((r.timestamp_ms for r in decode_records(result.records, position) if r.offset >= offset), None)
                     if stamp is not None:
                         out[(result.topic, result.partition, offset)] = stamp
                         break
-        pending = later
+        pending = sorted(later)
     return out
 
 

@@ -28,7 +28,6 @@ import ssl
 import struct
 from dataclasses import dataclass
 
-from prometheus_client import start_http_server
 
 from brokers import errors
 from brokers.aio import cancel_and_wait
@@ -46,7 +45,7 @@ from brokers.server.controller_channel import ControllerChannel
 from brokers.server.credentials import CredentialStore
 from brokers.server.limits import ConnectionLimits, ConnectionRegistry
 from brokers.server.metadata_cache import MetadataCache, unknown_topic
-from brokers.server.metrics import BrokerMetrics
+from brokers.server.metrics import BrokerMetrics, serve_metrics
 from brokers.server.repair import ReplicaRepair
 from brokers.server.replica_manager import ReplicaManager
 from brokers.server.router import Route, Router
@@ -234,9 +233,7 @@ class Broker:
         self.port = client_server.sockets[0].getsockname()[1]
         self.internal_port = internal_server.sockets[0].getsockname()[1]
         if self.config.metrics_host is not None:
-            server, _thread = start_http_server(
-                self.config.metrics_port, addr=self.config.metrics_host, registry=self.metrics.registry
-            )
+            server = serve_metrics(self.metrics, self.config.metrics_host, self.config.metrics_port, self.config.cluster_secret)
             self.metrics_port = server.server_port
             self._metrics_server = server
             log.info("metrics on http://%s:%d/metrics", self.config.metrics_host, self.metrics_port)

@@ -1,20 +1,34 @@
-"""Prometheus metrics of one broker (its own registry, so tests may run several)."""
+"""Prometheus metrics of one broker (its own registry, so tests may run several), and the endpoint serving them.
+
+Many families are labelled by topic, and topics are named after their tenants (``t2.orders``): hosted means
+hostile, so the endpoint gives them only to a scraper that proves it belongs to the deployment, with
+``Authorization: Bearer <service key>`` (any of the deployment's service keys; ``tideway up`` writes one to
+``$TIDEWAY_HOME/metrics-token`` for Prometheus's ``credentials_file``). Without it (or with a wrong one) the
+answer holds only the families that name no topic: request latencies, refusals, authentication failures, queue
+memory, scrubbing. A wrong token is not an error, so a scraper misconfigured still sees the broker's health.
+"""
 
 from __future__ import annotations
 
 import enum
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 
+from brokers.security.keys import service_name_of
 from brokers.server.traffic import Traffic
 
 if TYPE_CHECKING:
     from brokers.storage import LogManager
 
-__all__ = ["BrokerMetrics"]
+__all__ = ["BrokerMetrics", "serve_metrics"]
+
+TENANT_LABELS = frozenset({"topic"})  # labels whose values name a tenant's objects
 
 
 class _LogSizeCollector:
@@ -119,3 +133,37 @@ class BrokerMetrics:
     def watch_queues(self, counts: Callable[[], tuple[int, int, int]]) -> None:
         """Report the queue service's (loaded, unloaded, window records) at every scrape."""
         self.registry.register(_QueueStateCollector(counts))
+
+
+class _WithoutTenants:
+    """The families of ``registry`` none of whose samples carries a label that names a tenant."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self._registry.collect():
+            if not any(TENANT_LABELS.intersection(sample.labels) for sample in family.samples):
+                yield family
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the standard library's name
+        """Scrapes are not logged (one every few seconds from every scraper)."""
+
+
+def serve_metrics(metrics: BrokerMetrics, host: str, port: int, cluster_secret: bytes) -> ThreadingWSGIServer:
+    """Serve ``/metrics`` on ``host``:``port`` in a thread: everything to a bearer of a service key, else the
+    families that name no tenant. Stop it with ``shutdown()``."""
+    public = CollectorRegistry()
+    public.register(_WithoutTenants(metrics.registry))
+    full_app, public_app = make_wsgi_app(metrics.registry), make_wsgi_app(public)
+
+    def app(environ, start_response):
+        scheme, _, token = environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+        trusted = scheme.lower() == "bearer" and service_name_of(token.strip(), cluster_secret) is not None
+        return (full_app if trusted else public_app)(environ, start_response)
+
+    server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server

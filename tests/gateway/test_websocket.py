@@ -118,6 +118,24 @@ async def test_tokens_authenticate_browsers_and_narrow_the_key(gateway, tenant):
         assert json.loads(await ws.recv())["code"] == "invalid_credentials"
 
 
+def test_a_token_is_minted_only_for_queues_the_key_may_touch(gateway, tenant):
+    """Issue 40: a key limited to ``orders*`` got 201 minting a token for ``ledger`` (refused wherever it was used,
+    but the mint should refuse too)."""
+    _, key = tenant
+    with gateway.client(key) as api:
+        limited = api.post("/api/v1/keys/", json={"name": "orders-only", "scopes": ["consume"],
+                                                  "queue_patterns": ["orders*"]})
+        assert limited.status_code == 201, limited.text
+    with gateway.client(limited.json()["key"]) as api:
+        for queues in (["ledger"], ["orders-eu", "ledger"], ["*"], ["o*"], ["ord?rs"]):
+            refused = api.post("/api/v1/tokens", json={"ttl_seconds": 60, "queues": queues})
+            assert refused.status_code == 403 and refused.json()["code"] == "forbidden", (queues, refused.text)
+            assert "ledger" in refused.json()["message"] or "*" in refused.json()["message"] or "?" in refused.json()["message"]
+        for queues in (["orders"], ["orders-eu", "orders.dlq"], ["orders-eu*"], ["orders*"], None):
+            minted = api.post("/api/v1/tokens", json={"ttl_seconds": 60, "queues": queues})
+            assert minted.status_code == 201, (queues, minted.text)
+
+
 async def test_bad_frames_get_an_error_frame_and_the_connection_stays(gateway, tenant):
     _, key = tenant
     name = make_queue(gateway, key, partitions=1)

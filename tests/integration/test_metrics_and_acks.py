@@ -3,11 +3,17 @@
 import urllib.request
 
 from brokers.client import Consumer, Producer, TidewayClient
-from tests.conftest import free_port
+from tests.conftest import OPERATOR_KEY, free_port
 
 
-def scrape(port: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+def scrape_text(port: int, token: str | None = OPERATOR_KEY) -> str:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+    return urllib.request.urlopen(request, timeout=5).read().decode()
+
+
+def scrape(port: int, token: str | None = OPERATOR_KEY) -> dict[str, float]:
+    text = scrape_text(port, token)
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -40,6 +46,24 @@ async def test_metrics_count_messages_bytes_requests_and_log_size(broker_factory
     assert metrics['tideway_log_size_bytes{partition="0",topic="metered"}'] > 0
     assert metrics['tideway_request_latency_seconds_count{api="PRODUCE"}'] >= 1
     assert metrics['tideway_request_latency_seconds_count{api="FETCH"}'] >= 1
+
+
+async def test_an_unauthenticated_scrape_names_no_tenant(broker_factory):
+    """Issue 40: the metrics port answered anyone with tenants' topic names. Without a service key as bearer
+    token (or with a wrong one), a scrape holds only the families that name no topic."""
+    metrics_port = free_port()
+    broker = broker_factory(extra_args=["--metrics-listen", f"127.0.0.1:{metrics_port}"])
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("t2.ledger", partitions=1)
+        async with Producer(client, acks="all") as producer:
+            await producer.send_and_wait("t2.ledger", b"entry")
+    forged = OPERATOR_KEY[:-4] + ("0000" if not OPERATOR_KEY.endswith("0000") else "1111")
+    for token in (None, "tw_000000000000_guess", forged):
+        text = scrape_text(metrics_port, token)
+        assert "tideway_request_latency_seconds_count" in text  # the broker's health is still there
+        assert "t2." not in text and "topic=" not in text, text
+    full = scrape_text(metrics_port)
+    assert 'tideway_messages_in_total{topic="t2.ledger"} 1.0' in full
 
 
 async def test_acks_zero_writes_without_an_answer(broker):

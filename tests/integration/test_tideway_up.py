@@ -77,7 +77,7 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         assert status.stdout.count(" alive") == 3, status.stdout + status.stderr
 
         home = tmp_path / "home"
-        for secret in ("cluster-secret", "signing-key"):
+        for secret in ("cluster-secret", "signing-key", "metrics-token"):
             assert (home / secret).stat().st_mode & 0o777 == 0o600
         # The operator's CLI on this machine: its key derives from $TIDEWAY_HOME/cluster-secret.
         created = cli("topics", "create", "--bootstrap", bootstrap, "demo", "--partitions", "3", "--replication-factor", "3")
@@ -104,10 +104,16 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         assert all("isr [" in line and "leader " in line and "hw " in line and "leo " in line for line in partition_lines)
         total_leo = sum(int(line.split("leo ")[1]) for line in partition_lines)
         assert total_leo == 3000
-
-        # The REST API serves the demo tenant, whose key `up` printed and saved.
+        # Metrics: per-topic families to Prometheus with the token `up` wrote, none without it (issue 40).
         import httpx
 
+        metrics_url = deployment["brokers"][0]["metrics"]
+        token = (home / "metrics-token").read_text().strip()
+        anonymous = httpx.get(metrics_url, timeout=10).text
+        assert "tideway_request_latency_seconds" in anonymous and "topic=" not in anonymous
+        assert 'topic="demo"' in httpx.get(metrics_url, headers={"Authorization": f"Bearer {token}"}, timeout=10).text
+
+        # The REST API serves the demo tenant, whose key `up` printed and saved.
         wait_for_port(api_port, timeout_s=60, process=up)
         saved_key = tmp_path / "home" / "demo-api-key"
         deadline = time.monotonic() + 60

@@ -1,6 +1,10 @@
 """Alert rules end to end (issue 18): a group stops consuming, its lag in seconds crosses a rule's threshold, the
 rule fires; the monitoring worker is SIGKILLed and restarted; the group catches up and the rule resolves.
 
+Another tenant, created first, has a group lagging on every partition of a 6-partition queue, so every broker
+leads lagging partitions of that tenant that a look asks about before the rule's (issue 40: only the first
+partition asked of each broker got a time, and the rule's group read 0 seconds behind and never fired).
+
 A real HTTP receiver checks every webhook's Standard Webhooks signature and counts what arrives; a real SMTP
 server (aiosmtpd) receives the e-mail; a receiver that fails twice shows the retries in the API. Looks every
 2 s (TIDEWAY_LAG_SAMPLE_S), rules every 10 s (the default).
@@ -21,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from brokers.client import GroupConsumer, Producer, TidewayClient
+from brokers.client.group import CoordinatorLink, commit_offsets
 from tests.api.conftest import running_control_plane
 from tests.conftest import free_port
 from tests.gateway.conftest import make_queue
@@ -124,9 +129,27 @@ def _wait(predicate, timeout_s: float, what: str):
     raise AssertionError(f"{what}: not within {timeout_s} s")
 
 
+def _other_group_lagging_everywhere(plane) -> None:
+    """A tenant's group 30 records behind on each of 6 partitions (two led by each broker)."""
+    _slug, key = plane.create_tenant(plan="team")
+    name = make_queue(plane, key, partitions=6, mode="stream")
+
+    async def lag() -> None:
+        async with Producer(plane.deployment.bootstrap, api_key=key, acks="all") as producer:
+            for partition in range(6):
+                for i in range(31):
+                    await producer.send(name, b"other-%d" % i, partition=partition)
+            await producer.flush()
+        async with TidewayClient(plane.deployment.bootstrap, api_key=key) as client:
+            await commit_offsets(CoordinatorLink(client, "laggards"), {(name, p): 1 for p in range(6)})
+
+    asyncio.run(lag())
+
+
 def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_webhooks_email_and_retries(alerting):
     plane = alerting
     receiver = Receiver()
+    _other_group_lagging_everywhere(plane)
     _slug, key = plane.create_tenant(plan="team")
     name = make_queue(plane, key, partitions=1, mode="stream")
     with plane.client(key) as api:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from brokers.security.acl import names_match
 from gateway.auth import TOKEN_TTL_MAX_S, issue_token
 from gateway.errors import GatewayError, invalid
 from gateway.views.base import GatewayView, json_response
@@ -31,5 +32,27 @@ class TokensView(GatewayView):
             raise invalid(f"ttl_seconds must be 1 to {TOKEN_TTL_MAX_S}")
         if body.scopes is not None and not set(body.scopes) <= {"produce", "consume"}:
             raise invalid("a token's scopes are produce and/or consume")
+        outside = [pattern for pattern in body.queues or () if not _within(pattern, call.caller.principal.queue_patterns)]
+        if outside:
+            raise GatewayError("forbidden", f"this key may not touch {', '.join(map(repr, outside))}: a token's queues must "
+                               f"lie within the key's patterns ({', '.join(call.caller.principal.queue_patterns)})", 403)
         token, expires = issue_token(call.caller, ttl_s=body.ttl_seconds, scopes=body.scopes, queues=body.queues)
         return json_response({"token": token, "expires_at": expires}, status=201)
+
+
+_WILDCARDS = frozenset("*?[")
+
+
+def _within(pattern: str, key_patterns: tuple[str, ...]) -> bool:
+    """True when every queue ``pattern`` can name is one the key may touch (issue 40: a token was minted for any
+    name, though refused wherever it was used). A plain name is checked as brokers check it; a pattern must be
+    one of the key's, or start with the fixed part of a key pattern that ends in its only ``*``."""
+    if not _WILDCARDS.intersection(pattern):
+        return names_match(key_patterns, pattern)
+    for allowed in key_patterns:
+        if allowed == "*" or allowed == pattern:
+            return True
+        fixed = allowed[:-1]
+        if allowed.endswith("*") and not _WILDCARDS.intersection(fixed) and pattern.startswith(fixed):
+            return True
+    return False
