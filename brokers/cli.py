@@ -224,6 +224,14 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         "receive (default %(default)s)",
     )
     parser.add_argument(
+        "--credentials-outage-max-s",
+        type=float,
+        default=600,
+        help="while the controller cannot be reached, a tenant key checked with it at most this long ago still "
+        "authenticates (keys never seen get a retriable AUTHENTICATION_UNAVAILABLE); a key revoked meanwhile is "
+        "refused about a second after the controller is back (default %(default)s)",
+    )
+    parser.add_argument(
         "--usage-storage-interval-s",
         type=float,
         default=60,
@@ -310,6 +318,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         usage_interval_ms=args.usage_interval_ms,
         usage_storage_interval_s=args.usage_storage_interval_s,
         queue_idle_unload_ms=args.queue_idle_unload_ms,
+        credentials_outage_max_s=args.credentials_outage_max_s,
         open_segments_max=args.open_segments_max,
     )
     try:

@@ -391,3 +391,15 @@ class SaslAuthenticationFailedError(BrokerError):
 
     errno = 58
     name = "SASL_AUTHENTICATION_FAILED"
+
+
+# -- Tideway's own codes (no Kafka error means the same): from 1000 up ------------------------------
+
+
+class AuthenticationUnavailableError(SaslAuthenticationFailedError):
+    """Raised when an API key cannot be checked right now (the controller is away and this broker has not seen the
+    key): the connection is closed, and the same key may succeed if the client simply tries again."""
+
+    errno = 1000
+    name = "AUTHENTICATION_UNAVAILABLE"
+    retriable = True

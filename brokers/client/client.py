@@ -118,8 +118,8 @@ class TidewayClient:
     async def request_any(self, api: ApiKey, body, *, timeout_s: float | None = None) -> object:
         """Send to some live broker: known brokers first, then bootstrap addresses.
 
-        A broker that refuses the connection, drops it or does not answer
-        within ``timeout_s`` (default: the metadata timeout, short, because a
+        A broker that refuses the connection, drops it, cannot check its key
+        right now or does not answer within ``timeout_s`` (default: the metadata timeout, short, because a
         frozen broker accepts connections but never answers) is skipped.
         """
         timeout_s = self.metadata_timeout_s if timeout_s is None else timeout_s
@@ -134,7 +134,7 @@ class TidewayClient:
             try:
                 connection = await self._connection_to(key, host, port)
                 response = await connection.request(api, body, timeout_s=timeout_s)
-            except (errors.ConnectionClosedError, errors.ClientTimeoutError) as exc:
+            except (errors.ConnectionClosedError, errors.ClientTimeoutError, errors.AuthenticationUnavailableError) as exc:
                 last_error = exc
                 stale = self._connections.pop(key, None)
                 if stale is not None:

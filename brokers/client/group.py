@@ -44,6 +44,7 @@ _RETRY = (
     errors.RequestTimedOutError,
     errors.NotEnoughReplicasError,
     errors.LeaderNotAvailableError,
+    errors.AuthenticationUnavailableError,
 )
 
 

@@ -10,9 +10,10 @@ batch for it, with at most ``in_flight_per_broker_max`` requests outstanding
 per broker. Requests on one connection are appended in order, so records of a
 partition keep the order they were sent in.
 
-Retries: a batch refused with an error that guarantees nothing was written
-(not leader, unknown partition, not enough replicas) is retried after a
-metadata refresh, up to ``retries`` times. A broken connection or a timeout
+Retries: a batch refused with a retriable error that guarantees nothing was
+written (not leader, unknown partition, not enough replicas, a key the broker
+could not check yet) is retried after a metadata refresh, up to ``retries``
+times. A broken connection or a timeout
 is ambiguous (the batch may have been written): a plain producer fails the
 batch, an idempotent one (the default with acks=all) retries it, because the
 broker recognises a resent batch by its producer id and sequence numbers and
@@ -151,20 +152,14 @@ class _Batch:
         self.last_error: BaseException | None = None
 
 
-_NOT_WRITTEN_ERRORS = (
-    errors.NotLeaderError,
-    errors.UnknownTopicOrPartitionError,
-    errors.LeaderNotAvailableError,
-    errors.NotEnoughReplicasError,
-    errors.OutOfOrderSequenceError,
-    errors.FencedLeaderEpochError,
-)
-# Safe to resend only when the broker can recognise a resend (idempotence).
+# Retriable errors after which the batch may have been stored: only an idempotent producer, whose resends the
+# broker recognises, may send it again. Every other retriable error guarantees nothing was written.
 _AMBIGUOUS_ERRORS = (
     errors.ConnectionClosedError,
     errors.ClientTimeoutError,
     errors.RequestTimedOutError,
     errors.NotEnoughReplicasAfterAppendError,
+    errors.StorageError,
 )
 IN_FLIGHT_BATCHES_PER_PARTITION_MAX = RECENT_BATCHES_MAX // 2
 
@@ -645,10 +640,14 @@ class Producer:
             log.debug("metadata refresh failed: %s", exc)
 
     def _may_retry(self, batch: _Batch, exc: BaseException) -> bool:
+        """Every error marked retriable is retried (issue 40: an authentication the broker could not check for
+        want of its controller failed batches for good although it said "retry"); a plain producer leaves out
+        the ambiguous ones, after which the batch may be stored already."""
+        if not getattr(exc, "retriable", False):
+            return False
         if self.idempotent:
-            resendable = isinstance(exc, _NOT_WRITTEN_ERRORS + _AMBIGUOUS_ERRORS)
-            return resendable and batch.attempts <= self.retries and not self._expired(batch)
-        return isinstance(exc, _NOT_WRITTEN_ERRORS) and batch.attempts <= self.retries
+            return batch.attempts <= self.retries and not self._expired(batch)
+        return not isinstance(exc, _AMBIGUOUS_ERRORS) and batch.attempts <= self.retries
 
     def _fail_or_retry(self, batches: list[_Batch], exc: BaseException) -> None:
         retriable = [b for b in batches if self._may_retry(b, exc)]

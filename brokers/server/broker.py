@@ -101,6 +101,7 @@ class BrokerConfig:
     scrub_pass_interval_s: float = 3600  # a pass over every log starts at most this often
     usage_interval_ms: int = 1_000  # how often usage goes to __usage (metering); 0: off
     usage_storage_interval_s: float = 60.0  # how often storage is sampled for it
+    credentials_outage_max_s: float = 600.0  # tenant keys checked this recently still count while the controller is away
 
 
 
@@ -156,7 +157,8 @@ class Broker:
             self.usage = UsageMeter(config.broker_id, self.replicas, self.metrics.traffic, self._create_topics,
                                     self._peer_client, self._usage_replication, interval_ms=config.usage_interval_ms,
                                     storage_interval_s=config.usage_storage_interval_s)
-        self.credentials = CredentialStore(self._describe_credential if config.controllers else None)
+        self.credentials = CredentialStore(self._describe_credential if config.controllers else None,
+                                           outage_stale_max_s=config.credentials_outage_max_s)
         self.authenticator = Authenticator(
             cluster_secret=config.cluster_secret,
             credentials=self.credentials,
