@@ -28,7 +28,6 @@ import ssl
 import struct
 from dataclasses import dataclass
 
-
 from brokers import errors
 from brokers.aio import cancel_and_wait
 from brokers.client.credentials import ClusterPeer

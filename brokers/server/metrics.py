@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import enum
 import threading
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
