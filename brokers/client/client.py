@@ -22,6 +22,12 @@ __all__ = ["TidewayClient", "parse_bootstrap"]
 
 log = logging.getLogger(__name__)
 
+# A read (fetch, list offsets, a queue's acquire) not answered this long after the wait it asked for is given up
+# and asked again after a metadata refresh: a frozen leader answers nothing, and its partitions' new leader is known
+# within the controller's session timeout (issue 40). A false alarm costs one more read.
+READ_ANSWER_SLACK_S = 2.0
+HEDGE_AFTER_S = 0.5  # a metadata or coordinator lookup not answered this soon is asked of the next broker too
+
 
 def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
     """'h1:9401,h2:9401' or a list of 'host:port' -> [(host, port), ...]."""
@@ -115,12 +121,18 @@ class TidewayClient:
         self._connections[key] = connection
         return connection
 
-    async def request_any(self, api: ApiKey, body, *, timeout_s: float | None = None) -> object:
+    async def request_any(self, api: ApiKey, body, *, timeout_s: float | None = None,
+                          hedge_after_s: float | None = None) -> object:
         """Send to some live broker: known brokers first, then bootstrap addresses.
 
         A broker that refuses the connection, drops it, cannot check its key
-        right now or does not answer within ``timeout_s`` (default: the metadata timeout, short, because a
-        frozen broker accepts connections but never answers) is skipped.
+        right now or does not answer within ``timeout_s`` (default: the
+        metadata timeout, short, because a frozen broker accepts connections
+        but never answers) is skipped. ``hedge_after_s`` (requests that only
+        read: metadata, coordinator lookups): when a broker has not answered
+        that soon, the next one is asked too, without giving up on the first,
+        and the first answer wins, so a frozen broker costs a lookup
+        ``hedge_after_s`` rather than the whole timeout (issue 40).
         """
         timeout_s = self.metadata_timeout_s if timeout_s is None else timeout_s
         candidates: list[tuple[int | tuple[str, int], str, int]] = [
@@ -130,25 +142,50 @@ class TidewayClient:
         # Start with the broker that answered last time.
         candidates.sort(key=lambda c: c[0] != self._last_answered)
         last_error: Exception | None = None
-        for key, host, port in candidates:
-            try:
-                connection = await self._connection_to(key, host, port)
-                response = await connection.request(api, body, timeout_s=timeout_s)
-            except (errors.ConnectionClosedError, errors.ClientTimeoutError, errors.AuthenticationUnavailableError) as exc:
-                last_error = exc
-                stale = self._connections.pop(key, None)
-                if stale is not None:
-                    stale.close()
-                continue
-            self._last_answered = key
-            return response
+        asking: set[asyncio.Task] = set()
+        try:
+            for key, host, port in candidates:
+                asking.add(asyncio.ensure_future(self._ask(key, host, port, api, body, timeout_s)))
+                while asking:
+                    done, asking = await asyncio.wait(asking, timeout=hedge_after_s, return_when=asyncio.FIRST_COMPLETED)
+                    if not done:
+                        break  # none answered yet: ask the next one as well
+                    for task in done:
+                        answered_by, response, error = task.result()
+                        if error is None:
+                            self._last_answered = answered_by
+                            return response
+                        last_error = error
+            while asking:  # every candidate asked: the ones still out may yet answer
+                done, asking = await asyncio.wait(asking, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    answered_by, response, error = task.result()
+                    if error is None:
+                        self._last_answered = answered_by
+                        return response
+                    last_error = error
+        finally:
+            for task in asking:
+                task.cancel()
         raise errors.ConnectionClosedError(f"no broker answered (tried {len(candidates)} addresses)") from last_error
+
+    async def _ask(self, key: int | tuple[str, int], host: str, port: int, api: ApiKey, body, timeout_s: float):
+        """(key, answer, None) from one broker, or (key, None, the error) when it cannot answer (see request_any)."""
+        try:
+            connection = await self._connection_to(key, host, port)
+            return key, await connection.request(api, body, timeout_s=timeout_s), None
+        except (errors.ConnectionClosedError, errors.ClientTimeoutError, errors.AuthenticationUnavailableError) as exc:
+            stale = self._connections.pop(key, None)
+            if stale is not None:
+                stale.close()
+            return key, None, exc
 
     # -- metadata -----------------------------------------------------------------
 
     async def refresh_metadata(self, topics: list[str] | None = None) -> None:
         async with self._metadata_lock:
-            response: m.MetadataResponse = await self.request_any(ApiKey.METADATA, m.MetadataRequest(topics=topics))  # type: ignore[assignment]
+            response: m.MetadataResponse = await self.request_any(  # type: ignore[assignment]
+                ApiKey.METADATA, m.MetadataRequest(topics=topics), hedge_after_s=HEDGE_AFTER_S)
             self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
             for topic in response.topics:
                 if topic.error_code == 0:
@@ -180,6 +217,10 @@ class TidewayClient:
         return leader
 
     # -- reads ------------------------------------------------------------------------
+
+    def read_timeout_s(self, wait_s: float = 0.0) -> float:
+        """How long a read that may wait ``wait_s`` for data is given to answer (READ_ANSWER_SLACK_S)."""
+        return wait_s + min(self.request_timeout_s, READ_ANSWER_SLACK_S)
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20, wait_ms: int = 0,
                     retry_for_s: float | None = None, replica_id: int = m.CONSUMER, answers_max: int = 1,
@@ -308,7 +349,7 @@ class TidewayClient:
         while True:
             try:
                 connection = await self.connection(self.leader_for(topic, partition))
-                response = await connection.request(api, request, timeout_s=self.request_timeout_s + extra_timeout_s,
+                response = await connection.request(api, request, timeout_s=self.read_timeout_s(extra_timeout_s),
                                                     on_answer=on_answer)
                 (result,) = response.partitions
                 if result.error_code:

@@ -283,7 +283,7 @@ class Consumer:
         )
         failed: list[tuple[TopicPartition, _PartitionState, m.FetchPartitionResult]] = []
         await connection.request(
-            ApiKey.FETCH, request, timeout_s=self.client.request_timeout_s + self.fetch_max_wait_ms / 1000,
+            ApiKey.FETCH, request, timeout_s=self.client.read_timeout_s(self.fetch_max_wait_ms / 1000),
             # Records are taken in the read callback: getmany has them a loop turn sooner.
             on_answer=lambda response: self._take(response, positions, failed),
         )

@@ -23,7 +23,7 @@ from typing import Literal
 
 from brokers import errors
 from brokers.aio import cancel_and_wait
-from brokers.client.client import TidewayClient
+from brokers.client.client import HEDGE_AFTER_S, TidewayClient
 from brokers.client.consumer import Consumer, TopicPartition
 from brokers.client.retry import Backoff
 from brokers.protocol import messages as m
@@ -72,8 +72,8 @@ class CoordinatorLink:
             try:
                 if self.node_id is None:
                     found: m.FindCoordinatorResponse = await self.client.request_any(
-                        ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=self.group_id, group_type=self.group_type)
-                    )  # type: ignore[assignment]
+                        ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=self.group_id, group_type=self.group_type),
+                        hedge_after_s=HEDGE_AFTER_S)  # type: ignore[assignment]
                     if found.node_id not in self.client.brokers:
                         await self.client.refresh_metadata()
                     self.node_id = found.node_id

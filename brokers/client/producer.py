@@ -134,6 +134,8 @@ async def wait_records(futures: list[RecordFuture]) -> list[RecordMetadata | Bas
 
 
 SWEEP_INTERVAL_S = 1.0  # how often batches past their delivery timeout are looked for (_fail_overdue)
+REQUEST_STALL_S = 1.0  # a produce request unanswered this long has its leader checked (_watch_stalls) ...
+STALL_CHECK_S = 0.5  # ... this often
 
 
 class _Batch:
@@ -213,6 +215,9 @@ class Producer:
         self._resending: dict[tuple[str, int], list[_Batch]] = {}
         self._resenders: dict[tuple[str, int], asyncio.Task] = {}
         self._in_flight: dict[int, int] = {}  # requests per leader
+        # Every unanswered request: its leader, batches and when it was written (see _watch_stalls).
+        self._requests: dict[asyncio.Future, tuple[int, list[_Batch], float]] = {}
+        self._stall_watch: asyncio.Task | None = None
         self._partition_in_flight: dict[tuple[str, int], int] = {}  # batches per partition
         self._unfinished: set[_Batch] = set()
         self._next_sweep = 0.0  # see _fail_overdue
@@ -408,6 +413,7 @@ class Producer:
                 log.info("producer stopped with %d batch(es) unanswered after %.1f s", len(self._unfinished), timeout_s)
         self._closing = True
         await cancel_and_wait(self._sender)
+        await cancel_and_wait(self._stall_watch)
         self._sender = None
         if self._own_client:
             await self.client.close()
@@ -579,6 +585,9 @@ class Producer:
                 self._complete(batch, -1)
             return
         self._in_flight[leader] = self._in_flight.get(leader, 0) + 1
+        self._requests[future] = (leader, batches, time.monotonic())
+        if self._stall_watch is None or self._stall_watch.done():
+            self._stall_watch = asyncio.get_running_loop().create_task(self._watch_stalls())
         timeout = asyncio.get_running_loop().call_later(
             self.request_timeout_s + 5,
             lambda: future.done()
@@ -588,6 +597,7 @@ class Producer:
 
     def _on_response(self, leader: int, batches: list[_Batch], future: asyncio.Future, timeout) -> None:
         timeout.cancel()
+        self._requests.pop(future, None)
         self._in_flight[leader] -= 1
         for batch in batches:
             self._mark_in_flight(batch, False)
@@ -615,6 +625,42 @@ class Producer:
         # acknowledgement arrives, on the core the consumer's delivery needs.
         if self._open or self._ready or self._resending or outcomes:
             self._wakeup.set()
+
+    async def _watch_stalls(self) -> None:
+        """Give up on requests to a leader that stopped answering once another broker leads their partitions.
+
+        A frozen broker (SIGSTOP, a long pause) keeps its connections open and answers nothing: waiting for the
+        request timeout stalled its partitions for the whole freeze although the controller had moved their
+        leadership within seconds (issue 40). While a request has gone unanswered for ``REQUEST_STALL_S``, the
+        metadata is looked at again every ``STALL_CHECK_S``; a request whose batches are now led elsewhere fails
+        as a timeout, so an idempotent producer resends them to the new leader (which recognises any it already
+        has) and a plain one reports them as not known to be written. Runs while any request is out.
+        """
+        while self._requests:
+            await asyncio.sleep(STALL_CHECK_S)
+            now = time.monotonic()
+            if not any(now - sent_at >= REQUEST_STALL_S for _l, _b, sent_at in self._requests.values()):
+                continue
+            try:
+                await self.client.refresh_metadata()
+            except errors.TidewayError as exc:
+                log.debug("metadata refresh while a request is unanswered failed: %s", exc)
+                continue
+            for future, (leader, batches, sent_at) in list(self._requests.items()):
+                if future.done() or now - sent_at < REQUEST_STALL_S or not any(
+                        self._leader_or_none(batch) not in (leader, None) for batch in batches):
+                    continue
+                log.info("producer: broker %d has not answered for %.1f s and no longer leads what was sent to it: "
+                         "sending again to the new leader", leader, time.monotonic() - sent_at)
+                future.set_exception(errors.ClientTimeoutError(
+                    f"broker {leader} did not answer within {time.monotonic() - sent_at:.1f} s and no longer leads "
+                    f"the partitions of the request"))
+
+    def _leader_or_none(self, batch: _Batch) -> int | None:
+        try:
+            return self.client.leader_for(batch.topic, batch.partition)
+        except errors.TidewayError:
+            return None
 
     def _mark_in_flight(self, batch: _Batch, in_flight: bool) -> None:
         if batch.in_flight == in_flight:
