@@ -200,22 +200,36 @@ def count_records(buffer: Buffer) -> tuple[int, int]:
     return count, next_offset
 
 
-def first_corrupt_batch(buffer: Buffer) -> tuple[int, int, str] | None:
+def first_corrupt_batch(buffer: Buffer, expected_base: int = -1, gapless: bool = False) -> tuple[int, int, str] | None:
     """(position, offset after the previous batch or -1, problem) of the first bad batch in ``buffer``; None if all are intact.
 
     ``buffer`` holds whole batches read from our own log (a read trimmed by
     ``iter_batches``). This is the check on bytes leaving a replica: one
-    CRC-32C per batch, computed in C (several GB/s); no record is parsed.
+    CRC-32C per batch, computed in C (several GB/s), and the header fields the
+    CRC does not cover: each base offset must run on from the one before
+    (from ``expected_base`` for the first; -1: unknown), at or, in a
+    ``gapless`` log, exactly where the batch before ended, and each record
+    count must fit its last offset delta. No record is parsed.
     """
     view = memoryview(buffer)
     unpack_crc = _CRC.unpack_from
+    unpack_int32 = _INT32.unpack_from
     previous_end = -1
+    expected = expected_base
     for position, base_offset, size in iter_batches(view):
         if view[position + 16] != MAGIC:
             return position, previous_end, f"magic byte {view[position + 16]} in the batch at offset {base_offset}"
         if crc32c(view[position + CRC_START : position + size]) != unpack_crc(view, position + 17)[0]:
             return position, previous_end, f"CRC mismatch in the batch at offset {base_offset}"
-        previous_end = base_offset + _INT32.unpack_from(view, position + 23)[0] + 1
+        last_offset_delta = unpack_int32(view, position + 23)[0]
+        record_count = unpack_int32(view, position + 57)[0]
+        if last_offset_delta < 0 or not 0 <= record_count <= last_offset_delta + 1 or (
+                gapless and record_count != last_offset_delta + 1):
+            return position, previous_end, (f"record count {record_count} does not fit last offset delta "
+                                             f"{last_offset_delta} in the batch at offset {base_offset}")
+        if expected >= 0 and (base_offset < expected or (gapless and base_offset != expected)):
+            return position, previous_end, f"base offset {base_offset} where {expected} was expected"
+        previous_end = expected = base_offset + last_offset_delta + 1
     return None
 
 

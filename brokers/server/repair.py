@@ -60,7 +60,7 @@ class ReplicaRepair:
         if self._report is None or log_.config.replication_factor <= 1:
             if (*key, offset) not in self._refused:
                 self._refused.add((*key, offset))
-                log.error("%s-%d: the batch at offset %d fails its CRC (%s) and no other replica holds it: it is "
+                log.error("%s-%d: the batch at offset %d is damaged (%s) and no other replica holds it: it is "
                           "refused to readers; restore it from a backup", *key, offset, reason)
             return
         known = self.pending.get(key)

@@ -51,7 +51,7 @@ from brokers.storage.epochs import LeaderEpochCache
 from brokers.storage.files import fsync_directory, write_atomically
 from brokers.storage.open_files import OpenFiles
 from brokers.storage.producers import ProducerStateTable
-from brokers.storage.segment import Segment
+from brokers.storage.segment import Segment, header_problem
 
 __all__ = ["AppendResult", "Log", "ReadResult"]
 
@@ -61,6 +61,7 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap-(\d+)$")  # a compacted copy replacing segments (cleaner.swap)
 _SEGMENT_FILES = re.compile(r"^(\d{20})\.(log|index|timeindex)$")  # a segment's file or one of its indexes
 _VERIFIED_FILE = "verified-segments"
+_GAPS_FILE = "compacted"  # present once the log has compacted: offsets may have gaps from then on
 TAIL_BYTES_MAX = 64 << 10  # appends up to this size are kept in memory while they end the log (Log._tail)
 
 # Told (log, first offset that cannot be served intact, what is wrong) when a
@@ -119,6 +120,9 @@ class Log:
         # base offset -> (size, mtime ns) of segments read back and found intact
         self.verified: dict[int, tuple[int, int]] = {}
         self.corruption_found: tuple[int, str] | None = None  # (offset, reason) found while loading
+        # True when no batch can follow another with a gap: the topic does not compact and never did here (a
+        # log that compacted once keeps a marker file, as its gaps stay). Offsets are then checked exactly.
+        self.gapless = not config.compact and not os.path.exists(os.path.join(directory, _GAPS_FILE))
         self.on_corruption: CorruptionHandler = _log_corruption
 
     @classmethod
@@ -135,6 +139,8 @@ class Log:
         os.makedirs(directory, exist_ok=True)
         instance = cls(directory, topic, partition, config)
         instance.open_files = open_files
+        if config.compact:
+            instance._mark_gaps()
         instance._load(recovery_point)
         return instance
 
@@ -176,7 +182,7 @@ class Log:
         for base_offset in base_offsets:
             if self.segments:
                 self.segments[-1].seal()
-            segment = Segment(self.directory, base_offset, self.config.index_interval_bytes)
+            segment = Segment(self.directory, base_offset, self.config.index_interval_bytes, gapless=self.gapless)
             if truncated_at is not None:
                 log.warning(
                     "deleting segment %s: it follows corruption in an earlier segment", segment.log_path
@@ -203,7 +209,7 @@ class Log:
                     continue
             self.verified[base_offset] = stamp
         if not self.segments:
-            self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes))
+            self.segments.append(Segment(self.directory, 0, self.config.index_interval_bytes, gapless=self.gapless))
             self.active_segment.track(self.open_files)
         self.active_segment.unseal()  # sealed above if the segments after it were dropped
         self.replaced_segments()
@@ -249,9 +255,10 @@ class Log:
             self.verified[segment.base_offset] = stamp
             self.write_verified()
 
-    def _check_served(self, data: bytes, offset: int) -> bytes:
-        """``data`` up to its first batch failing its CRC; StorageError if that is the first one."""
-        bad = first_corrupt_batch(data)
+    def _check_served(self, data: bytes, offset: int, expected_base: int) -> bytes:
+        """``data`` up to its first damaged batch (failing its CRC, or with offsets that do not run on: see
+        first_corrupt_batch); StorageError if that is the first one."""
+        bad = first_corrupt_batch(data, expected_base, self.gapless)
         if bad is None:
             return data
         position, offset_before, problem = bad
@@ -259,12 +266,26 @@ class Log:
         self.on_corruption(self, first_bad, problem)
         if position == 0:
             raise StorageError(
-                f"{self.topic}-{self.partition}: the data at offset {offset} on this broker fails its CRC "
+                f"{self.topic}-{self.partition}: the data at offset {offset} on this broker is damaged "
                 f"({problem}); it is not served, and another replica takes over when one is in sync"
             )
         return data[:position]
 
     # -- properties -----------------------------------------------------------
+
+    def set_config(self, config: TopicConfig) -> None:
+        """New topic settings; a log that compacts is marked as having gaps for good."""
+        if config.compact and not self.config.compact:
+            self._mark_gaps()
+        self.config = config
+
+    def _mark_gaps(self) -> None:
+        path = os.path.join(self.directory, _GAPS_FILE)
+        if not os.path.exists(path):
+            write_atomically(path, b"this log has been compacted: batches may follow each other with gaps\n")
+        self.gapless = False
+        for segment in self.segments:
+            segment.gapless = False
 
     @property
     def active_segment(self) -> Segment:
@@ -351,12 +372,12 @@ class Log:
         self._tail = None
         headers = validate_batches(data, batch_bytes_max=len(data), from_producer=False)
         next_offset = self.log_end_offset
+        gapless = self.gapless
         for header in headers:
-            # Gaps are fine (the leader's log may be compacted); going back is not.
-            if header.base_offset < next_offset:
-                raise CorruptRecordError(
-                    f"replicated batch starts at offset {header.base_offset}, below the log end {next_offset}"
-                )
+            # Gaps are fine when the leader's log may be compacted; going back never is.
+            problem = header_problem(header, next_offset, gapless)
+            if problem:
+                raise CorruptRecordError(f"replicated batch: {problem} (the log ends at {self.log_end_offset})")
             next_offset = header.next_offset
         self._maybe_roll(len(data), int(time.time() * 1000))
         base_offset = self.log_end_offset
@@ -406,7 +427,7 @@ class Log:
         active.write_indexes()
         active.fsync()
         active.seal()
-        segment = Segment(self.directory, active.next_offset, self.config.index_interval_bytes)
+        segment = Segment(self.directory, active.next_offset, self.config.index_interval_bytes, gapless=self.gapless)
         segment.track(self.open_files)
         self.segments.append(segment)
         self._base_offsets.append(segment.base_offset)
@@ -466,9 +487,9 @@ class Log:
             for segment in self.segments[slot:]:
                 if segment.base_offset >= limit:
                     break
-                data = segment.read(offset, max_bytes, limit)
+                data, expected_base = segment.read(offset, max_bytes, limit)
                 if data:
-                    data = self._check_served(data, offset)
+                    data = self._check_served(data, offset, expected_base)
                     break
         return ReadResult(data, self.high_watermark, start, end)
 

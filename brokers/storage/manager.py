@@ -143,7 +143,7 @@ class LogManager:
         self._write_topics(name)
         for (topic, _), log_ in self.logs.items():
             if topic == name:
-                log_.config = config
+                log_.set_config(config)
         log.info("topic %s settings changed", name)
 
     def add_replica(self, name: str, partition: int) -> Log:

@@ -53,6 +53,7 @@ from brokers.record.batch import (
 )
 from brokers.storage.files import write_atomically
 
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 if TYPE_CHECKING:
     from brokers.storage.open_files import OpenFiles
 
@@ -74,9 +75,12 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 class Segment:
     """A ``.log`` file of whole batches with its offset and time indexes."""
 
-    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, *, gapless: bool = False) -> None:
         self.directory = directory
         self.base_offset = base_offset
+        # True when every batch must start exactly where the one before ended (a log never compacted, so
+        # without gaps): then a base offset, outside the CRC, is checked exactly (see _check_batch).
+        self.gapless = gapless
         self.index_interval_bytes = index_interval_bytes
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
         self.index_path = os.path.join(directory, segment_file_name(base_offset, ".index"))
@@ -206,7 +210,7 @@ class Segment:
             chunk = self._pread(min(_RECOVERY_CHUNK_BYTES, stop - position), position)
             consumed = 0
             while True:
-                reason, size, header = _check_batch(chunk, consumed, position + consumed, expected_offset)
+                reason, size, header = _check_batch(chunk, consumed, position + consumed, expected_offset, self.gapless)
                 if reason:
                     return position + consumed, expected_offset, reason
                 if header is None:
@@ -225,7 +229,8 @@ class Segment:
                 size = read_header(raw_header).size
                 if position + size > self.size_bytes:
                     return position, expected_offset, f"file ends inside the batch at byte {position} (torn write)"
-                reason, size, header = _check_batch(self._pread(size, position), 0, position, expected_offset)
+                reason, size, header = _check_batch(self._pread(size, position), 0, position, expected_offset,
+                                                    self.gapless)
                 if reason or header is None:
                     return position, expected_offset, reason or f"unreadable batch at byte {position}"
                 if track is not None:
@@ -342,35 +347,49 @@ class Segment:
 
     # -- reading -------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
-        """Return whole batches from the one holding ``offset``, below ``max_offset``.
+    def read(self, offset: int, max_bytes: int, max_offset: int) -> tuple[bytes, int]:
+        """Whole batches from the one holding ``offset``, below ``max_offset``, and the base offset the first of
+        them should have (exactly in a gapless segment, at least otherwise: see ``_locate``).
 
         At most ``max_bytes`` unless the first batch alone is larger: then that
         batch, so a consumer always makes progress.
         """
-        position = self._position_of(offset)
-        if position is None:
-            return b""
+        located = self._locate(offset)
+        if located is None:
+            return b"", offset
+        position, expected = located
         raw = self._pread(min(max_bytes, self.size_bytes - position), position)
         end = 0
+        chain = expected
         for batch_position, base_offset, size in iter_batches(raw):
+            if self._out_of_sequence(base_offset, chain):
+                # Damage outside the CRC (a flipped base offset): handed on, so the log's check refuses it,
+                # rather than taken for a batch past max_offset and silently not served (issue 40).
+                end = batch_position + size
+                break
             if base_offset >= max_offset:
                 break
             end = batch_position + size
+            chain = base_offset + _LAST_OFFSET_DELTA.unpack_from(raw, batch_position + 23)[0] + 1
         if end == 0:
             # The first batch is larger than max_bytes (or over max_offset).
             first = self._pread(BATCH_HEADER_BYTES, position)
             if len(first) < BATCH_HEADER_BYTES:
-                return b""
+                return b"", expected
             header = read_header(first)
-            if header.base_offset >= max_offset:
-                return b""
+            if header.base_offset >= max_offset and not self._out_of_sequence(header.base_offset, expected):
+                return b"", expected
             raw = self._pread(header.size, position)
             end = len(raw)
         # Remember where the next sequential read will start.
         last_header = read_header(raw, _last_batch_position(raw, end))
         self._hint(last_header.next_offset, position + end)
-        return raw[:end] if end < len(raw) else raw
+        return (raw[:end] if end < len(raw) else raw), expected
+
+    def _out_of_sequence(self, base_offset: int, expected: int) -> bool:
+        """True when a batch expected to start at ``expected`` cannot start at ``base_offset`` in this segment."""
+        return (base_offset < expected or base_offset >= self.next_offset
+                or (self.gapless and base_offset != expected))
 
     def _hint(self, offset: int, position: int) -> None:
         hints = self._read_hints
@@ -380,18 +399,30 @@ class Segment:
 
     def _position_of(self, offset: int) -> int | None:
         """Byte position of the batch holding ``offset``; None if past the end."""
+        located = self._locate(offset)
+        return None if located is None else located[0]
+
+    def _locate(self, offset: int) -> tuple[int, int] | None:
+        """(byte position of the batch holding ``offset``, the base offset that batch should have); None if past
+        the end. The base is known apart from the batch's own header, which the CRC does not cover: a read hint
+        is keyed by it (the offset after the batch before), and a walk from an index entry counts it (the index
+        entry's offset, then each batch's end). In a segment with gaps it is a lower bound."""
         if offset >= self.next_offset:
             return None
         hinted = self._read_hints.get(offset)
         if hinted is not None and hinted < self.size_bytes:
-            return hinted
+            return hinted, offset
         slot = bisect_right(self.index_offsets, offset - self.base_offset) - 1
         position = self.index_positions[slot] if slot >= 0 else 0
+        expected = self.base_offset + (self.index_offsets[slot] if slot >= 0 else 0)
         while position < self.size_bytes:
             raw = self._pread(BATCH_HEADER_BYTES, position)
             header = read_header(raw)
-            if header.last_offset >= offset:
-                return position
+            # A batch out of sequence is damage (a flipped base offset): stop at it, so a truncation removes it
+            # and a read's checks see it, instead of stepping over it.
+            if header.last_offset >= offset or header_problem(header, expected, self.gapless):
+                return position, expected
+            expected = header.next_offset
             position += header.size
         return None
 
@@ -528,12 +559,27 @@ def _last_batch_position(raw: bytes, end: int) -> int:
     return last
 
 
+def header_problem(header: BatchHeader, expected_offset: int, gapless: bool) -> str:
+    """What is wrong with the offsets of a batch expected at ``expected_offset``, or "" (see _check_batch)."""
+    if header.last_offset_delta < 0 or header.record_count < 0 or header.record_count > header.last_offset_delta + 1:
+        return f"record count {header.record_count} does not fit last offset delta {header.last_offset_delta}"
+    if gapless and header.record_count != header.last_offset_delta + 1:
+        return f"record count {header.record_count} where last offset delta {header.last_offset_delta} needs " \
+               f"{header.last_offset_delta + 1}"
+    if header.base_offset < expected_offset or (gapless and header.base_offset != expected_offset):
+        return f"base offset {header.base_offset} where {expected_offset} was expected"
+    return ""
+
+
 def _check_batch(
-    chunk: bytes, start: int, file_position: int, expected_offset: int
+    chunk: bytes, start: int, file_position: int, expected_offset: int, gapless: bool = False
 ) -> tuple[str, int, BatchHeader | None]:
     """Check the batch at ``start`` of ``chunk``: (problem or "", size, header).
 
-    An empty problem with header None means the batch runs past the chunk.
+    Beyond the CRC (which does not cover the base offset, length, leader epoch and magic): the base offset
+    must follow the previous batch (exactly in a ``gapless`` log, at or after its end otherwise) and the record
+    count must fit the last offset delta (exactly in a gapless log). An empty problem with header None means the
+    batch runs past the chunk.
     """
     if len(chunk) - start < BATCH_HEADER_BYTES:
         return "", 0, None
@@ -547,6 +593,7 @@ def _check_batch(
         return f"magic byte {header.magic} at byte {file_position}", 0, None
     if crc32c(memoryview(chunk)[start + CRC_START : start + size]) != header.crc:
         return f"CRC mismatch in the batch at byte {file_position}", 0, None
-    if header.base_offset < expected_offset or header.last_offset_delta < 0:
-        return f"offset {header.base_offset} out of sequence at byte {file_position}", 0, None
+    problem = header_problem(header, expected_offset, gapless)
+    if problem:
+        return f"{problem} at byte {file_position}", 0, None
     return "", size, header

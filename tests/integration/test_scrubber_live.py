@@ -26,4 +26,4 @@ async def test_the_scrubber_wakes_for_its_next_pass_and_finds_damage_done_since_
         await asyncio.sleep(0.2)
     log_text = broker.log_text()
     assert "found by the scrubber" in log_text
-    assert f"the batch at offset {damaged} fails its CRC" in log_text
+    assert f"the batch at offset {damaged} is damaged (CRC mismatch" in log_text

@@ -52,6 +52,9 @@ class _Client:
     async def connection(self, broker: int) -> _Connection:
         return self.connections[broker]
 
+    def read_timeout_s(self, wait_s: float = 0.0) -> float:
+        return wait_s + self.request_timeout_s
+
     async def refresh_metadata(self) -> None:
         self.refreshes += 1
 

@@ -82,7 +82,7 @@ def test_a_read_stops_before_a_corrupt_batch_and_refuses_it(tmp_path):
     records = decode_records_all(before.records)
     assert [r.offset for r in records] == list(range(bad_offset))  # every intact batch before it, none after
     assert found == [(bad_offset, found[0][1])]
-    with pytest.raises(StorageError, match="fails its CRC"):
+    with pytest.raises(StorageError, match="damaged .CRC mismatch"):
         log_.read(bad_offset + 2, 1 << 20)
     assert found[-1][0] == bad_offset + 2  # inside the bad batch: truncating there removes all of it
 
@@ -184,3 +184,74 @@ def test_the_scrubber_starts_a_pass_at_most_once_per_interval_and_finds_damage_i
     while scrubber.passes == 1:
         scrubber.step()
     assert [offset for offset, _ in found] == [bad_offset]
+
+
+# -- damage outside the CRC (issue 40) ------------------------------------------------------------
+# The CRC covers a batch from its attributes on: a flipped byte in the base offset went unseen, and consumers
+# stopped at the batch without an error (the read stepped over it, or handed back offsets that went nowhere).
+
+
+def flip_base_offset(segment_path: str, batch_index: int, byte: int, bit: int) -> int:
+    """Flip ``bit`` of byte ``byte`` (0-7) of a batch's base offset; return its true base offset."""
+    with open(segment_path, "rb") as f:
+        data = f.read()
+    position, base_offset, _size = list(iter_batches(data))[batch_index]
+    with open(segment_path, "r+b") as f:
+        f.seek(position + byte)
+        f.write(bytes([data[position + byte] ^ (1 << bit)]))
+    return base_offset
+
+
+@pytest.mark.parametrize(("byte", "bit"), [(7, 1), (7, 4), (5, 0), (0, 6)], ids=["+-2", "+-16", "+-65536", "2^62"])
+def test_a_flipped_base_offset_is_refused_on_read_and_truncation_removes_that_batch(tmp_path, byte, bit):
+    log_ = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    fill(log_, batches=10)  # one segment, 7 records a batch
+    end = log_.log_end_offset
+    found = reported(log_)
+    bad_offset = flip_base_offset(log_.active_segment.log_path, 4, byte, bit)
+
+    before = log_.read(0, 1 << 20)
+    assert [r.offset for r in decode_records_all(before.records)] == list(range(bad_offset))
+    assert found and found[0][0] == bad_offset and "base offset" in found[0][1]
+    for offset in (bad_offset, bad_offset + 3):
+        with pytest.raises(StorageError, match="damaged .*base offset"):
+            log_.read(offset, 1 << 20)
+    # Repair truncates at the reported offset: the damaged batch goes with everything after it.
+    log_.truncate_to(bad_offset)
+    assert log_.log_end_offset == bad_offset < end
+    assert [r.offset for r in decode_records_all(log_.read(0, 1 << 20).records)] == list(range(bad_offset))
+
+
+def test_a_flipped_base_offset_is_found_by_the_scan_of_a_load_and_the_scrubber(tmp_path):
+    log_ = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    fill(log_, batches=60)
+    middle = log_.segments[len(log_.segments) // 2]
+    log_.close()
+    bad_offset = flip_base_offset(middle.log_path, 1, 6, 3)  # + or - 2048: still in order for a compacted log
+    reopened = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    offset, reason = reopened.corruption_found
+    assert offset == bad_offset and "base offset" in reason
+    reopened.close()
+
+    scrubbed = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    found = reported(scrubbed)
+    scrubber = Scrubber(lambda: {("t", 0): scrubbed}, bytes_per_step=1 << 20)
+    for _ in range(20):
+        scrubber.step()
+    assert found and found[0][0] == bad_offset
+
+
+def test_a_compacted_log_keeps_its_gaps_without_alarm(tmp_path):
+    """A log that compacts may skip offsets between batches: only going back is damage there."""
+    compacting = TopicConfig(segment_bytes=4096, index_interval_bytes=512, cleanup_policy="compact")
+    log_ = Log.open(str(tmp_path), "t", 0, compacting, recovery_point=None)
+    assert not log_.gapless
+    fill(log_, batches=10)
+    found = reported(log_)
+    assert len(decode_records_all(log_.read(0, 1 << 20).records)) == 70 and found == []
+    log_.close()
+    # Switched to delete: the gaps compaction left stay legitimate (the marker file says so).
+    reopened = Log.open(str(tmp_path), "t", 0, CONFIG, recovery_point=None)
+    assert not reopened.gapless
+    fresh = Log.open(str(tmp_path / "other"), "t", 1, CONFIG, recovery_point=None)
+    assert fresh.gapless
