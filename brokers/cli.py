@@ -174,6 +174,17 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
         help="how often old segments are deleted by retention (default %(default)s)",
     )
     parser.add_argument("--max-request-bytes", type=int, default=100 << 20, help="largest request frame accepted (default %(default)s)")
+    parser.add_argument(
+        "--request-buffer-mb", type=_positive_int, default=256,
+        help="MiB of requests in progress the broker holds at once, from a request's first byte to its answer; "
+        "one that would pass it is read past unkept and answered BROKER_BUSY, a retriable error (default %(default)s)")
+    parser.add_argument(
+        "--request-buffer-per-principal-mb", type=_positive_int, default=64,
+        help="the share of --request-buffer-mb one API key (or service, or peer) may hold (default %(default)s)")
+    parser.add_argument(
+        "--request-read-timeout-ms", type=_positive_int, default=30_000,
+        help="a request must arrive whole within this of its first byte, or its connection is closed "
+        "(default %(default)s)")
     parser.add_argument("--log-cleaner-interval-ms", type=int, default=15_000, help="how often compacted topics are cleaned (default %(default)s)")
     parser.add_argument(
         "--controller",
@@ -289,6 +300,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         connections_per_principal_max=args.max_connections_per_principal,
         frame_bytes_max=args.max_request_bytes,
         in_flight_per_connection_max=args.max_in_flight_per_connection,
+        request_read_timeout_ms=args.request_read_timeout_ms,
     )
     config = BrokerConfig(
         broker_id=args.id,
@@ -319,6 +331,8 @@ def _run_broker(args: argparse.Namespace) -> int:
         usage_storage_interval_s=args.usage_storage_interval_s,
         queue_idle_unload_ms=args.queue_idle_unload_ms,
         credentials_outage_max_s=args.credentials_outage_max_s,
+        request_buffer_bytes_max=args.request_buffer_mb << 20,
+        request_buffer_per_principal_bytes_max=args.request_buffer_per_principal_mb << 20,
         open_segments_max=args.open_segments_max,
     )
     try:

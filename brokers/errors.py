@@ -403,3 +403,12 @@ class AuthenticationUnavailableError(SaslAuthenticationFailedError):
     errno = 1000
     name = "AUTHENTICATION_UNAVAILABLE"
     retriable = True
+
+
+class BrokerBusyError(BrokerError):
+    """Raised when a request cannot be taken now because the broker already holds as many bytes of requests in
+    progress as it allows (in all or for this caller): the same request may succeed a moment later."""
+
+    errno = 1001
+    name = "BROKER_BUSY"
+    retriable = True

@@ -25,6 +25,8 @@ class Plan(models.Model):
     max_requests_per_s = models.PositiveIntegerField()
     max_message_bytes = models.PositiveIntegerField()
     max_retention_ms = models.BigIntegerField()
+    # Connections one API key may hold open to one broker (native clients; brokers learn it with the key).
+    max_connections_per_key = models.PositiveIntegerField(default=100)
     monthly_price_cents = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -38,6 +40,10 @@ class Plan(models.Model):
         """A queue's per-partition retention size when none is asked for: a fair share of storage."""
         return max(self.max_storage_bytes // max(self.max_partitions, 1), 1)
 
+
+# Connections per key and broker of the plans every deployment starts with (migration 0005 sets them; the field's
+# default is the team plan's).
+CONNECTIONS_PER_KEY = {"free": 20, "team": 100, "business": 500, "enterprise": 1_000}
 
 # The plans every deployment starts with (a data migration creates them).
 DEFAULT_PLANS = [

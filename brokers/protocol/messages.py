@@ -659,6 +659,7 @@ class DescribeCredentialResponse(_Response):
     scopes: list[str] = []
     queue_patterns: list[str] = []
     revoked: bool = False
+    connections_max: int = 0  # the tenant's plan: connections of one key to one broker (0: the broker's limit)
 
 
 class ReplicaDamagedRequest(Struct, kw_only=True):

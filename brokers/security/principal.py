@@ -25,10 +25,12 @@ class Principal:
     grant: Grant | None = None
     key_prefix: str = ""  # a tenant key's prefix, to notice its revocation
     names: TenantNames | None = None
+    connections_max: int = 0  # a tenant key's connections to one server, from its plan; 0: the listener's limit
 
     @classmethod
-    def tenant(cls, tenant_id: int, grant: Grant, key_prefix: str) -> Principal:
-        return cls(Kind.TENANT, f"key:{key_prefix}", tenant_id, grant, key_prefix, TenantNames(tenant_id))
+    def tenant(cls, tenant_id: int, grant: Grant, key_prefix: str, connections_max: int = 0) -> Principal:
+        return cls(Kind.TENANT, f"key:{key_prefix}", tenant_id, grant, key_prefix, TenantNames(tenant_id),
+                   connections_max)
 
     @classmethod
     def service(cls, name: str) -> Principal:

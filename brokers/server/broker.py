@@ -42,7 +42,7 @@ from brokers.server.authorizer import Authorizer
 from brokers.server.connection import BrokerConnection, Listener, Session
 from brokers.server.controller_channel import ControllerChannel
 from brokers.server.credentials import CredentialStore
-from brokers.server.limits import ConnectionLimits, ConnectionRegistry
+from brokers.server.limits import ConnectionLimits, ConnectionRegistry, RequestBuffers
 from brokers.server.metadata_cache import MetadataCache, unknown_topic
 from brokers.server.metrics import BrokerMetrics, serve_metrics
 from brokers.server.repair import ReplicaRepair
@@ -100,6 +100,8 @@ class BrokerConfig:
     scrub_pass_interval_s: float = 3600  # a pass over every log starts at most this often
     usage_interval_ms: int = 1_000  # how often usage goes to __usage (metering); 0: off
     usage_storage_interval_s: float = 60.0  # how often storage is sampled for it
+    request_buffer_bytes_max: int = 256 << 20  # requests in progress held at once (limits.RequestBuffers) ...
+    request_buffer_per_principal_bytes_max: int = 64 << 20  # ... and for one principal
     credentials_outage_max_s: float = 600.0  # tenant keys checked this recently still count while the controller is away
 
 
@@ -195,6 +197,8 @@ class Broker:
         )
         self.router = Router(routes, authorizer, name=f"broker {config.broker_id}",
                              observe=self.metrics.observe_request)
+        # One budget for both listeners: what callers' requests in progress may hold (limits.RequestBuffers).
+        self.request_buffers = RequestBuffers(config.request_buffer_bytes_max, config.request_buffer_per_principal_bytes_max)
         self._registries = {
             listener: ConnectionRegistry(
                 limits, on_refused=lambda reason, listener=listener: self.metrics.connections_refused.labels(listener.value, reason).inc()
@@ -320,7 +324,8 @@ class Broker:
 
     def _new_connection(self, listener: Listener) -> BrokerConnection:
         connection = BrokerConnection(
-            self.router.dispatch, listener=listener, registry=self._registries[listener], on_close=self._connections.discard
+            self.router.dispatch, listener=listener, registry=self._registries[listener], on_close=self._connections.discard,
+            buffers=self.request_buffers,
         )
         self._connections.add(connection)
         return connection

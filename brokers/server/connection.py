@@ -13,8 +13,13 @@ before it may send anything; until it authenticates it may have few requests
 in flight, in small frames, for a short time; after, at most
 ``in_flight_per_connection_max`` requests (reading pauses beyond it) and one
 partial frame of at most ``frame_bytes_max``, checked from the length prefix
-before the frame is buffered. Reading also pauses while the transport's write
-buffer is full.
+before the frame is buffered. A frame that does not arrive in one read is kept
+only within the server's ``RequestBuffers`` (in all and per principal; held
+until the request is handled) and, for a tenant, within
+``tenant_request_bytes_max`` unless it is a produce; one that does not fit is
+read past and answered with a typed error; one that takes longer than
+``request_read_timeout_ms`` to arrive closes the connection. Reading also
+pauses while the transport's write buffer is full.
 
 The connection's ``Session`` says which listener it came in on and, once it
 authenticated, who it acts as (``router`` and ``authorizer`` read it).
@@ -23,16 +28,26 @@ authenticated, who it acts as (``router`` and ``authorizer`` read it).
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import logging
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from brokers import errors
 from brokers.aio import start_eagerly
-from brokers.protocol.frames import FrameDecoder, FrameError, encode_response, split_request
+from brokers.protocol import messages as m
+from brokers.protocol.frames import (
+    FrameDecoder,
+    FrameError,
+    KeptFrame,
+    RefusedFrame,
+    encode_response,
+    split_request,
+)
 from brokers.security.principal import Principal
-from brokers.server.limits import ConnectionRegistry
+from brokers.server.limits import ConnectionRegistry, RequestBuffers
 
 __all__ = ["BrokerConnection", "Listener", "Session"]
 
@@ -72,13 +87,23 @@ class Session:
 Dispatch = Callable[[Session, int, int, int, memoryview], Awaitable[bytes | None]]
 
 
+_PRODUCE = int(m.ApiKey.PRODUCE)
+
+
 class BrokerConnection(asyncio.Protocol):
-    def __init__(self, dispatch: Dispatch, *, listener: Listener, registry: ConnectionRegistry, on_close) -> None:
+    def __init__(self, dispatch: Dispatch, *, listener: Listener, registry: ConnectionRegistry, on_close,
+                 buffers: RequestBuffers | None = None) -> None:
         self._dispatch = dispatch
         self._registry = registry
         limits = registry.limits
         self._limits = limits
-        self._decoder = FrameDecoder(frame_bytes_min=8, frame_bytes_max=limits.unauthenticated_frame_bytes_max)
+        self._buffers = buffers  # None: frames are bounded by frame_bytes_max alone (the controller)
+        self._decoder = FrameDecoder(frame_bytes_min=8, frame_bytes_max=limits.unauthenticated_frame_bytes_max,
+                                     admit=self._admit)
+        self._reservations: collections.deque[int] = collections.deque()  # bytes held for kept frames, in order
+        self._refusals: collections.deque[errors.BrokerError] = collections.deque()  # why each refused frame was
+        self._frames_read = 0
+        self._read_deadline: asyncio.TimerHandle | None = None
         self._in_flight_max = limits.unauthenticated_in_flight_max
         self._in_flight = 0
         self._transport: asyncio.Transport | None = None
@@ -117,7 +142,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def promote(self, principal: Principal) -> bool:
         """Called once the connection authenticated: count it for its principal and lift the pre-authentication limits."""
-        if not self._registry.promote(principal.name, self.session.peer):
+        if not self._registry.promote(principal.name, self.session.peer, principal.connections_max):
             return False
         if self._authentication_deadline is not None:
             self._authentication_deadline.cancel()
@@ -134,15 +159,25 @@ class BrokerConnection(asyncio.Protocol):
             self._registry.refuse(reason, "closing the connection from %s: %s", self.session.peer, exc)
             self.close()
             return
+        self._frames_read += len(frames)
+        if self._decoder.in_frame and self._read_deadline is None:
+            self._read_deadline = asyncio.get_running_loop().call_later(
+                self._limits.request_read_timeout_ms / 1000, self._read_timed_out, self._frames_read)
         for frame in frames:
+            if type(frame) is RefusedFrame:
+                self._answer_refused(frame)
+                continue
+            reserved = self._reservations.popleft() if type(frame) is KeptFrame else 0
             api_key, api_version, correlation_id, body = split_request(frame)
             self._in_flight += 1
             task: asyncio.Task | None
-            if self._not_started or len(frame) > EAGER_FRAME_BYTES_MAX:
+            if self._not_started or len(frame) > EAGER_FRAME_BYTES_MAX or reserved:
                 # On the next loop turn; and so is every request after it until it has started, so
                 # that requests start (and produces append) in the order they came.
                 self._not_started += 1
                 task = asyncio.get_running_loop().create_task(self._start_later(api_key, api_version, correlation_id, body))
+                if reserved:  # held until the request is handled, or its task cancelled (even before it ran)
+                    task.add_done_callback(lambda _task, reserved=reserved: self._release(reserved))
             else:
                 handling = self._handle(api_key, api_version, correlation_id, body)
                 # Up to its first wait right here, in order: a request answered at once (most produces,
@@ -160,6 +195,54 @@ class BrokerConnection(asyncio.Protocol):
     async def _start_later(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         self._not_started -= 1
         await self._handle(api_key, api_version, correlation_id, body)
+
+    # -- what a request in progress may hold --------------------------------------------------------
+
+    def _admit(self, length: int, header: bytes) -> bool:
+        """The decoder asks before keeping a frame that did not arrive in one read (see the module's note)."""
+        principal = self.session.principal
+        if principal is None or self._buffers is None:
+            return True  # before authentication frames are small (unauthenticated_frame_bytes_max)
+        api_key = int.from_bytes(header[:2], "big")
+        if principal.is_tenant and api_key != _PRODUCE and length > self._limits.tenant_request_bytes_max:
+            self._refusals.append(errors.InvalidRequestError(
+                f"a request of {length} bytes is over the limit of {self._limits.tenant_request_bytes_max} for "
+                f"anything but a produce"))
+            self._registry.refuse("request_size", "refusing a request of %d bytes from %s (%s): over the limit for "
+                                  "its type", length, principal.name, self.session.peer)
+            return False
+        problem = self._buffers.reserve(principal.name, 4 + length)
+        if problem:
+            self._refusals.append(errors.BrokerBusyError(f"the broker cannot take this request now: {problem}"))
+            self._registry.refuse("request_buffers", "refusing a request of %d bytes from %s (%s): %s", length,
+                                  principal.name, self.session.peer, problem)
+            return False
+        self._reservations.append(4 + length)
+        return True
+
+    def _release(self, size: int) -> None:
+        principal = self.session.principal
+        if self._buffers is not None and principal is not None:
+            self._buffers.release(principal.name, size)
+
+    def _answer_refused(self, frame: RefusedFrame) -> None:
+        error = self._refusals.popleft()
+        _api_key, _api_version, correlation_id, _body = split_request(frame.header)
+        self.answer(correlation_id, m.ENCODER.encode(m.ErrorResponse(error_code=error.errno, error_message=error.message)))
+
+    def _read_timed_out(self, frames_read_before: int) -> None:
+        """A request began ``request_read_timeout_ms`` ago: if it has not arrived whole, hang up (a slow
+        sender holds a buffer, a share of the budget and a connection)."""
+        self._read_deadline = None
+        if not self._decoder.in_frame:
+            return
+        if self._frames_read == frames_read_before:
+            self._registry.refuse("request_read_timeout", "closing the connection from %s: a request has not arrived "
+                                  "whole within %d ms", self.session.peer, self._limits.request_read_timeout_ms)
+            self.close()
+            return
+        self._read_deadline = asyncio.get_running_loop().call_later(
+            self._limits.request_read_timeout_ms / 1000, self._read_timed_out, self._frames_read)
 
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         try:
@@ -209,6 +292,10 @@ class BrokerConnection(asyncio.Protocol):
             task.cancel()
         if self._authentication_deadline is not None:
             self._authentication_deadline.cancel()
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+        while self._reservations:  # a kept frame that never arrived whole
+            self._release(self._reservations.popleft())
         self._transport = None
         if self._admitted:
             self._admitted = False

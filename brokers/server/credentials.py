@@ -84,7 +84,7 @@ class CredentialStore:
         if answer.revoked:
             raise errors.SaslAuthenticationFailedError("the API key was revoked")
         grant = Grant(frozenset(answer.scopes), tuple(answer.queue_patterns) or ("*",))
-        return Principal.tenant(answer.tenant_id, grant, prefix)
+        return Principal.tenant(answer.tenant_id, grant, prefix, answer.connections_max)
 
     def is_fresh(self, principal: Principal) -> bool:
         """True when the key's cached answer is recent enough to trust without asking (the hot path)."""

@@ -10,7 +10,18 @@ Every count is bounded, and a refusal is logged (at most once per reason every
   most ``unauthenticated_frame_bytes_max``, and must authenticate within
   ``authentication_timeout_ms``);
 * ``per_principal``: connections of one authenticated principal (an API key,
-  a service, internal peers).
+  a service, internal peers); a tenant key's plan may lower it
+  (``Principal.connections_max``).
+
+Memory that callers make the server hold is bounded after authentication too
+(issue 40: four partial 60 MiB frames with a valid key held 240 MB until the
+connections closed). A request that does not arrive in one read is kept only
+within ``RequestBuffers``: a budget for the whole server and a share of it per
+principal, held from the request's first byte until it has been handled; a
+request that does not fit is read past without being kept and answered with
+BROKER_BUSY (retriable). A tenant's request other than a produce may not
+exceed ``tenant_request_bytes_max``, and a request must arrive whole within
+``request_read_timeout_ms`` of its first byte (reason ``request_read_timeout``).
 
 Ownership: the event-loop thread.
 """
@@ -22,7 +33,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["ConnectionLimits", "ConnectionRegistry", "RateLimitedLog"]
+__all__ = ["ConnectionLimits", "ConnectionRegistry", "RateLimitedLog", "RequestBuffers"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +48,8 @@ class ConnectionLimits:
     in_flight_per_connection_max: int = 100
     unauthenticated_in_flight_max: int = 4
     authentication_timeout_ms: int = 10_000
+    tenant_request_bytes_max: int = 4 << 20  # a tenant's requests but produces (which carry the records)
+    request_read_timeout_ms: int = 30_000  # a request's bytes arrive within this of its first byte
 
 
 class RateLimitedLog:
@@ -87,9 +100,13 @@ class ConnectionRegistry:
         self.unauthenticated += 1
         return True
 
-    def promote(self, principal_name: str, peer: str) -> bool:
-        """The connection authenticated as ``principal_name``: False when that principal has too many."""
-        if self.per_principal[principal_name] >= self.limits.connections_per_principal_max:
+    def promote(self, principal_name: str, peer: str, limit: int = 0) -> bool:
+        """The connection authenticated as ``principal_name``: False when that principal has too many (the
+        listener's limit, or ``limit`` when lower and not 0)."""
+        allowed = self.limits.connections_per_principal_max
+        if 0 < limit < allowed:
+            allowed = limit
+        if self.per_principal[principal_name] >= allowed:
             self.refuse("per_principal", "refusing %s from %s: it has %d connections (limit)", principal_name, peer,
                         self.per_principal[principal_name])
             return False
@@ -107,3 +124,34 @@ class ConnectionRegistry:
         if self.per_principal[principal_name] <= 0:
             del self.per_principal[principal_name]
         assert self.total >= 0 and self.unauthenticated >= 0
+
+
+class RequestBuffers:
+    """How many bytes of requests in progress a server holds, in all and per principal (see the module's note).
+
+    ``reserve`` before keeping a request's bytes, ``release`` once it is handled. Ownership: the event loop.
+    """
+
+    def __init__(self, bytes_max: int, per_principal_bytes_max: int) -> None:
+        self.bytes_max = bytes_max
+        self.per_principal_bytes_max = per_principal_bytes_max
+        self.held = 0
+        self.held_by: Counter[str] = Counter()
+
+    def reserve(self, principal_name: str, size: int) -> str:
+        """Hold ``size`` bytes for ``principal_name``; "" when done, else why not (nothing is held then)."""
+        if self.held_by[principal_name] + size > self.per_principal_bytes_max:
+            return (f"{principal_name} has {self.held_by[principal_name]} bytes of requests in progress here; "
+                    f"{size} more would pass its share of {self.per_principal_bytes_max}")
+        if self.held + size > self.bytes_max:
+            return f"{self.held} bytes of requests in progress here; {size} more would pass {self.bytes_max}"
+        self.held += size
+        self.held_by[principal_name] += size
+        return ""
+
+    def release(self, principal_name: str, size: int) -> None:
+        self.held -= size
+        self.held_by[principal_name] -= size
+        if self.held_by[principal_name] <= 0:
+            del self.held_by[principal_name]
+        assert self.held >= 0, "released more than was reserved"

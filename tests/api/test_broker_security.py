@@ -397,6 +397,123 @@ def test_fifty_unauthenticated_100_mib_frames_cost_almost_nothing(deployment, te
     assert "orders" in asyncio.run(still_serves())
 
 
+def _authenticated_socket(port: int, key: str) -> socket.socket:
+    """A raw socket that has authenticated with ``key`` (PLAIN), for writing frames byte by byte."""
+    from brokers.protocol.frames import encode_request
+    from brokers.security import handshake
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    for correlation_id, api, request in (
+            (1, Api.SASL_HANDSHAKE, m.SaslHandshakeRequest(mechanism=handshake.PLAIN_MECHANISM)),
+            (2, Api.SASL_AUTHENTICATE, m.SaslAuthenticateRequest(mechanism=handshake.PLAIN_MECHANISM,
+                                                                 auth_bytes=handshake.encode_plain(key)))):
+        sock.sendall(encode_request(int(api), 0, correlation_id, m.ENCODER.encode(request)))
+        answer = _read_answer(sock)
+        assert m.RESPONSE_DECODERS[api].decode(answer[4:]).error_code == 0
+    return sock
+
+
+def _read_answer(sock: socket.socket) -> bytes:
+    """One response frame (after its length)."""
+    def exactly(count: int) -> bytes:
+        data = b""
+        while len(data) < count:
+            chunk = sock.recv(count - len(data))
+            assert chunk, "the broker closed the connection"
+            data += chunk
+        return data
+
+    return exactly(int.from_bytes(exactly(4), "big"))
+
+
+def test_an_authenticated_tenants_partial_frames_hold_no_more_than_its_share(deployment, tenants):
+    """Issue 40: four partial 60 MiB frames with a valid key raised a broker's RSS by 240 MB, kept while idle.
+    With the default budget (256 MiB in all, 64 MiB per key) eight of them hold one frame's worth; the others
+    are read past and, once complete, answered BROKER_BUSY; other tenants (and the same key's small requests)
+    are served meanwhile."""
+    from brokers.protocol.frames import REQUEST_HEADER_BYTES
+
+    broker = deployment.deployment.brokers[3]
+    a, b = tenants["a"], tenants["b"]
+    size = 60 << 20
+    header = (REQUEST_HEADER_BYTES + size).to_bytes(4, "big") + int(Api.PRODUCE).to_bytes(2, "big") + b"\x00\x00"
+    before = _rss_bytes(broker.process.pid)
+    sockets = [_authenticated_socket(broker.port, a["key"]) for _ in range(8)]
+    try:
+        for number, sock in enumerate(sockets):
+            sock.sendall(header + (100 + number).to_bytes(4, "big"))
+            for _ in range(60):
+                sock.sendall(b"\x00" * (1 << 20) if _ < 59 else b"\x00" * ((1 << 20) - 1))  # all but the last byte
+        time.sleep(1.0)
+        during = _rss_bytes(broker.process.pid)
+
+        async def served() -> tuple[list[str], list[str], int]:
+            async with TidewayClient(broker.bootstrap, api_key=b["key"]) as other, \
+                    TidewayClient(broker.bootstrap, api_key=a["key"]) as same:
+                return await other.list_topics(), await same.list_topics(), len(await other.describe_topics(["events"]))
+
+        topics_b, topics_a, described = asyncio.run(served())
+        assert "orders" in topics_b and "orders" in topics_a and described == 1
+        # A refused frame, completed, gets its typed answer; the connection stays usable.
+        refused = [sock for sock in sockets[1:]]
+        refused[0].sendall(b"\x00")
+        answer = _read_answer(refused[0])
+        assert int.from_bytes(answer[:4], "big") == 101
+        error = m.RESPONSE_DECODERS[Api.PRODUCE].decode(answer[4:])
+        assert error.error_code == errors.BrokerBusyError.errno, error
+    finally:
+        for sock in sockets:
+            sock.close()
+    grown = during - before
+    print(f"RSS grew by {grown >> 20} MiB")
+    assert grown < (64 << 20) + (16 << 20), f"RSS grew by {grown >> 20} MiB with 8 partial 60 MiB frames"
+    assert grown < 256 << 20
+
+
+def test_a_keys_connections_to_a_broker_follow_its_plan(deployment):
+    """Issue 40: 1,000 connections were allowed per key whatever the plan; the free plan allows 20 per broker."""
+    _slug, key = deployment.create_tenant(plan="free")
+    broker = deployment.deployment.brokers[1]
+
+    async def open_many() -> tuple[int, errors.BrokerError | None]:
+        opened, refusal = [], None
+        try:
+            for _ in range(21):
+                try:
+                    opened.append(await connect("127.0.0.1", broker.port, credentials=ApiKey(key)))
+                except errors.BrokerError as exc:
+                    refusal = exc
+                    break
+            return len(opened), refusal
+        finally:
+            for connection in opened:
+                connection.close()
+
+    count, refusal = asyncio.run(open_many())
+    assert count == 20 and isinstance(refusal, errors.SaslAuthenticationFailedError), (count, refusal)
+    assert "too many connections" in refusal.message
+
+
+def test_a_request_that_never_arrives_whole_is_cut_off(tmp_path):
+    """A partial frame holds its connection for --request-read-timeout-ms at most."""
+    from brokers.protocol.frames import REQUEST_HEADER_BYTES
+    from tests.conftest import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "b", extra_args=["--request-read-timeout-ms", "1000"]).start()
+    try:
+        from tests.conftest import OPERATOR_KEY
+
+        sock = _authenticated_socket(broker.port, OPERATOR_KEY)
+        sock.sendall((REQUEST_HEADER_BYTES + (1 << 20)).to_bytes(4, "big") + b"\x00" * 1000)
+        sock.settimeout(10)
+        started = time.monotonic()
+        assert sock.recv(1) == b""  # closed by the broker
+        assert time.monotonic() - started < 5
+        assert "request_read_timeout" in broker.log_text() or "has not arrived whole" in broker.log_text()
+    finally:
+        broker.kill()
+
+
 def test_tenants_never_see_broker_side_names_in_errors_or_dead_letter_headers(deployment, tenants):
     """A's key natively: errors about its topics and its dead letters' origin headers name `orders`, never `t<id>.orders`."""
     from brokers.client import Consumer, Producer, QueueConsumer

@@ -348,14 +348,16 @@ def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
     """What a broker needs to check an API key: its secret's digest, tenant, scopes, patterns, revocation."""
     from tenants.models import ApiKey
 
-    row = (ApiKey.objects.filter(prefix=prefix).select_related("tenant")
-           .only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at", "tenant__suspended_at").first())
+    row = (ApiKey.objects.filter(prefix=prefix).select_related("tenant__plan")
+           .only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at", "tenant__suspended_at",
+                 "tenant__plan__max_connections_per_key").first())
     if row is None:
         return m.DescribeCredentialResponse(found=False)
     return m.DescribeCredentialResponse(
         found=True, tenant_id=row.tenant_id, secret_sha256=row.secret_sha256, scopes=list(row.scopes),
         queue_patterns=list(row.queue_patterns),
         revoked=row.revoked_at is not None or row.tenant.suspended_at is not None,  # a suspended tenant's keys too
+        connections_max=row.tenant.plan.max_connections_per_key,
     )
 
 
