@@ -33,6 +33,14 @@ def live_sample(tenant_id: int, queue: str, kind: str, group: str) -> dict | Non
         return None
     sample = json.loads(value)
     sample.pop("tenant_id", None)
+    sample.pop("window", None)
+    state = sample.pop("status", None)
+    sample["status"] = None if state is None else {
+        "status": state["status"], "lag": state["lag"], "lag_seconds": state["lag_ms"] / 1000,
+        "produce_rate": state["produce_rate"], "consume_rate": state["consume_rate"], "drain_seconds": state["drain_s"],
+        "falling_behind": state["falling_behind"], "partitions": state["partitions"], "source": "looks",
+        "window_start": _stamp(datetime.fromtimestamp(state["window_start_ms"] / 1000, UTC)),
+        "window_end": _stamp(datetime.fromtimestamp(state["window_end_ms"] / 1000, UTC))}
     sample["partitions"] = [dict(zip(("partition", "position", "log_end", "lag", "lag_ms", "in_flight", "produce_rate",
                                       "consume_rate"), row, strict=True)) for row in sample["partitions"]]
     return sample
@@ -72,10 +80,11 @@ def group_lag(tenant, queue: str, group: str, *, kind: str = "stream", start: st
     return {
         "queue": queue, "group": group, "kind": kind, "step": step, "from": _stamp(begin), "to": _stamp(finish),
         "partition": partition, "live": live,
-        "status": None if status is None else {
+        # The consumer_lag job's judgement once it has run; before, the one the looks give (live.status).
+        "status": (live or {}).get("status") if status is None else {
             "status": status.status, "lag": status.lag, "lag_seconds": status.lag_ms / 1000,
             "produce_rate": status.produce_rate, "consume_rate": status.consume_rate, "drain_seconds": status.drain_s,
-            "falling_behind": status.falling_behind, "partitions": status.partitions,
+            "falling_behind": status.falling_behind, "partitions": status.partitions, "source": "consumer_lag job",
             "window_start": _stamp(status.window_start), "window_end": _stamp(status.window_end)},
         "series": series,
     }

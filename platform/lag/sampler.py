@@ -11,6 +11,11 @@ LIST_OFFSETS per leader for every log end, one FETCH per leader per round for th
 records' times. A group that stops committing keeps its position, so it keeps being sampled and its lag
 grows; a group that is deleted disappears from the next look.
 
+Each group's sample also carries its last ``WINDOW_LOOKS`` looks (``window``: [at ms, members, [[partition,
+position, log end, lag, lag ms, in flight], ...]] each, carried from the previous look) and the **live status**
+judged on them by the same rules as the ``consumer_lag`` job's (lag/status.py): a group behind is WARNING,
+ERROR, STALLED or STOPPED from its looks within a minute, without waiting for the job (issue 40).
+
 No Django here: the task (lag/tasks.py) passes the queues and the previous look, and stores the result.
 """
 
@@ -23,9 +28,11 @@ from brokers.client import TidewayClient
 from brokers.client.group import group_positions, timestamps_at
 from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from brokers.security.names import TenantNames
+from lag.status import Sample, group_state, partition_state
 
 # One partition's figures, in this order (a group sample's "partitions" rows; `__lag` records carry them as is).
 PARTITION_FIELDS = ("partition", "position", "log_end", "lag", "lag_ms", "in_flight", "produce_rate", "consume_rate")
+WINDOW_LOOKS = 10  # looks a live status is judged on (the consumer_lag job's window: WINDOW_SAMPLES)
 
 
 @dataclass(frozen=True)
@@ -105,8 +112,23 @@ async def sample_cluster(client: TidewayClient, queues: list[QueueRef], previous
             if old is not None and elapsed_s > 0:
                 row[6] = round(max(0, row[2] - old[2]) / elapsed_s, 3)
                 row[7] = round(max(0, row[1] - old[1]) / elapsed_s, 3)
-        out.append(_group_sample(queue, name, kind, members, rows, now_ms, dead_letters.get(queue.dead_letter_topic)))
+        sample = _group_sample(queue, name, kind, members, rows, now_ms, dead_letters.get(queue.dead_letter_topic))
+        sample["window"] = (before.get("window", []) if before else [])[-(WINDOW_LOOKS - 1):] + [
+            [now_ms, members, [row[:6] for row in rows]]]
+        sample["status"] = live_status(kind, sample["window"])
+        out.append(sample)
     return out
+
+
+def live_status(kind: str, window: list) -> dict:
+    """The group's status, rates and time-to-drain judged on its ``window`` of looks (see the module's note)."""
+    by_partition: dict[int, list[Sample]] = {}
+    for at_ms, members, rows in window:
+        for partition, position, log_end, lag, lag_ms, in_flight in rows:
+            by_partition.setdefault(partition, []).append(Sample(at_ms, position, log_end, lag, lag_ms, in_flight, members))
+    state = group_state([partition_state(partition, kind, looks) for partition, looks in by_partition.items()])
+    state["window_start_ms"], state["window_end_ms"] = window[0][0], window[-1][0]
+    return state
 
 
 def _group_sample(queue: QueueRef, name: str, kind: str, members: int, rows: list[list], now_ms: int,

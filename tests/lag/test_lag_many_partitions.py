@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.parametrize("database_url", 
 
 PARTITIONS = 6
 RECORDS = 40  # per partition, in batches of 8
+DEAD_LETTERS = 5
 NOW_MS = 1_800_000_000_000  # the look's clock, so every age is exact
 QUEUES = [QueueRef(tenant_id=1, name="orders", broker_topic="t1.orders", dead_letter_topic="", partitions=PARTITIONS),
           QueueRef(tenant_id=2, name="events", broker_topic="t2.events", dead_letter_topic="t2.events.dlq",
@@ -56,6 +57,9 @@ async def test_every_lagging_partition_on_every_broker_gets_its_true_age(deploym
                                    for offset in range(first, first + 8)]
                         await producer.flush()
                         assert [(await f).offset for f in futures] == list(range(first, first + 8))
+            for i in range(DEAD_LETTERS):  # tenant 2's dead-letter depth, known
+                await producer.send("t2.events.dlq", b"dead-%d" % i, partition=0)
+            await producer.flush()
         for queue in QUEUES:
             for group in (0, 1):
                 link = CoordinatorLink(client, f"t{queue.tenant_id}.stream.g{group}")
@@ -91,6 +95,7 @@ async def test_every_lagging_partition_on_every_broker_gets_its_true_age(deploym
             truth = NOW_MS - _stamp(queue.broker_topic, partition, position)
             assert lag_ms == truth, (name, group, partition, lag_ms, truth)
         assert look["lag_ms"] == max(row[4] for row in look["partitions"])
+        assert look["dead_letters"] == (DEAD_LETTERS if look["kind"] == "queue" else None)
         if group == "workers":
             assert look["in_flight"] == 3 * PARTITIONS
             assert look["oldest_unacked_ms"] == NOW_MS - min(_stamp(queue.broker_topic, p, 0) for p in range(PARTITIONS))
