@@ -150,24 +150,28 @@ class TidewayClient:
                     done, asking = await asyncio.wait(asking, timeout=hedge_after_s, return_when=asyncio.FIRST_COMPLETED)
                     if not done:
                         break  # none answered yet: ask the next one as well
-                    for task in done:
-                        answered_by, response, error = task.result()
-                        if error is None:
-                            self._last_answered = answered_by
-                            return response
-                        last_error = error
+                    answered, last_error = self._first_answer(done, last_error)
+                    if answered is not None:
+                        return answered
             while asking:  # every candidate asked: the ones still out may yet answer
                 done, asking = await asyncio.wait(asking, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    answered_by, response, error = task.result()
-                    if error is None:
-                        self._last_answered = answered_by
-                        return response
-                    last_error = error
+                answered, last_error = self._first_answer(done, last_error)
+                if answered is not None:
+                    return answered
         finally:
             for task in asking:
                 task.cancel()
         raise errors.ConnectionClosedError(f"no broker answered (tried {len(candidates)} addresses)") from last_error
+
+    def _first_answer(self, done: set[asyncio.Task], last_error: Exception | None) -> tuple[object, Exception | None]:
+        """(an answer among the finished ``done``, or None; the last error seen)."""
+        for task in done:
+            answered_by, response, error = task.result()
+            if error is None:
+                self._last_answered = answered_by
+                return response, last_error
+            last_error = error
+        return None, last_error
 
     async def _ask(self, key: int | tuple[str, int], host: str, port: int, api: ApiKey, body, timeout_s: float):
         """(key, answer, None) from one broker, or (key, None, the error) when it cannot answer (see request_any)."""

@@ -22,7 +22,12 @@ import pytest
 
 from brokers.client import Consumer, TidewayClient
 from tests.fault.test_cluster_failover import consume_everything
-from tests.fault.test_idempotent_failover import PARTITIONS, TOPIC, SteadyProducer
+from tests.fault.test_idempotent_failover import (
+    PARTITIONS,
+    TOPIC,
+    SteadyProducer,
+    longest_silence_s,
+)
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
@@ -54,12 +59,6 @@ class Reader:
         await self._task
         await self.consumer.stop()
 
-    def longest_silence_s(self, started: float, ended: float) -> float:
-        worst = 0.0
-        for times in self.arrivals.values():
-            points = [started, *[t for t in times if started <= t <= ended], ended]
-            worst = max(worst, *(b - a for a, b in zip(points, points[1:], strict=False)))
-        return worst
 
 
 async def test_a_frozen_leader_stalls_no_partition_beyond_the_session_timeout(deployment_factory):
@@ -89,7 +88,7 @@ async def test_a_frozen_leader_stalls_no_partition_beyond_the_session_timeout(de
 
     assert load.failures == [], f"{len(load.failures)} sends failed, e.g. {load.failures[:3]}"
     produced_silence = load.longest_silence_s(started, ended)
-    consumed_silence = reader.longest_silence_s(started, ended)
+    consumed_silence = longest_silence_s(reader.arrivals, started, ended)
     bound = SESSION_TIMEOUT_MS / 1000 + 3
     print(f"longest silences: produced {produced_silence:.2f} s, consumed {consumed_silence:.2f} s")
     assert produced_silence <= bound, f"a partition went {produced_silence:.1f} s without an acknowledged write"

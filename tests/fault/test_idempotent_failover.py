@@ -69,11 +69,16 @@ class SteadyProducer:
         await self.producer.stop()
 
     def longest_silence_s(self, started: float, ended: float) -> float:
-        worst = 0.0
-        for times in self.ack_times.values():
-            points = [started, *sorted(times), ended]
-            worst = max(worst, *(b - a for a, b in zip(points, points[1:], strict=False)))
-        return worst
+        return longest_silence_s(self.ack_times, started, ended)
+
+
+def longest_silence_s(times_by_partition: dict[int, list[float]], started: float, ended: float) -> float:
+    """The longest time any partition went without an event (an acknowledgement, a delivery) in [started, ended]."""
+    worst = 0.0
+    for times in times_by_partition.values():
+        points = [started, *sorted(t for t in times if started <= t <= ended), ended]
+        worst = max(worst, *(b - a for a, b in zip(points, points[1:], strict=False)))
+    return worst
 
 
 async def test_idempotent_producer_writes_through_five_leader_kills(deployment_factory):
