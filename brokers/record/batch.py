@@ -68,6 +68,7 @@ __all__ = [
     "count_records",
     "decode_records",
     "first_corrupt_batch",
+    "offsets_problem",
     "iter_batches",
     "read_header",
     "rebuild_batch",
@@ -200,6 +201,23 @@ def count_records(buffer: Buffer) -> tuple[int, int]:
     return count, next_offset
 
 
+def offsets_problem(base_offset: int, last_offset_delta: int, record_count: int, expected_base: int,
+                    gapless: bool) -> str:
+    """What is wrong with a batch's offsets, the header fields its CRC does not cover (or "").
+
+    The record count must fit the last offset delta (exactly in a ``gapless`` log, which has never compacted);
+    the base offset must be at or, in a gapless log, exactly at ``expected_base``, where the batch before ended
+    (-1: not known).
+    """
+    if last_offset_delta < 0 or not 0 <= record_count <= last_offset_delta + 1:
+        return f"record count {record_count} does not fit last offset delta {last_offset_delta}"
+    if gapless and record_count != last_offset_delta + 1:
+        return f"record count {record_count} where last offset delta {last_offset_delta} needs {last_offset_delta + 1}"
+    if expected_base >= 0 and (base_offset < expected_base or (gapless and base_offset != expected_base)):
+        return f"base offset {base_offset} where {expected_base} was expected"
+    return ""
+
+
 def first_corrupt_batch(buffer: Buffer, expected_base: int = -1, gapless: bool = False) -> tuple[int, int, str] | None:
     """(position, offset after the previous batch or -1, problem) of the first bad batch in ``buffer``; None if all are intact.
 
@@ -222,13 +240,9 @@ def first_corrupt_batch(buffer: Buffer, expected_base: int = -1, gapless: bool =
         if crc32c(view[position + CRC_START : position + size]) != unpack_crc(view, position + 17)[0]:
             return position, previous_end, f"CRC mismatch in the batch at offset {base_offset}"
         last_offset_delta = unpack_int32(view, position + 23)[0]
-        record_count = unpack_int32(view, position + 57)[0]
-        if last_offset_delta < 0 or not 0 <= record_count <= last_offset_delta + 1 or (
-                gapless and record_count != last_offset_delta + 1):
-            return position, previous_end, (f"record count {record_count} does not fit last offset delta "
-                                             f"{last_offset_delta} in the batch at offset {base_offset}")
-        if expected >= 0 and (base_offset < expected or (gapless and base_offset != expected)):
-            return position, previous_end, f"base offset {base_offset} where {expected} was expected"
+        problem = offsets_problem(base_offset, last_offset_delta, unpack_int32(view, position + 57)[0], expected, gapless)
+        if problem:
+            return position, previous_end, f"{problem} in the batch at offset {base_offset}"
         previous_end = expected = base_offset + last_offset_delta + 1
     return None
 

@@ -49,6 +49,7 @@ from brokers.record.batch import (
     MAGIC,
     BatchHeader,
     iter_batches,
+    offsets_problem,
     read_header,
 )
 from brokers.storage.files import write_atomically
@@ -560,15 +561,8 @@ def _last_batch_position(raw: bytes, end: int) -> int:
 
 
 def header_problem(header: BatchHeader, expected_offset: int, gapless: bool) -> str:
-    """What is wrong with the offsets of a batch expected at ``expected_offset``, or "" (see _check_batch)."""
-    if header.last_offset_delta < 0 or header.record_count < 0 or header.record_count > header.last_offset_delta + 1:
-        return f"record count {header.record_count} does not fit last offset delta {header.last_offset_delta}"
-    if gapless and header.record_count != header.last_offset_delta + 1:
-        return f"record count {header.record_count} where last offset delta {header.last_offset_delta} needs " \
-               f"{header.last_offset_delta + 1}"
-    if header.base_offset < expected_offset or (gapless and header.base_offset != expected_offset):
-        return f"base offset {header.base_offset} where {expected_offset} was expected"
-    return ""
+    """What is wrong with the offsets of a batch expected at ``expected_offset``, or "" (``offsets_problem``)."""
+    return offsets_problem(header.base_offset, header.last_offset_delta, header.record_count, expected_offset, gapless)
 
 
 def _check_batch(

@@ -20,12 +20,13 @@ import time
 
 import pytest
 
-from brokers.client import Consumer, TidewayClient
+from brokers.client import Consumer
 from tests.fault.test_cluster_failover import consume_everything
 from tests.fault.test_idempotent_failover import (
     PARTITIONS,
     TOPIC,
     SteadyProducer,
+    create_replicated_topic,
     longest_silence_s,
 )
 
@@ -61,27 +62,29 @@ class Reader:
 
 
 
+async def freeze(broker, seconds: float = FREEZE_S) -> tuple[float, float]:
+    """SIGSTOP ``broker`` for ``seconds``, then let it run 3 s more; (when it froze, when that ended): the span in
+    which the clients' silences are measured."""
+    started = time.monotonic()
+    broker.signal(signal.SIGSTOP)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        broker.signal(signal.SIGCONT)
+    await asyncio.sleep(3)
+    return started, time.monotonic()
+
+
 async def test_a_frozen_leader_stalls_no_partition_beyond_the_session_timeout(deployment_factory):
     deployment = deployment_factory(brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS)
-    async with TidewayClient(deployment.bootstrap) as client:
-        await client.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, configs={"min.insync.replicas": "2"})
-    await deployment.wait_until(
-        lambda s: sum(1 for p in s.partitions if p.topic == TOPIC and len(p.isr) == 3) == PARTITIONS, what="topic created")
+    await create_replicated_topic(deployment)
     load = SteadyProducer(deployment.bootstrap)
     reader = Reader(deployment.bootstrap)
     await load.start()
     await reader.start()
     await asyncio.sleep(2)
     state = await deployment.describe()
-    victim = deployment.brokers[deployment.partition(state, TOPIC, 0).leader]
-    started = time.monotonic()
-    victim.signal(signal.SIGSTOP)
-    try:
-        await asyncio.sleep(FREEZE_S)
-    finally:
-        victim.signal(signal.SIGCONT)
-    await asyncio.sleep(3)
-    ended = time.monotonic()
+    started, ended = await freeze(deployment.brokers[deployment.partition(state, TOPIC, 0).leader])
     await load.stop()
     await asyncio.sleep(1)
     await reader.stop()

@@ -11,7 +11,6 @@ of 12 keyed messages (every partition each time) to a 3-partition queue, one req
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 
 import httpx
@@ -19,11 +18,12 @@ import pytest
 
 from brokers.client import Consumer, TidewayClient
 from tests.api.conftest import running_control_plane
+from tests.fault.test_frozen_leader import freeze
+from tests.fault.test_idempotent_failover import longest_silence_s
 
 pytestmark = pytest.mark.timeout(300)
 
 SESSION_TIMEOUT_S = 3  # running_control_plane's --broker-session-timeout-ms
-FREEZE_S = 10
 
 
 @pytest.fixture
@@ -63,21 +63,12 @@ async def test_rest_publishes_go_on_while_a_leader_is_frozen(plane):
     await asyncio.sleep(3)
     state = await plane.deployment.describe()
     topic = next(p.topic for p in state.partitions if p.topic.endswith(".orders"))
-    victim = plane.deployment.brokers[plane.deployment.partition(state, topic, 0).leader]
-    started = time.monotonic()
-    victim.signal(signal.SIGSTOP)
-    try:
-        await asyncio.sleep(FREEZE_S)
-    finally:
-        victim.signal(signal.SIGCONT)
-    await asyncio.sleep(3)
-    ended = time.monotonic()
+    started, ended = await freeze(plane.deployment.brokers[plane.deployment.partition(state, topic, 0).leader])
     stop.set()
     await publisher
 
     assert failures == [], failures[:3]
-    points = [started, *[t for t in answered_at if started <= t <= ended], ended]
-    longest = max(b - a for a, b in zip(points, points[1:], strict=False))
+    longest = longest_silence_s({0: answered_at}, started, ended)
     assert longest <= SESSION_TIMEOUT_S + 3, f"no publish was answered for {longest:.1f} s"
 
     from tests.conftest import OPERATOR_KEY

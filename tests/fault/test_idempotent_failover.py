@@ -81,12 +81,17 @@ def longest_silence_s(times_by_partition: dict[int, list[float]], started: float
     return worst
 
 
-async def test_idempotent_producer_writes_through_five_leader_kills(deployment_factory):
-    deployment = deployment_factory(brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS)
+async def create_replicated_topic(deployment) -> None:
+    """TOPIC on three replicas (min.insync.replicas 2), every replica in sync."""
     async with TidewayClient(deployment.bootstrap) as client:
         await client.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, configs={"min.insync.replicas": "2"})
     await deployment.wait_until(
         lambda s: sum(1 for p in s.partitions if p.topic == TOPIC and len(p.isr) == 3) == PARTITIONS, what="topic created")
+
+
+async def test_idempotent_producer_writes_through_five_leader_kills(deployment_factory):
+    deployment = deployment_factory(brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS)
+    await create_replicated_topic(deployment)
     load = SteadyProducer(deployment.bootstrap)
     await load.start()
     started = time.monotonic()
