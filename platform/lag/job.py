@@ -50,7 +50,7 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
     from clusters.admin import bootstrap_of, broker_credentials
     from clusters.models import Cluster
     from lag.models import LagRollup, LagStatus
-    from lag.status import Sample, group_state, partition_state
+    from lag.status import Sample, judge_group
     from lag.store import LAG_TOPIC
     from spark_analytics.lag import (
         DAY_MS,
@@ -103,9 +103,8 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
     for (tenant_id, queue, kind, group), partitions in windows.items():
         if tenant_id not in known:
             continue
-        states = [partition_state(p, kind, [Sample(r.at_ms, r.position, r.log_end, r.lag, r.lag_ms, r.in_flight, r.members)
-                                            for r in rows]) for p, rows in partitions.items()]
-        state = group_state(states)
+        state = judge_group(kind, {p: [Sample(r.at_ms, r.position, r.log_end, r.lag, r.lag_ms, r.in_flight, r.members)
+                                       for r in rows] for p, rows in partitions.items()})
         ats = [r.at_ms for rows in partitions.values() for r in rows]
         statuses.append(LagStatus(tenant_id=tenant_id, queue=queue, kind=kind, group=group,
                                   window_start=_stamp(min(ats)), window_end=_stamp(max(ats)), **state))

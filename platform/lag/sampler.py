@@ -28,7 +28,7 @@ from brokers.client import TidewayClient
 from brokers.client.group import group_positions, timestamps_at
 from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from brokers.security.names import TenantNames
-from lag.status import Sample, group_state, partition_state
+from lag.status import Sample, judge_group
 
 # One partition's figures, in this order (a group sample's "partitions" rows; `__lag` records carry them as is).
 PARTITION_FIELDS = ("partition", "position", "log_end", "lag", "lag_ms", "in_flight", "produce_rate", "consume_rate")
@@ -126,7 +126,7 @@ def live_status(kind: str, window: list) -> dict:
     for at_ms, members, rows in window:
         for partition, position, log_end, lag, lag_ms, in_flight in rows:
             by_partition.setdefault(partition, []).append(Sample(at_ms, position, log_end, lag, lag_ms, in_flight, members))
-    state = group_state([partition_state(partition, kind, looks) for partition, looks in by_partition.items()])
+    state = judge_group(kind, by_partition)
     state["window_start_ms"], state["window_end_ms"] = window[0][0], window[-1][0]
     return state
 

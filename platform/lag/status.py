@@ -7,7 +7,8 @@ Per partition, over the window (the newest samples, oldest first):
 * **ERROR**: it consumes, the lag grew, and the lag in seconds grew by at least half the window's length:
   the consumer advances through the log less than half as fast as time passes.
 * **STALLED**: the position did not move, there is lag all through, and a consumer is there (a stream
-  group has members; a queue group has messages in flight): it is stuck.
+  group has members; a queue group has messages in flight on any of its partitions: its workers hold what
+  they received, whichever partitions it came from): it is stuck.
 * **STOPPED**: the position did not move, there is lag all through, and no consumer is there.
 
 A group is its worst partition (OK < WARNING < ERROR < STALLED < STOPPED). A window of one sample says
@@ -49,7 +50,16 @@ class PartitionState:
     falling_behind: bool
 
 
-def partition_state(partition: int, kind: str, window: list[Sample]) -> PartitionState:
+def judge_group(kind: str, windows: dict[int, list[Sample]]) -> dict:
+    """The group's state (``group_state``) from each partition's window of samples."""
+    present = None
+    if kind == "queue":  # a worker holding messages of one partition is there for all of them
+        present = any(max(window, key=lambda s: s.at_ms).in_flight > 0 for window in windows.values() if window)
+    return group_state([partition_state(p, kind, window, consumer_present=present) for p, window in windows.items()])
+
+
+def partition_state(partition: int, kind: str, window: list[Sample], *, consumer_present: bool | None = None) -> PartitionState:
+    """``consumer_present``: whether the group has a consumer (default: judged on this partition's last sample)."""
     window = sorted(window, key=lambda s: s.at_ms)
     first, last = window[0], window[-1]
     seconds = (last.at_ms - first.at_ms) / 1000
@@ -58,7 +68,9 @@ def partition_state(partition: int, kind: str, window: list[Sample]) -> Partitio
     status = "OK"
     if len(window) > 1 and all(s.lag > 0 for s in window):
         if last.position == first.position:
-            present = last.members > 0 if kind == "stream" else last.in_flight > 0
+            present = consumer_present
+            if present is None:
+                present = last.members > 0 if kind == "stream" else last.in_flight > 0
             status = "STALLED" if present else "STOPPED"
         elif last.lag > first.lag:
             status = "ERROR" if last.lag_ms - first.lag_ms >= (last.at_ms - first.at_ms) / 2 else "WARNING"

@@ -1,7 +1,7 @@
 """A group's status and time-to-drain from a window of samples (platform/lag/status.py): the rules as the docs
 state them."""
 
-from lag.status import Sample, group_state, partition_state
+from lag.status import Sample, group_state, judge_group, partition_state
 
 
 def _window(positions, ends, ages_ms, *, members=1, in_flight=0, step_ms=1000):
@@ -30,6 +30,17 @@ def test_a_position_that_does_not_move_is_stalled_with_a_consumer_and_stopped_wi
     held = partition_state(0, "queue", _window([5, 5, 5], [50, 50, 50], [1000, 2000, 3000], members=0, in_flight=3))
     gone = partition_state(0, "queue", _window([5, 5, 5], [50, 50, 50], [1000, 2000, 3000], members=0, in_flight=0))
     assert (held.status, gone.status) == ("STALLED", "STOPPED")
+
+
+def test_a_queue_group_holding_messages_of_one_partition_is_stalled_on_every_stuck_partition():
+    # Workers hold 3 messages of partition 0 and none of partition 1: they are there for both.
+    state = judge_group("queue", {0: _window([5, 5, 5], [50, 50, 50], [1000, 2000, 3000], in_flight=3),
+                                  1: _window([7, 7, 7], [50, 50, 50], [1000, 2000, 3000], in_flight=0)})
+    assert [p["status"] for p in state["partitions"]] == ["STALLED", "STALLED"]
+    # Nothing in flight anywhere: stopped.
+    state = judge_group("queue", {0: _window([5, 5, 5], [50, 50, 50], [1000, 2000, 3000], in_flight=0),
+                                  1: _window([7, 7, 7], [50, 50, 50], [1000, 2000, 3000], in_flight=0)})
+    assert [p["status"] for p in state["partitions"]] == ["STOPPED", "STOPPED"]
 
 
 def test_no_lag_somewhere_in_the_window_is_ok_and_one_sample_says_nothing():
