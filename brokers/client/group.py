@@ -46,6 +46,8 @@ _RETRY = (
     errors.LeaderNotAvailableError,
     errors.AuthenticationUnavailableError,
 )
+REQUEST_STALL_S = 1.0  # a group request unanswered this long past its own wait has its coordinator checked ...
+STALL_CHECK_S = 0.5  # ... this often: a frozen coordinator's group moves within the session timeout (issue 40)
 
 
 class CoordinatorLink:
@@ -66,7 +68,14 @@ class CoordinatorLink:
         assert self.node_id is not None
         return self.node_id
 
-    async def request(self, api: ApiKey, body, *, timeout_s: float | None = None, retry_for_s: float | None = None):
+    async def request(self, api: ApiKey, body, *, timeout_s: float | None = None, retry_for_s: float | None = None,
+                      wait_s: float = 0.0):
+        """Send to the coordinator and return its answer, finding it again while retriable errors last.
+
+        ``wait_s``: how long the request may wait at the coordinator by design (a receive's long poll); past it
+        and REQUEST_STALL_S, the coordinator is looked up again, and a request left at one that lost the group
+        (frozen, cut off) is abandoned and sent to the new one rather than waited out to ``timeout_s``.
+        """
         backoff = Backoff(initial_s=0.05, max_s=0.5, deadline_s=self.retry_for_s if retry_for_s is None else retry_for_s)
         while True:
             try:
@@ -78,7 +87,7 @@ class CoordinatorLink:
                         await self.client.refresh_metadata()
                     self.node_id = found.node_id
                 connection = await self.client.connection(self.node_id, coordination=self.coordination_connection)
-                return await connection.request(api, body, timeout_s=timeout_s or self.client.request_timeout_s)
+                return await self._answer(connection, api, body, timeout_s or self.client.request_timeout_s, wait_s)
             except _RETRY as exc:
                 self.node_id = None
                 log.debug("group %s: %s; finding the coordinator again", self.group_id, exc)
@@ -88,6 +97,36 @@ class CoordinatorLink:
                     await self.client.refresh_metadata()
                 except errors.TidewayError:
                     pass
+
+
+    async def _answer(self, connection, api: ApiKey, body, timeout_s: float, wait_s: float):
+        answer = connection.send(api, body)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            done, _ = await asyncio.wait((answer,), timeout=min(timeout_s, wait_s + REQUEST_STALL_S))
+            while not done:
+                if loop.time() >= deadline:
+                    raise errors.ClientTimeoutError(f"{api.name} to broker {self.node_id} got no answer within "
+                                                    f"{timeout_s:.1f}s")
+                if await self._moved():
+                    raise errors.NotCoordinatorError(f"group {self.group_id} moved from broker {self.node_id} while "
+                                                     f"its {api.name} waited there")
+                done, _ = await asyncio.wait((answer,), timeout=max(0.0, min(STALL_CHECK_S, deadline - loop.time())))
+            return answer.result()
+        finally:
+            if not answer.done():
+                answer.cancel()  # a late answer is dropped by the connection
+
+    async def _moved(self) -> bool:
+        """Whether another broker now coordinates the group (a lookup that fails says nothing)."""
+        try:
+            found: m.FindCoordinatorResponse = await self.client.request_any(
+                ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=self.group_id, group_type=self.group_type),
+                hedge_after_s=HEDGE_AFTER_S, timeout_s=STALL_CHECK_S * 2)  # type: ignore[assignment]
+        except (errors.TidewayError, OSError):
+            return False
+        return found.node_id != self.node_id
 
 
 Listener = Callable[[list[TopicPartition]], None]

@@ -140,8 +140,7 @@ class QueueConsumer:
             group_id=self.group_id, topic=self.topic, max_records=max_messages, max_wait_ms=wait_ms, lock_ms=lock_ms, member_id=self.member_id
         )
         response: m.ShareAcquireResponse = await self.link.request(
-            ApiKey.SHARE_ACQUIRE, request, timeout_s=self.client.read_timeout_s(wait_ms / 1000)
-        )
+            ApiKey.SHARE_ACQUIRE, request, timeout_s=self.client.read_timeout_s(wait_ms / 1000), wait_s=wait_ms / 1000)
         topic = self.topic
         return [
             Message(topic, r.partition, r.offset, r.delivery_count, r.lock_deadline_ms, r.timestamp_ms, r.key, r.value, r.headers)

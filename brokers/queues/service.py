@@ -169,6 +169,7 @@ class QueueService:
         self._dead_letters_written = asyncio.Condition()  # notified after every pass that wrote dead letters
         self._tasks: list[asyncio.Task] = []
         self._acquisition_writes: set[asyncio.Task] = set()  # see _write_soon
+        self._following: set[asyncio.Task] = set()  # see on_partition_states
         self._client = None
         self._producer = None
 
@@ -180,7 +181,7 @@ class QueueService:
     async def stop(self) -> None:
         if self._acquisition_writes:  # a clean shutdown keeps what receivers were told, if it can within a moment
             await asyncio.wait(self._acquisition_writes, timeout=STOP_WRITE_WAIT_S)
-        await cancel_and_wait(*self._tasks, *self._acquisition_writes,
+        await cancel_and_wait(*self._tasks, *self._acquisition_writes, *self._following,
                               *(s.watching for s in self.shares.values() if s.watching is not None))
         if self._producer is not None:
             await self._producer.stop()
@@ -530,8 +531,49 @@ class QueueService:
             log.debug("watching %s-%d for group %s: %s", state.topic, state.partition, state.group_id, exc)
             await asyncio.sleep(0.1)
         finally:
-            state.watching = None
+            if state.watching is asyncio.current_task():  # not a newer watch (see on_partition_states)
+                state.watching = None
         self._wake(state.group_id, state.topic)
+
+    def on_partition_states(self, states: list[m.PartitionState]) -> None:
+        """The controller's new partition states: drop watches on leaders that lost their partition.
+
+        A watch waits at its leader up to WATCH_WAIT_MS (plus the read slack); on a frozen leader
+        that held every read of the partition for the whole wait, since receivers leave a watched
+        partition to its watch (issue 40). The watches go now, the cluster client learns the new
+        leaders, and the receivers are woken to read from them.
+        """
+        client = self._client
+        if client is None or not self.shares:
+            return
+        moved = set()
+        for state in states:
+            try:
+                if state.topic in client.topics and client.leader_for(state.topic, state.partition) != state.leader:
+                    moved.add((state.topic, state.partition))
+            except errors.TidewayError:
+                moved.add((state.topic, state.partition))
+        if not moved:
+            return
+        woken = set()
+        for share in self.shares.values():
+            if (share.topic, share.partition) in moved:
+                if share.watching is not None:
+                    share.watching.cancel()
+                    share.watching = None
+                woken.add((share.group_id, share.topic))
+        if woken:
+            task = asyncio.get_running_loop().create_task(self._follow_new_leaders(client, woken))
+            self._following.add(task)
+            task.add_done_callback(self._following.discard)
+
+    async def _follow_new_leaders(self, client: TidewayClient, woken: set[tuple[str, str]]) -> None:
+        try:
+            await client.refresh_metadata(sorted({topic for _group, topic in woken}))
+        except errors.TidewayError as exc:
+            log.debug("metadata after a leader change: %s", exc)
+        for group_id, topic in woken:
+            self._wake(group_id, topic)
 
     async def _follow(self, client: TidewayClient, state: _Share, config: TopicConfig) -> bool:
         """One fetch from the window's end that streams: each answer goes into the window as it comes.

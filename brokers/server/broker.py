@@ -596,6 +596,7 @@ class Broker:
                 self._apply_partition_state(state)
         self._sync_fetchers()
         self.coordinator.on_roles_changed()
+        self.coordinator.queues.on_partition_states(newer)
         return m.ClusterStateResponse()
 
     def _apply_partition_state(self, state: m.PartitionState) -> None:

@@ -10,6 +10,11 @@ producer writes steadily and a consumer reads every partition; the broker leadin
 10 s, then continued. Every send is acknowledged, nothing is lost or duplicated, each partition stays in order, no
 partition goes without an acknowledged write (or, for the consumer, a delivered record) for longer than the
 session timeout plus 3 s.
+
+The same for queue workers (receive and accept through the group's coordinator, which reads the partitions from
+their leaders): one freeze of a partition's leader that is not the coordinator, one of the coordinator's broker.
+No partition goes without a delivery longer than the bound, every acknowledged write is delivered, and nothing
+whose acceptance was confirmed comes back.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import time
 
 import pytest
 
-from brokers.client import Consumer
+from brokers import errors
+from brokers.client import Consumer, QueueConsumer, TidewayClient
+from brokers.client.group import CoordinatorLink
 from tests.fault.test_cluster_failover import consume_everything
 from tests.fault.test_idempotent_failover import (
     PARTITIONS,
@@ -60,6 +67,45 @@ class Reader:
         await self._task
         await self.consumer.stop()
 
+
+
+class Workers:
+    """Queue workers: receive and accept in a loop; note when each record arrives, what was delivered and what
+    was accepted (an accept refused during a failover may still have been stored, or the record comes back)."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        self.queue = QueueConsumer(bootstrap, group, TOPIC)
+        self.arrivals: dict[int, list[float]] = {p: [] for p in range(PARTITIONS)}
+        self.delivered: dict[int, set[bytes]] = {p: set() for p in range(PARTITIONS)}
+        self.accepted: dict[int, set[bytes]] = {p: set() for p in range(PARTITIONS)}
+        self.came_back: list[bytes] = []
+        self._task: asyncio.Task | None = None
+        self._working = True
+
+    async def start(self) -> None:
+        await self.queue.start()
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while self._working:
+            messages = await self.queue.receive(100, wait_ms=200)
+            now = time.monotonic()
+            for message in messages:
+                self.arrivals[message.partition].append(now)
+                self.delivered[message.partition].add(message.value)
+                if message.value in self.accepted[message.partition]:
+                    self.came_back.append(message.value)
+            try:
+                await self.queue.ack(messages)
+            except errors.InvalidRecordStateError:
+                continue  # accepted before the failover, or its lock ran out and it comes back
+            for message in messages:
+                self.accepted[message.partition].add(message.value)
+
+    async def stop(self) -> None:
+        self._working = False
+        await self._task
+        await self.queue.stop()
 
 
 async def freeze(broker, seconds: float = FREEZE_S) -> tuple[float, float]:
@@ -103,3 +149,40 @@ async def test_a_frozen_leader_stalls_no_partition_beyond_the_session_timeout(de
         assert len(data) == len(set(data)), f"partition {partition} holds duplicates"
         assert data == sorted(data), f"partition {partition} is out of send order"
         assert set(values) <= set(data), f"partition {partition} lost {len(set(values) - set(data))} acknowledged records"
+
+
+async def test_queue_workers_go_on_while_a_leader_or_the_coordinator_is_frozen(deployment_factory):
+    deployment = deployment_factory(brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS)
+    await create_replicated_topic(deployment)
+    async with TidewayClient(deployment.bootstrap) as client:
+        coordinator = await CoordinatorLink(client, "workers", group_type="queue").find()
+    load = SteadyProducer(deployment.bootstrap)
+    workers = Workers(deployment.bootstrap, "workers")
+    await load.start()
+    await workers.start()
+    await asyncio.sleep(2)
+    state = await deployment.describe()
+    leader = next(deployment.partition(state, TOPIC, p).leader for p in range(PARTITIONS)
+                  if deployment.partition(state, TOPIC, p).leader != coordinator)
+    spans = [await freeze(deployment.brokers[leader])]  # a leader the coordinator reads from
+    async with TidewayClient(deployment.bootstrap) as client:
+        assert await CoordinatorLink(client, "workers", group_type="queue").find() == coordinator
+    spans.append(await freeze(deployment.brokers[coordinator]))  # the coordinator itself
+    await load.stop()
+
+    acked = {p: set(values) for p, values in load.acked.items()}
+    deadline = time.monotonic() + 60
+    while any(acked[p] - workers.delivered[p] for p in acked) and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    await workers.stop()
+
+    assert load.failures == [], f"{len(load.failures)} sends failed, e.g. {load.failures[:3]}"
+    bound = SESSION_TIMEOUT_MS / 1000 + 3
+    silences = [longest_silence_s(workers.arrivals, started, ended) for started, ended in spans]
+    print(f"longest delivery silences: leader frozen {silences[0]:.2f} s, coordinator frozen {silences[1]:.2f} s")
+    assert silences[0] <= bound, f"a partition went {silences[0]:.1f} s without a delivery while a leader was frozen"
+    assert silences[1] <= bound, f"a partition went {silences[1]:.1f} s without a delivery while the coordinator was frozen"
+    for partition, values in acked.items():
+        missing = values - workers.delivered[partition]
+        assert not missing, f"partition {partition}: {len(missing)} acknowledged records never delivered"
+    assert workers.came_back == [], f"{len(workers.came_back)} accepted records were delivered again"

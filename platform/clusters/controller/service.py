@@ -96,6 +96,11 @@ class Controller:
         # creating a queue must not cost more with every queue there is.
         self._push_everything = False
         self._push_topics: set[str] = set()
+        # One push in flight per broker, none waiting for another: a broker that froze holds only
+        # its own push (up to its timeout), never the next push to the others (which, after a
+        # fence, tells them they lead now). A broker skipped meanwhile gets everything next.
+        self._pushing: dict[int, asyncio.Task] = {}
+        self._skipped: set[int] = set()
         self._heartbeats_recorded = 0.0
         self._tasks: list[asyncio.Task] = []
         self._server: asyncio.AbstractServer | None = None
@@ -154,7 +159,7 @@ class Controller:
         log.info("controller %s listening on %s:%d for cluster %r", self.holder, self.config.host, self.port, self.config.cluster)
 
     async def stop(self) -> None:
-        await cancel_and_wait(*self._tasks)
+        await cancel_and_wait(*self._tasks, *self._pushing.values())
         if self._server is not None:
             self._server.close()
         if self.lease is not None:
@@ -257,7 +262,31 @@ class Controller:
                 log.exception("could not read cluster state")
                 continue
             alive = set(self._deadlines)
-            await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
+            whole = state if everything else None
+            for broker in state.brokers:
+                if broker.node_id not in alive:
+                    continue
+                if broker.node_id in self._pushing:
+                    self._skipped.add(broker.node_id)
+                    continue
+                sent = state
+                if broker.node_id in self._skipped:
+                    if whole is None:
+                        try:
+                            whole = await self.db(actions.snapshot, self.lease, topics=None)
+                        except Exception:
+                            log.exception("could not read cluster state")
+                            continue
+                    sent = whole
+                    self._skipped.discard(broker.node_id)
+                task = asyncio.get_running_loop().create_task(self._push_to(broker, sent))
+                self._pushing[broker.node_id] = task
+                task.add_done_callback(lambda _done, node_id=broker.node_id: self._pushed(node_id))
+
+    def _pushed(self, node_id: int) -> None:
+        self._pushing.pop(node_id, None)
+        if node_id in self._skipped:
+            self._push_needed.set()  # what it missed goes now
 
     def _push_soon(self, topics: list[str] | None = None) -> None:
         """Have the pusher push ``topics`` (None: everything) now."""
@@ -368,7 +397,31 @@ class Controller:
             state = await self.db(actions.snapshot, self.lease, topics=[])
             state.deleted_topics = deleted
             alive = set(self._deadlines)
-            await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
+            whole = state if everything else None
+            for broker in state.brokers:
+                if broker.node_id not in alive:
+                    continue
+                if broker.node_id in self._pushing:
+                    self._skipped.add(broker.node_id)
+                    continue
+                sent = state
+                if broker.node_id in self._skipped:
+                    if whole is None:
+                        try:
+                            whole = await self.db(actions.snapshot, self.lease, topics=None)
+                        except Exception:
+                            log.exception("could not read cluster state")
+                            continue
+                    sent = whole
+                    self._skipped.discard(broker.node_id)
+                task = asyncio.get_running_loop().create_task(self._push_to(broker, sent))
+                self._pushing[broker.node_id] = task
+                task.add_done_callback(lambda _done, node_id=broker.node_id: self._pushed(node_id))
+
+    def _pushed(self, node_id: int) -> None:
+        self._pushing.pop(node_id, None)
+        if node_id in self._skipped:
+            self._push_needed.set()  # what it missed goes now
         return m.DeleteTopicsResponse(topics=results)
 
     async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
