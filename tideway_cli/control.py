@@ -63,7 +63,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(handler=_run_up)
 
     cluster = subparsers.add_parser("cluster", help="inspect a cluster")
-    actions = cluster.add_subparsers(dest="action", required=True, metavar="{status}")
+    actions = cluster.add_subparsers(dest="action", required=True, metavar="{status,metrics-token}")
     status = actions.add_parser(
         "status",
         help="brokers (alive or fenced) and every partition's leader, replicas, ISR, HW and LEO",
@@ -73,6 +73,16 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     status.add_argument("--bootstrap", help="or: a broker HOST:PORT[,...]; its metadata names the controller")
     _credential_arguments(status)
     status.set_defaults(handler=lambda a: run_async(_cluster_status(a)))
+    token = actions.add_parser(
+        "metrics-token",
+        help="print the service key Prometheus sends to brokers' /metrics (Authorization: Bearer)",
+        description="The key is derived from the cluster secret ($TIDEWAY_CLUSTER_SECRET, else --cluster-secret-file, "
+        "else $TIDEWAY_HOME/cluster-secret): it changes when the secret is rotated. Without it a scrape gets only "
+        "the families that name no tenant. On Kubernetes: kubectl create secret generic CLUSTER-metrics-token "
+        "--from-literal=token=\"$(tideway cluster metrics-token)\", mounted as Prometheus's credentials_file.",
+    )
+    token.add_argument("--cluster-secret-file", help="file holding the cluster secret (hex)")
+    token.set_defaults(handler=_print_metrics_token)
 
 
 # -- controller --------------------------------------------------------------------------------
@@ -216,6 +226,18 @@ def _deployment_secrets(home: Path) -> list[Path]:
             raise SystemExit(f"tideway up: {path} is readable by others (mode {mode:o}): chmod 600 it")
     paths.append(_metrics_token(home))
     return paths
+
+
+def _print_metrics_token(args: argparse.Namespace) -> int:
+    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, service_key
+
+    try:
+        secret = load_cluster_secret(args.cluster_secret_file or tideway_home() / CLUSTER_SECRET_FILE)
+    except ClusterSecretError as exc:
+        print(f"tideway cluster metrics-token: {exc}", file=sys.stderr)
+        return 2
+    print(service_key(secret, "metrics"))
+    return 0
 
 
 def _metrics_token(home: Path) -> Path:

@@ -1,9 +1,11 @@
 """Prometheus metrics of a live broker, and fire-and-forget produce (acks=0)."""
 
+import subprocess
+import sys
 import urllib.request
 
 from brokers.client import Consumer, Producer, TidewayClient
-from tests.conftest import OPERATOR_KEY, free_port
+from tests.conftest import OPERATOR_KEY, REPO_ROOT, free_port
 
 
 def scrape_text(port: int, token: str | None = OPERATOR_KEY) -> str:
@@ -64,6 +66,11 @@ async def test_an_unauthenticated_scrape_names_no_tenant(broker_factory):
         assert "t2." not in text and "topic=" not in text, text
     full = scrape_text(metrics_port)
     assert 'tideway_messages_in_total{topic="t2.ledger"} 1.0' in full
+    # The key an operator gives Prometheus (on Kubernetes too): printed from the cluster secret.
+    printed = subprocess.run([sys.executable, "-m", "tideway_cli.main", "cluster", "metrics-token"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert printed.startswith("tws_metrics_")
+    assert 'tideway_messages_in_total{topic="t2.ledger"} 1.0' in scrape_text(metrics_port, printed)
 
 
 async def test_acks_zero_writes_without_an_answer(broker):

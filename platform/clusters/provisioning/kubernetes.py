@@ -18,7 +18,10 @@ characters, made once per deployment: ``openssl rand -hex 32``). Both are
 created by the operator, never rendered here. A NetworkPolicy admits anyone
 to the client port only: the internal and metrics ports and the controller
 answer pods of this cluster (and pods labelled ``tideway.io/metrics: "true"``
-for metrics, ``tideway.io/control-plane: "true"`` for the controller).
+for metrics, ``tideway.io/control-plane: "true"`` for the controller). Per-topic
+metrics go only to a scraper sending the metrics service key as its bearer
+token (``tideway cluster metrics-token`` prints it from the cluster secret; the
+operator keeps it in a Secret for Prometheus, docs/operations.md).
 """
 
 from __future__ import annotations
