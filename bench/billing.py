@@ -41,8 +41,8 @@ EVENTS_PER_RECORD = 200
 async def write_usage(bootstrap: str, events: int, per_record: int = EVENTS_PER_RECORD) -> int:
     """Usage records of ``per_record`` events (half ingress, half egress) holding ``events`` events in all (plus a
     tenth sent twice); returns the records written."""
-    from brokers.client import Producer, TidewayClient
     from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+    from tideway.native import Producer, TidewayClient
 
     async with TidewayClient(bootstrap) as client:
         await client.create_topic(USAGE_TOPIC, partitions=USAGE_PARTITIONS, configs=USAGE_SETTINGS)
@@ -109,8 +109,8 @@ def api_phase(master: str) -> dict:
     setup_django(migrate=True)
     from billing.usage import usage
     from billing.usage_job import run_usage_billing
-    from brokers.client import Producer
     from tenants.actions import do_signup
+    from tideway.native import Producer
 
     _user, tenant = do_signup(username="bench", password="a long bench password", email="b@example.com", tenant_name="Bench")
     data_dir = tempfile.mkdtemp(prefix="tideway-bench-billing-api-")
@@ -120,7 +120,7 @@ def api_phase(master: str) -> dict:
     topic = f"t{tenant.id}.orders"
     try:
         async def send() -> None:
-            from brokers.client import TidewayClient
+            from tideway.native import TidewayClient
 
             async with TidewayClient(bootstrap) as client:
                 await client.create_topic(topic, partitions=2)

@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.common import CpuMeter, free_port, progress, wait_port  # noqa: E402
-from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
+from tideway.native import Consumer, Producer, TidewayClient  # noqa: E402
 
 
 def start_broker(data_dir: str, port: int, extra_args: tuple[str, ...] = (), log_file=None) -> subprocess.Popen:
@@ -193,7 +193,7 @@ def main() -> None:
         "benchmark": "broker",
         "mode": "quick" if args.quick else "full",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "client": "brokers.client async Producer/Consumer (acks=1, linger 5 ms, 512 KiB batches), same host",
+        "client": "tideway.native async Producer/Consumer (acks=1, linger 5 ms, 512 KiB batches), same host",
         "latency_client": "producer (linger 0) and long-polling consumer in this process; gc.freeze() before the phase",
         "flush": args.flush or "none (the broker's default)",
         "usage_interval_ms": args.usage_interval_ms if args.usage_interval_ms is not None else 1000,

@@ -33,11 +33,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.common import OPERATOR, CpuMeter, free_port, progress, wait_port  # noqa: E402
-from brokers import errors  # noqa: E402
-from brokers.client import Producer, TidewayClient  # noqa: E402
-from brokers.client.conn import connect  # noqa: E402
-from brokers.protocol import messages as m  # noqa: E402
-from brokers.protocol.messages import ApiKey  # noqa: E402
+from tideway.native import Producer, TidewayClient  # noqa: E402
+from tideway.native.conn import connect  # noqa: E402
+from tideway.protocol import errors  # noqa: E402
+from tideway.protocol import messages as m  # noqa: E402
+from tideway.protocol.messages import ApiKey  # noqa: E402
 
 
 class Cluster:

@@ -13,8 +13,8 @@ import socket
 import sys
 import time
 
-from brokers.client.credentials import ApiKey
 from brokers.security.keys import service_key
+from tideway.native.credentials import ApiKey
 
 CLUSTER_SECRET_HEX = os.environ.setdefault("TIDEWAY_CLUSTER_SECRET", os.urandom(32).hex())
 OPERATOR_KEY = os.environ.setdefault("TIDEWAY_API_KEY", service_key(bytes.fromhex(CLUSTER_SECRET_HEX), "operator"))

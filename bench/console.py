@@ -135,8 +135,8 @@ def groups_phase(tenant, cluster, client, count: int, rounds: int) -> dict:
 
     from bench.broker import start_broker
     from bench.common import free_port
-    from brokers.client import Producer, TidewayClient
-    from brokers.client.group import CoordinatorLink, commit_offsets
+    from tideway.native import Producer, TidewayClient
+    from tideway.native.group import CoordinatorLink, commit_offsets
     from topics.models import Queue
 
     data_dir = tempfile.mkdtemp(prefix="tideway-bench-console-groups-")
@@ -202,10 +202,10 @@ def search_phase(tenant, count: int) -> dict:
 
     from bench.broker import start_broker
     from bench.common import free_port
-    from brokers.client import Producer, TidewayClient
     from controlplane.api.principal import Principal
     from gateway.catalog import QueueInfo
     from tenants.choices import ALL_SCOPES
+    from tideway.native import Producer, TidewayClient
     from webui import browse
     from webui.data import caller_for
 

@@ -40,9 +40,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from bench.broker import start_broker  # noqa: E402
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
-from brokers.client import Producer, TidewayClient  # noqa: E402
-from brokers.client.group import GroupConsumer  # noqa: E402
-from brokers.client.queue import QueueConsumer  # noqa: E402
+from tideway.native import Producer, TidewayClient  # noqa: E402
+from tideway.native.group import GroupConsumer  # noqa: E402
+from tideway.native.queue import QueueConsumer  # noqa: E402
 
 PARTITIONS = 4
 SIZE = 100

@@ -51,8 +51,8 @@ def _queues(groups: int):
 
 
 async def setup_groups(bootstrap: str, groups: int) -> None:
-    from brokers.client import Producer, TidewayClient
-    from brokers.client.group import CoordinatorLink, commit_offsets
+    from tideway.native import Producer, TidewayClient
+    from tideway.native.group import CoordinatorLink, commit_offsets
 
     queues = _queues(groups)
     async with TidewayClient(bootstrap) as client:
@@ -75,8 +75,8 @@ def _cpu_of(pid: int) -> float:
 
 
 async def sampling_phase(bootstrap: str, groups: int, rounds: int, broker_pid: int) -> tuple[dict, list[dict]]:
-    from brokers.client import TidewayClient
     from lag.sampler import group_key, sample_cluster
+    from tideway.native import TidewayClient
 
     queues = _queues(groups)
     walls, cpus, broker_cpus = [], [], []
@@ -99,8 +99,8 @@ async def sampling_phase(bootstrap: str, groups: int, rounds: int, broker_pid: i
 
 def _look_forever(bootstrap: str, groups: int, interval_s: float) -> None:
     sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "platform")]
-    from brokers.client import TidewayClient
     from lag.sampler import sample_cluster
+    from tideway.native import TidewayClient
 
     async def loop() -> None:
         async with TidewayClient(bootstrap) as client:
@@ -112,7 +112,7 @@ def _look_forever(bootstrap: str, groups: int, interval_s: float) -> None:
 
 
 def traffic_phase(bootstrap: str, groups: int, runs: int) -> dict:
-    from brokers.client import TidewayClient
+    from tideway.native import TidewayClient
 
     out = {mode: {"produce": [], "consume": [], "produce_cpu_s_per_million": [], "consume_cpu_s_per_million": []}
            for mode in ("without", "with")}
@@ -175,9 +175,9 @@ def evaluation_phase(samples: list[dict], rounds: int) -> dict:
 
 async def write_lag(bootstrap: str, samples: list[dict], hours: float, end_ms: int) -> int:
     """Looks every 5 s for ``hours``, the last one just before ``end_ms``."""
-    from brokers import errors
-    from brokers.client import Producer, TidewayClient
     from lag.store import LAG_SETTINGS, LAG_TOPIC, lag_records
+    from tideway.native import Producer, TidewayClient
+    from tideway.protocol import errors
 
     async with TidewayClient(bootstrap) as client:
         try:

@@ -57,8 +57,8 @@ from bench.broker import disk_fsyncs_per_s, produce_phase, start_broker  # noqa:
 from bench.common import CpuMeter, free_port, progress, settle  # noqa: E402
 from bench.consume import fill, queue_phase, stream_phase  # noqa: E402
 from bench.wakeup import measure as measure_wakeups  # noqa: E402
-from brokers.client import Consumer, Producer, TidewayClient  # noqa: E402
-from brokers.protocol import messages as m  # noqa: E402
+from tideway.native import Consumer, Producer, TidewayClient  # noqa: E402
+from tideway.protocol import messages as m  # noqa: E402
 
 STAMP = struct.Struct(">q")  # the publisher's time.monotonic_ns(), shared by every process on the host
 

@@ -76,7 +76,7 @@ def _cpu_s(pid: int) -> float:
 
 
 async def _produce_spread(bootstrap: str, topic: str, partitions: int, count: int) -> dict:
-    from brokers.client import Producer
+    from tideway.native import Producer
 
     value = os.urandom(100)
     async with Producer(bootstrap, acks=1, linger_ms=5, batch_size_bytes=512 << 10) as producer:
@@ -92,7 +92,7 @@ def partitions_curve(count: int = 200_000) -> dict:
     import asyncio
 
     from bench.broker import start_broker
-    from brokers.client import TidewayClient
+    from tideway.native import TidewayClient
 
     out = {}
     with tempfile.TemporaryDirectory(prefix="tideway-bench-scale-partitions-") as data:
@@ -140,9 +140,9 @@ def groups_curve(counts: list[int], messages: int = 20_000, partitions: int = 4)
     import asyncio
 
     from bench.broker import start_broker
-    from brokers.client import Producer, TidewayClient
-    from brokers.client.group import GroupConsumer
-    from brokers.client.queue import QueueConsumer
+    from tideway.native import Producer, TidewayClient
+    from tideway.native.group import GroupConsumer
+    from tideway.native.queue import QueueConsumer
 
     async def fill(bootstrap: str) -> None:
         async with TidewayClient(bootstrap) as client:

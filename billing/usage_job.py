@@ -38,11 +38,11 @@ LOOKBACK_MS = 86_400_000
 
 async def _manifest(bootstrap: str, key: str | None, since_ms: int) -> dict[str, list[int]]:
     """Per ``__usage`` partition, [first record written at or after ``since_ms``, end): what a run reads."""
-    from brokers import errors
-    from brokers.client import TidewayClient
-    from brokers.client.credentials import ApiKey
-    from brokers.protocol import messages as m
     from brokers.usage_topic import USAGE_TOPIC
+    from tideway.native import TidewayClient
+    from tideway.native.credentials import ApiKey
+    from tideway.protocol import errors
+    from tideway.protocol import messages as m
 
     async with TidewayClient(bootstrap, credentials=ApiKey(key) if key else None) as client:
         try:

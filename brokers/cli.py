@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from brokers import errors
+from tideway.protocol import errors
 
 __all__ = ["add_commands", "run_async"]
 
@@ -88,13 +88,13 @@ def server_security_arguments(parser: argparse.ArgumentParser, *, peers: str) ->
 
 def cli_credentials(args: argparse.Namespace):
     """--api-key, else $TIDEWAY_API_KEY, else this machine's operator key (from the deployment's cluster secret)."""
-    from brokers.client.credentials import ApiKey
     from brokers.security.keys import (
         CLUSTER_SECRET_FILE,
         ClusterSecretError,
         load_cluster_secret,
         service_key,
     )
+    from tideway.native.credentials import ApiKey
 
     if getattr(args, "api_key", None):
         return ApiKey(args.api_key)
@@ -107,7 +107,7 @@ def cli_credentials(args: argparse.Namespace):
 
 
 def cli_tls(args: argparse.Namespace):
-    from brokers.client.conn import tls_context
+    from tideway.native.conn import tls_context
 
     if getattr(args, "cafile", None) or getattr(args, "tls", False):
         return tls_context(getattr(args, "cafile", None))
@@ -116,7 +116,7 @@ def cli_tls(args: argparse.Namespace):
 
 def _client(args: argparse.Namespace, bootstrap: str | None = None):
     """A TidewayClient with the command line's credentials and TLS settings (not started)."""
-    from brokers.client import TidewayClient
+    from tideway.native import TidewayClient
 
     return TidewayClient(bootstrap or args.bootstrap, credentials=cli_credentials(args), ssl_context=cli_tls(args))
 
@@ -515,7 +515,7 @@ async def stdin_lines(stream):
 
 
 async def _produce(args: argparse.Namespace) -> int:
-    from brokers.client import Producer
+    from tideway.native import Producer
 
     key = args.key.encode() if args.key is not None else None
     started = time.monotonic()
@@ -583,7 +583,7 @@ def _add_consume(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _consume_group(args: argparse.Namespace) -> int:
-    from brokers.client.group import GroupConsumer
+    from tideway.native.group import GroupConsumer
 
     if args.start not in ("earliest", "latest"):
         print("tideway consume: with --group, --from must be earliest or latest (use seek for offsets)", file=sys.stderr)
@@ -603,7 +603,7 @@ async def _consume_group(args: argparse.Namespace) -> int:
 
 
 async def _consume(args: argparse.Namespace) -> int:
-    from brokers.client import Consumer
+    from tideway.native import Consumer
 
     position: str | int = args.start
     if isinstance(position, str) and position.lstrip("-").isdigit():
@@ -717,7 +717,7 @@ def _add_queue(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _queue(args: argparse.Namespace) -> int:
-    from brokers.client.queue import QueueConsumer
+    from tideway.native.queue import QueueConsumer
 
     receipts = getattr(args, "receipts", None) or []
     if receipts == ["-"]:
@@ -772,7 +772,7 @@ def _add_dlq(subparsers: argparse._SubParsersAction) -> None:
 async def _dlq(args: argparse.Namespace) -> int:
     import base64
 
-    from brokers.client.queue import list_dead_letters, redrive
+    from tideway.native.queue import list_dead_letters, redrive
 
     dlq_topic = args.dlq_topic or f"{args.topic}.dlq"
     async with _client(args) as client:
@@ -806,7 +806,7 @@ def _add_groups(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _groups(args: argparse.Namespace) -> int:
-    from brokers.client.group import describe_group, group_lag
+    from tideway.native.group import describe_group, group_lag
 
     async with _client(args) as client:
         try:

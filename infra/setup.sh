@@ -8,7 +8,7 @@ cd "$repo"
 
 apt_missing=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || apt_missing+=(python3-venv)
-# gcc and Python's headers build the record decoder's C fast path (setup.py) and wheels that compile.
+# gcc and Python's headers build the record decoder's C fast path (tideway/pyproject.toml) and wheels that compile.
 command -v gcc >/dev/null 2>&1 || apt_missing+=(gcc)
 python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' 2>/dev/null \
     || apt_missing+=(python3-dev)
@@ -32,9 +32,11 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-echo "setup: installing Tideway into .venv (pip install -e '.[dev]')" >&2
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
-# The C record decoder is optional to the build (setup.py): say so when it did not compile.
-.venv/bin/python -c 'import brokers.record._records' 2>/dev/null \
-    || echo "setup: WARNING: the C record decoder (brokers/record/_records.c) did not build; records decode in Python, about ten times slower" >&2
+# Two distributions from this repository: the client (./tideway: SDK, native client, wire codecs) and the
+# server (.: everything else), which depends on the client.
+echo "setup: installing Tideway into .venv (pip install -e ./tideway -e '.[dev]')" >&2
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ./tideway -e '.[dev]'
+# The C record decoder is optional to the client's build (tideway/pyproject.toml): say so when it did not compile.
+.venv/bin/python -c 'import tideway.record._records' 2>/dev/null \
+    || echo "setup: WARNING: the C record decoder (tideway/record/_records.c) did not build; records decode in Python, about ten times slower" >&2
 echo "setup: done" >&2

@@ -72,8 +72,8 @@ class OffsetRange(InputPartition):
 
 
 def _client(options: dict):
-    from brokers.client import TidewayClient
-    from brokers.client.credentials import ApiKey
+    from tideway.native import TidewayClient
+    from tideway.native.credentials import ApiKey
 
     bootstrap = options.get("bootstrap")  # option names are case-insensitive in Spark: kept lower-case here
     if not bootstrap:
@@ -94,7 +94,7 @@ async def _partition_counts(client, topics: list[str]) -> dict[str, int]:
 
 async def _offsets(client, counts: dict[str, int], where: int) -> dict[str, dict[str, int]]:
     """Every partition's earliest (-2), latest (-1) offset, or the first at or after a time (ms)."""
-    from brokers.protocol.messages import LATEST_TIMESTAMP
+    from tideway.protocol.messages import LATEST_TIMESTAMP
 
     out: dict[str, dict[str, int]] = {}
     for topic, count in counts.items():
@@ -169,7 +169,7 @@ def _plan(start: dict, end: dict, min_partitions: int) -> list[OffsetRange]:
 
 def read_range(options: dict, part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The records of one range as Arrow batches (on an executor)."""
-    from brokers.record.batch import decode_records, iter_batches, read_header
+    from tideway.record.batch import decode_records, iter_batches, read_header
 
     loop = asyncio.new_event_loop()
     client = _client(options)

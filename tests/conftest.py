@@ -271,17 +271,17 @@ class Deployment:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     async def describe(self):
-        from brokers import errors
-        from brokers.client.conn import connect
-        from brokers.protocol import messages as m
-        from brokers.protocol.messages import ApiKey
+        from tideway.native.conn import connect
+        from tideway.protocol import errors
+        from tideway.protocol import messages as m
+        from tideway.protocol.messages import ApiKey
 
         last: Exception | None = None
         for controller in self.controllers:
             if controller.process is None or controller.process.poll() is not None:
                 continue
             try:
-                from brokers.client import credentials
+                from tideway.native import credentials
 
                 connection = await connect("127.0.0.1", controller.port, timeout_s=2,
                                            credentials=credentials.ApiKey(OPERATOR_KEY))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from brokers import errors
-from brokers.client import Consumer, TidewayClient
-from brokers.protocol import messages as m
 from brokers.usage_topic import USAGE_TOPIC
+from tideway.native import Consumer, TidewayClient
+from tideway.protocol import errors
+from tideway.protocol import messages as m
 
 
 async def read_usage(client: TidewayClient) -> list[dict]:

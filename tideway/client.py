@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import httpx
 import websockets
 
-from brokers.client.retry import Backoff
 from tideway.errors import ApiError
+from tideway.retry import Backoff
 
 log = logging.getLogger("tideway")
 

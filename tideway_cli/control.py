@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-from brokers import errors
 from brokers.cli import (
     _credential_arguments,
     _host_port,
@@ -22,6 +21,7 @@ from brokers.cli import (
     run_async,
     server_security_arguments,
 )
+from tideway.protocol import errors
 
 DEPLOYMENT_FILE = "deployment.json"
 
@@ -229,7 +229,12 @@ def _deployment_secrets(home: Path) -> list[Path]:
 
 
 def _print_metrics_token(args: argparse.Namespace) -> int:
-    from brokers.security.keys import CLUSTER_SECRET_FILE, ClusterSecretError, load_cluster_secret, service_key
+    from brokers.security.keys import (
+        CLUSTER_SECRET_FILE,
+        ClusterSecretError,
+        load_cluster_secret,
+        service_key,
+    )
 
     try:
         secret = load_cluster_secret(args.cluster_secret_file or tideway_home() / CLUSTER_SECRET_FILE)
@@ -341,9 +346,9 @@ async def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int
     if args.controller:
         return [_host_port(a) for a in args.controller.split(",")]
     if args.bootstrap:
-        from brokers.client import TidewayClient
-        from brokers.protocol import messages as m
-        from brokers.protocol.messages import ApiKey
+        from tideway.native import TidewayClient
+        from tideway.protocol import messages as m
+        from tideway.protocol.messages import ApiKey
 
         async with TidewayClient(args.bootstrap, credentials=cli_credentials(args), ssl_context=cli_tls(args)) as client:
             metadata = await client.request_any(ApiKey.METADATA, m.MetadataRequest(topics=[]))
@@ -357,10 +362,10 @@ async def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int
 
 
 async def _cluster_status(args: argparse.Namespace) -> int:
-    from brokers.client import TidewayClient
-    from brokers.client.conn import connect
-    from brokers.protocol import messages as m
-    from brokers.protocol.messages import ApiKey
+    from tideway.native import TidewayClient
+    from tideway.native.conn import connect
+    from tideway.protocol import messages as m
+    from tideway.protocol.messages import ApiKey
 
     response = None
     last_error: Exception | None = None

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from django.core.cache import cache
 
-from brokers.client.group import group_positions, timestamp_at
-from brokers.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
-from brokers.security.names import TenantNames
 from gateway import pool
 from gateway.catalog import QueueInfo
+from tideway.native.group import group_positions, timestamp_at
+from tideway.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
+from tideway.protocol.names import TenantNames
 
 SAMPLE_KEEP_S = 300
 PAGE_SIZE = 50

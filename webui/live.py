@@ -15,8 +15,8 @@ from collections import Counter
 
 from django.http import HttpResponse, StreamingHttpResponse
 
-from brokers import errors
 from gateway.catalog import QueueInfo
+from tideway.protocol import errors
 from webui.traffic import queue_counters
 
 STREAM_S = 60.0

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 
-from brokers import errors
-from brokers.client.traffic import describe_traffic
-from brokers.security.names import TenantNames
 from gateway import pool
 from gateway.catalog import QueueInfo
+from tideway.native.traffic import describe_traffic
+from tideway.protocol import errors
+from tideway.protocol.names import TenantNames
 
 FIELDS = ("messages_in", "bytes_in", "messages_out", "bytes_out")
 

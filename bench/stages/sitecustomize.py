@@ -40,10 +40,10 @@ if _DIR:
             fd = _files[pid] = os.open(os.path.join(_DIR, f"{pid}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         os.write(fd, f"{time.monotonic_ns()} {name}\n".encode())
 
-    from brokers.client import conn as _conn
-    from brokers.client import consumer as _consumer
-    from brokers.client import producer as _producer
     from brokers.server import connection as _server_connection
+    from tideway.native import conn as _conn
+    from tideway.native import consumer as _consumer
+    from tideway.native import producer as _producer
 
     def _wrap_send(send):
         def traced(self, api, body, **kwargs):

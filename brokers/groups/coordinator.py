@@ -34,20 +34,20 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brokers import errors
-from brokers.aio import cancel_and_wait
 from brokers.groups.stream import Member, StreamGroup
-from brokers.protocol import messages as m
 from brokers.queues.service import QueueService
 from brokers.queues.state_log import keys_written, replay
-from brokers.record.batch import BatchBuilder, decode_records, iter_batches, read_header
 from brokers.replication import Role
 from brokers.storage import TopicConfig
+from tideway.aio import cancel_and_wait
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.record.batch import BatchBuilder, decode_records, iter_batches, read_header
 
 if TYPE_CHECKING:
-    from brokers.client.client import TidewayClient
     from brokers.server.metadata_cache import MetadataCache
     from brokers.server.replica_manager import ReplicaManager
+    from tideway.native.client import TidewayClient
 
 __all__ = ["INTERNAL_TOPIC", "GroupCoordinator", "partition_for_group"]
 

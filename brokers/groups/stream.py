@@ -26,8 +26,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from brokers import errors
 from brokers.groups.assignor import assign
+from tideway.protocol import errors
 
 __all__ = ["Member", "StreamGroup"]
 

@@ -27,20 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from brokers import errors
-from brokers.aio import Signal, cancel_and_wait
-from brokers.protocol import messages as m
-from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS
 from brokers.queues.share_partition import QueueSettings, SharePartition, State
 from brokers.queues.state_log import StateLog
-from brokers.record.batch import Record, decode_records, iter_batches, read_header
 from brokers.replication import Role
-from brokers.security.names import own_group_name, split_tenant_prefix
 from brokers.storage import TopicConfig
+from tideway.aio import Signal, cancel_and_wait
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.headers import DEADLINE_HEADER, DLQ_HEADERS
+from tideway.protocol.names import own_group_name, split_tenant_prefix
+from tideway.record.batch import Record, decode_records, iter_batches, read_header
 
 if TYPE_CHECKING:
-    from brokers.client.client import TidewayClient
     from brokers.replication import Partition
+    from tideway.native.client import TidewayClient
 
 __all__ = ["DEADLINE_HEADER", "QueueService"]
 
@@ -888,7 +888,7 @@ class QueueService:
 
     async def _dlq_producer(self):
         if self._producer is None:
-            from brokers.client.producer import Producer
+            from tideway.native.producer import Producer
 
             producer = Producer(await self._cluster_client(), acks="all", linger_ms=1, delivery_timeout_ms=30_000)
             await producer.start()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from brokers.errors import InvalidRecordStateError
+from tideway.protocol.errors import InvalidRecordStateError
 
 __all__ = ["Acquired", "QueueSettings", "SharePartition", "State"]
 

@@ -19,13 +19,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from brokers import errors
-from brokers.aio import cancel_and_wait
-from brokers.client.conn import Connection, connect
-from brokers.client.retry import Backoff
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from brokers.replication.partition import Partition, Role
+from tideway.aio import cancel_and_wait
+from tideway.native.conn import Connection, connect
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.retry import Backoff
 
 __all__ = ["ReplicaFetcher"]
 

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from brokers import errors
 from brokers.storage.log import AppendResult, Log
+from tideway.protocol import errors
 
 __all__ = ["FollowerState", "Partition", "Role"]
 

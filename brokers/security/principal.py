@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from brokers.security.acl import Grant
-from brokers.security.names import TenantNames
+from tideway.protocol.names import TenantNames
 
 __all__ = ["Kind", "Principal"]
 

@@ -1,4 +1,4 @@
-"""The server side of SASL_HANDSHAKE and SASL_AUTHENTICATE (see ``brokers/security/handshake.py``).
+"""The server side of SASL_HANDSHAKE and SASL_AUTHENTICATE (see ``tideway/protocol/handshake.py``).
 
 Which mechanisms a connection may use depends on where it came in:
 
@@ -18,14 +18,13 @@ import logging
 
 import msgspec
 
-from brokers import errors
-from brokers.protocol import messages as m
-from brokers.security import handshake
 from brokers.security.keys import KEY_PREFIX, SERVICE_KEY_PREFIX, service_name_of
 from brokers.security.principal import Principal
 from brokers.server.connection import Listener, Session
 from brokers.server.credentials import CredentialStore
 from brokers.server.limits import RateLimitedLog
+from tideway.protocol import errors, handshake
+from tideway.protocol import messages as m
 
 __all__ = ["Authenticator"]
 

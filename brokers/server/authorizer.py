@@ -14,7 +14,7 @@ refused (a new API must be classified before anyone can call it):
 * ``TENANT``: data and group APIs: peers and services as they are; tenants
   through a *view* that checks the key's scopes and queue patterns
   (``brokers.security.acl``), gives their names the tenant's broker-side prefix
-  on the way in (``brokers.security.names``) and takes it off on the way out,
+  on the way in (``tideway.protocol.names``) and takes it off on the way out,
   so a tenant can neither name nor see anything that is not its own.
 
 A request naming anything the key may not touch is refused whole, with
@@ -27,14 +27,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from brokers import errors
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from brokers.security.acl import CONSUME, MANAGE, PRODUCE
-from brokers.security.names import GROUP_KINDS, split_tenant_prefix
 from brokers.security.principal import Kind, Principal
 from brokers.server.connection import Listener, Session
 from brokers.server.credentials import CredentialStore
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.protocol.names import GROUP_KINDS, split_tenant_prefix
 
 __all__ = ["ACCESS", "Access", "Authorizer"]
 

@@ -28,15 +28,8 @@ import ssl
 import struct
 from dataclasses import dataclass
 
-from brokers import errors
-from brokers.aio import cancel_and_wait
-from brokers.client.credentials import ClusterPeer
-from brokers.errors import BrokerError, InvalidRequestError
 from brokers.groups.coordinator import GroupCoordinator
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from brokers.replication import Partition, ReplicaFetcher, Role
-from brokers.security.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
 from brokers.server.authentication import Authenticator
 from brokers.server.authorizer import Authorizer
 from brokers.server.connection import BrokerConnection, Listener, Session
@@ -52,6 +45,13 @@ from brokers.server.usage import UsageMeter
 from brokers.storage import LogManager, TopicConfig, cleaner
 from brokers.storage.config import altered_settings
 from brokers.storage.scrubber import Scrubber
+from tideway.aio import cancel_and_wait
+from tideway.native.credentials import ClusterPeer
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.errors import BrokerError, InvalidRequestError
+from tideway.protocol.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
+from tideway.protocol.messages import ApiKey
 
 __all__ = ["Broker", "BrokerConfig"]
 
@@ -657,7 +657,7 @@ class Broker:
 
     def _peer_client(self):
         """A cluster client acting as this broker, through its own internal listener (not started)."""
-        from brokers.client.client import TidewayClient
+        from tideway.native.client import TidewayClient
 
         host, port = self.internal_advertised()
         return TidewayClient(f"{host}:{port}", request_timeout_ms=10_000, credentials=self.peer_credentials,

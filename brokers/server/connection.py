@@ -35,10 +35,12 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from brokers import errors
-from brokers.aio import start_eagerly
-from brokers.protocol import messages as m
-from brokers.protocol.frames import (
+from brokers.security.principal import Principal
+from brokers.server.limits import ConnectionRegistry, RequestBuffers
+from tideway.aio import start_eagerly
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.frames import (
     FrameDecoder,
     FrameError,
     KeptFrame,
@@ -46,8 +48,6 @@ from brokers.protocol.frames import (
     encode_response,
     split_request,
 )
-from brokers.security.principal import Principal
-from brokers.server.limits import ConnectionRegistry, RequestBuffers
 
 __all__ = ["BrokerConnection", "Listener", "Session"]
 

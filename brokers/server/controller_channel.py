@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from brokers import errors
-from brokers.aio import cancel_and_wait
-from brokers.client.conn import Connection, connect
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
+from tideway.aio import cancel_and_wait
+from tideway.native.conn import Connection, connect
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 __all__ = ["ControllerChannel"]
 

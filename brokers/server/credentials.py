@@ -32,11 +32,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from brokers import errors
-from brokers.protocol import messages as m
 from brokers.security.acl import Grant
 from brokers.security.keys import secret_matches, split_key
 from brokers.security.principal import Principal
+from tideway.protocol import errors
+from tideway.protocol import messages as m
 
 __all__ = ["CredentialStore"]
 

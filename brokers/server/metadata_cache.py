@@ -18,11 +18,11 @@ import logging
 import os
 from collections.abc import Callable
 
-from brokers import errors
-from brokers.protocol import messages as m
 from brokers.server.connection import Listener
 from brokers.storage import LogManager, TopicConfig
 from brokers.storage.files import write_atomically
+from tideway.protocol import errors
+from tideway.protocol import messages as m
 
 __all__ = ["CLUSTER_FILE", "MetadataCache"]
 

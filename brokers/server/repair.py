@@ -28,12 +28,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from brokers import errors
-from brokers.client.retry import Backoff
-from brokers.protocol import messages as m
 from brokers.replication import Partition, Role
 from brokers.server.metrics import BrokerMetrics
 from brokers.storage import Log
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.retry import Backoff
 
 __all__ = ["ReplicaRepair"]
 

@@ -19,15 +19,15 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from brokers import errors
-from brokers.aio import PromptFuture, resolve
-from brokers.errors import BrokerError, InvalidRequestError
-from brokers.protocol import messages as m
-from brokers.record.batch import count_records
 from brokers.replication import Partition, Role
 from brokers.server.metadata_cache import MetadataCache
 from brokers.server.metrics import BrokerMetrics
 from brokers.storage import Log, LogManager
+from tideway.aio import PromptFuture, resolve
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.errors import BrokerError, InvalidRequestError
+from tideway.record.batch import count_records
 
 __all__ = ["ReplicaManager"]
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import msgspec
 
-from brokers import errors
-from brokers.errors import BrokerError, InvalidRequestError, UnsupportedVersionError
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from brokers.server.authorizer import Authorizer
 from brokers.server.connection import Session
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.errors import BrokerError, InvalidRequestError, UnsupportedVersionError
+from tideway.protocol.messages import ApiKey
 
 __all__ = ["Route", "Router"]
 

@@ -35,12 +35,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from brokers import errors
-from brokers.protocol import messages as m
-from brokers.record.batch import iter_batches
 from brokers.replication import Role
 from brokers.server.traffic import Traffic, scope_of
 from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.record.batch import iter_batches
 
 if TYPE_CHECKING:
     from brokers.server.replica_manager import ReplicaManager
@@ -166,8 +166,8 @@ class UsageMeter:
 
     async def _start(self):
         if self._producer is None:
-            from brokers.client.group import CoordinatorLink
-            from brokers.client.producer import Producer
+            from tideway.native.group import CoordinatorLink
+            from tideway.native.producer import Producer
 
             client = self._make_client()
             await client.start()
@@ -197,7 +197,7 @@ class UsageMeter:
         """Where metering got to for partitions this broker has just come to lead (the log's start when never)."""
         if not keys:
             return
-        from brokers.client.group import fetch_committed
+        from tideway.native.group import fetch_committed
 
         await self._start()
         try:
@@ -215,7 +215,7 @@ class UsageMeter:
     async def _commit(self, positions: dict[tuple[str, int], int]) -> None:
         if not positions:
             return
-        from brokers.client.group import commit_offsets
+        from tideway.native.group import commit_offsets
 
         try:
             await commit_offsets(self._link, positions)

@@ -6,7 +6,7 @@ import re
 
 import msgspec
 
-from brokers.errors import InvalidConfigError, InvalidTopicError
+from tideway.protocol.errors import InvalidConfigError, InvalidTopicError
 
 __all__ = ["TopicConfig", "validate_topic_name"]
 
@@ -68,7 +68,7 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True):
         Raises InvalidConfigError naming the first bad setting.
         """
         if not isinstance(partitions, int) or partitions < 1 or partitions > 10_000:
-            from brokers.errors import InvalidPartitionsError
+            from tideway.protocol.errors import InvalidPartitionsError
 
             raise InvalidPartitionsError(f"partitions must be 1..10000, got {partitions!r}")
         values: dict[str, int | str] = {}

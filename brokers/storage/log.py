@@ -32,26 +32,26 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-from brokers import errors
-from brokers.errors import (
-    CorruptRecordError,
-    MessageTooLargeError,
-    OffsetOutOfRangeError,
-    StorageError,
-)
-from brokers.record.batch import (
-    BatchHeader,
-    decode_records,
-    first_corrupt_batch,
-    stamp_batch,
-    validate_batches,
-)
 from brokers.storage.config import TopicConfig
 from brokers.storage.epochs import LeaderEpochCache
 from brokers.storage.files import fsync_directory, write_atomically
 from brokers.storage.open_files import OpenFiles
 from brokers.storage.producers import ProducerStateTable
 from brokers.storage.segment import Segment, header_problem
+from tideway.protocol import errors
+from tideway.protocol.errors import (
+    CorruptRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from tideway.record.batch import (
+    BatchHeader,
+    decode_records,
+    first_corrupt_batch,
+    stamp_batch,
+    validate_batches,
+)
 
 __all__ = ["AppendResult", "Log", "ReadResult"]
 

@@ -24,11 +24,15 @@ import time
 
 import msgspec
 
-from brokers.errors import StorageError, TopicAlreadyExistsError, UnknownTopicOrPartitionError
 from brokers.storage.config import TopicConfig, validate_topic_name
 from brokers.storage.files import fsync_directory, write_atomically
 from brokers.storage.log import Log
 from brokers.storage.open_files import OPEN_SEGMENTS_MAX, OpenFiles
+from tideway.protocol.errors import (
+    StorageError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 
 __all__ = ["LogManager", "read_topics"]
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from brokers import errors
-from brokers.record.batch import BatchHeader
 from brokers.storage.files import write_atomically
+from tideway.protocol import errors
+from tideway.protocol.messages import RECENT_BATCHES_MAX
+from tideway.record.batch import BatchHeader
 
 __all__ = ["ProducerStateTable", "RECENT_BATCHES_MAX"]
 
-RECENT_BATCHES_MAX = 64  # the producer keeps fewer batches than this in flight per partition
 SNAPSHOT_FILE = "producer-snapshot"
 
 

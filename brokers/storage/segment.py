@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING
 
 from crc32c import crc32c
 
-from brokers.record.batch import (
+from brokers.storage.files import write_atomically
+from tideway.record.batch import (
     BATCH_HEADER_BYTES,
     BATCH_LENGTH_MIN,
     CRC_START,
@@ -52,7 +53,6 @@ from brokers.record.batch import (
     offsets_problem,
     read_header,
 )
-from brokers.storage.files import write_atomically
 
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 if TYPE_CHECKING:

@@ -16,10 +16,10 @@ import concurrent.futures
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from brokers.client import TidewayClient
-from brokers.client.credentials import ApiKey
 from clusters.choices import BrokerState
 from clusters.models import Cluster
+from tideway.native import TidewayClient
+from tideway.native.credentials import ApiKey
 
 T = TypeVar("T")
 REQUEST_TIMEOUT_MS = 30_000
@@ -96,8 +96,8 @@ def delete_topic(cluster: Cluster, name: str) -> None:
 def partition_states(cluster: Cluster, name: str) -> dict[int, dict]:
     """Per partition of topic ``name``, as its leader sees it: first offset, high watermark, log end, bytes on disk
     and segments (DESCRIBE_TOPICS asked of every broker; each answers for its own replicas)."""
-    from brokers.protocol import messages as m
-    from brokers.protocol.messages import ApiKey as Api
+    from tideway.protocol import messages as m
+    from tideway.protocol.messages import ApiKey as Api
 
     async def states(client: TidewayClient) -> dict[int, dict]:
         await client.refresh_metadata()

@@ -32,7 +32,6 @@ import msgspec
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from brokers import errors as broker_errors
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
@@ -49,6 +48,7 @@ from gateway.operations import (
 )
 from gateway.publishing import start_publish
 from gateway.wire import ENCODER, OutgoingMessage
+from tideway.protocol import errors as broker_errors
 
 log = logging.getLogger(__name__)
 

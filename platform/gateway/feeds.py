@@ -18,11 +18,11 @@ import asyncio
 import logging
 from typing import Protocol
 
-from brokers import errors as broker_errors
-from brokers.client.queue import Message, QueueConsumer
 from gateway import limits
 from gateway.auth import Caller
 from gateway.errors import GatewayError
+from tideway.native.queue import Message, QueueConsumer
+from tideway.protocol import errors as broker_errors
 
 log = logging.getLogger(__name__)
 

@@ -17,21 +17,21 @@ import uuid
 
 from asgiref.sync import sync_to_async
 
-from brokers import errors as broker_errors
-from brokers.client.group import commit_offsets, describe_group, timestamp_at
-from brokers.client.queue import (
-    count_dead_letters,
-    list_dead_letters,
-    parse_receipt,
-    purge_dead_letters,
-)
-from brokers.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
-from brokers.security.names import TenantNames
 from gateway import limits, pool
 from gateway.auth import Caller
 from gateway.catalog import QueueInfo
 from gateway.errors import GatewayError, invalid
 from gateway.wire import add_body, message_json
+from tideway.native.group import commit_offsets, describe_group, timestamp_at
+from tideway.native.queue import (
+    count_dead_letters,
+    list_dead_letters,
+    parse_receipt,
+    purge_dead_letters,
+)
+from tideway.protocol import errors as broker_errors
+from tideway.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
+from tideway.protocol.names import TenantNames
 
 NAME = r"[A-Za-z0-9._-]{1,100}"
 _GROUP = re.compile(rf"^{NAME}$")
@@ -51,7 +51,7 @@ SETTLED = {"ack": "acked", "nack": "released", "reject": "rejected"}
 
 def broker_group(caller: Caller, group: str, kind: str) -> str:
     """The broker-side group id (``kind``: "queue" or "stream"): tenants never share a group, nor do queue (share)
-    and stream groups. The same name a tenant's native client gets for its group (brokers.security.names), so a
+    and stream groups. The same name a tenant's native client gets for its group (tideway.protocol.names), so a
     group is one group whichever way it is used, and its dead letters name it by the tenant's own name."""
     if not _GROUP.match(group):
         raise invalid(f"group name {group!r} must be 1-100 letters, digits, '.', '_' or '-'")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from brokers.client import Producer, QueueConsumer, TidewayClient
-from brokers.client.group import CoordinatorLink
-from brokers.record.batch import Record, decode_records, iter_batches
+from tideway.native import Producer, QueueConsumer, TidewayClient
+from tideway.native.group import CoordinatorLink
+from tideway.record.batch import Record, decode_records, iter_batches
 
 # A publish not acknowledged by every in-sync replica in this time fails (503, retry):
 # HTTP clients wait about this long, and dedup reservations outlive it (limits.PENDING_S).

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from brokers import errors as broker_errors
-from brokers.client.producer import wait_records
 from gateway import catalog, limits, pool, schemas
 from gateway.auth import Caller
 from gateway.catalog import QueueInfo
 from gateway.errors import GatewayError, queue_not_found
 from gateway.wire import OutgoingMessage, prepare
+from tideway.native.producer import wait_records
+from tideway.protocol import errors as broker_errors
 
 
 async def publish(caller: Caller, queue: QueueInfo, messages: list[OutgoingMessage]) -> list[dict]:

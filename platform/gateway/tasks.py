@@ -7,8 +7,8 @@ import logging
 
 from celery import shared_task
 
-from brokers.client import TidewayClient
-from brokers.client.queue import redrive
+from tideway.native import TidewayClient
+from tideway.native.queue import redrive
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 @shared_task(name="gateway.redrive_dead_letters")
 def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None, selected: list | None = None) -> dict:
     """Move dead letters of queue ``queue_id`` back to it (all, or the selected [partition, offset] ones);
-    safe to run again after a crash (see brokers.client.queue.redrive)."""
+    safe to run again after a crash (see tideway.native.queue.redrive)."""
     from clusters.admin import bootstrap_of, broker_credentials
     from topics.models import Queue
 

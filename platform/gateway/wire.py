@@ -17,10 +17,10 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from brokers.client.producer import record_size_estimate
-from brokers.queues.headers import DEADLINE_HEADER
-from brokers.record.batch import BATCH_HEADER_BYTES
 from gateway.errors import GatewayError, invalid
+from tideway.native.producer import record_size_estimate
+from tideway.protocol.headers import DEADLINE_HEADER
+from tideway.record.batch import BATCH_HEADER_BYTES
 
 MAX_MESSAGES_PER_REQUEST = 1000
 MAX_DEDUP_ID_LENGTH = 128

@@ -30,9 +30,9 @@ def _stamp(ms: int) -> datetime:
 
 
 async def _has_topic(bootstrap: str, key: str | None, topic: str) -> bool:
-    from brokers import errors
-    from brokers.client import TidewayClient
-    from brokers.client.credentials import ApiKey
+    from tideway.native import TidewayClient
+    from tideway.native.credentials import ApiKey
+    from tideway.protocol import errors
 
     async with TidewayClient(bootstrap, credentials=ApiKey(key) if key else None) as client:
         try:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from brokers.client import TidewayClient
-from brokers.client.group import group_positions, timestamps_at
-from brokers.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from brokers.security.names import TenantNames
 from lag.status import Sample, judge_group
+from tideway.native import TidewayClient
+from tideway.native.group import group_positions, timestamps_at
+from tideway.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from tideway.protocol.names import TenantNames
 
 # One partition's figures, in this order (a group sample's "partitions" rows; `__lag` records carry them as is).
 PARTITION_FIELDS = ("partition", "position", "log_end", "lag", "lag_ms", "in_flight", "produce_rate", "consume_rate")

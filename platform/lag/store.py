@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 
-from brokers import errors
-from brokers.client import Producer, TidewayClient
+from tideway.native import Producer, TidewayClient
+from tideway.protocol import errors
 
 LAG_TOPIC = "__lag"
 LAG_SETTINGS = {"retention.ms": str(7 * 24 * 3600 * 1000), "segment.bytes": str(64 << 20), "max.message.bytes": str(8 << 20)}

@@ -43,10 +43,10 @@ async def _look(clusters: dict, key: str) -> int:
     import redis.asyncio as redis
     from django.conf import settings
 
-    from brokers.client import TidewayClient
-    from brokers.client.credentials import ApiKey
     from lag import store
     from lag.sampler import sample_cluster
+    from tideway.native import TidewayClient
+    from tideway.native.credentials import ApiKey
 
     connection = redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
     groups = 0

@@ -15,12 +15,12 @@ from django.db import transaction
 from django.db.models import BigIntegerField, Count, F, Sum
 
 from billing.quotas import Footprint, check_queue_fits
-from brokers import errors as broker_errors
 from clusters import admin
 from clusters.choices import BrokerState
 from controlplane.errors import ActionError
 from tenants import audit
 from tenants.models import Tenant
+from tideway.protocol import errors as broker_errors
 from topics.choices import QueueMode, QueueStatus
 from topics.models import Queue
 from topics.placement import choose_cluster

@@ -27,15 +27,15 @@ import typing
 import msgspec
 import pytest
 
-from brokers import errors
-from brokers.client import TidewayClient
-from brokers.client.conn import connect
-from brokers.client.credentials import ApiKey, ClusterPeer
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey as Api
-from brokers.record.batch import BatchBuilder
 from brokers.server.authorizer import ACCESS, Access
 from tests.conftest import OPERATOR_KEY
+from tideway.native import TidewayClient
+from tideway.native.conn import connect
+from tideway.native.credentials import ApiKey, ClusterPeer
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey as Api
+from tideway.record.batch import BatchBuilder
 
 SAMPLE_BATCH = BatchBuilder()
 SAMPLE_BATCH.append(1, None, b"forged")
@@ -154,7 +154,7 @@ async def _tenant_ids(bootstrap: str) -> list[int]:
 
 async def _fill_tenant_a(key: str, bootstrap: str) -> None:
     """Messages in A's queue and stream, a committed offset, a queue message acquired and acked (natively, with A's key)."""
-    from brokers.client import GroupConsumer, Producer, QueueConsumer
+    from tideway.native import GroupConsumer, Producer, QueueConsumer
 
     async with TidewayClient(bootstrap, api_key=key) as client:
         assert await client.list_topics() == ["events", "orders", "orders.dlq"]  # its own names, nothing else
@@ -182,7 +182,7 @@ async def _fill_tenant_a(key: str, bootstrap: str) -> None:
 
 async def _state_of_a(bootstrap: str, tenant_id: int) -> dict:
     """A's stored data, read with the operator's service key by broker-side names."""
-    from brokers.client.group import describe_group
+    from tideway.native.group import describe_group
 
     prefix = f"t{tenant_id}."
     async with TidewayClient(bootstrap, api_key=OPERATOR_KEY) as client:
@@ -399,8 +399,8 @@ def test_fifty_unauthenticated_100_mib_frames_cost_almost_nothing(deployment, te
 
 def _authenticated_socket(port: int, key: str) -> socket.socket:
     """A raw socket that has authenticated with ``key`` (PLAIN), for writing frames byte by byte."""
-    from brokers.protocol.frames import encode_request
-    from brokers.security import handshake
+    from tideway.protocol import handshake
+    from tideway.protocol.frames import encode_request
 
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     for correlation_id, api, request in (
@@ -431,7 +431,7 @@ def test_an_authenticated_tenants_partial_frames_hold_no_more_than_its_share(dep
     With the default budget (256 MiB in all, 64 MiB per key) eight of them hold one frame's worth; the others
     are read past and, once complete, answered BROKER_BUSY; other tenants (and the same key's small requests)
     are served meanwhile."""
-    from brokers.protocol.frames import REQUEST_HEADER_BYTES
+    from tideway.protocol.frames import REQUEST_HEADER_BYTES
 
     broker = deployment.deployment.brokers[3]
     a, b = tenants["a"], tenants["b"]
@@ -496,8 +496,8 @@ def test_a_keys_connections_to_a_broker_follow_its_plan(deployment):
 
 def test_a_request_that_never_arrives_whole_is_cut_off(tmp_path):
     """A partial frame holds its connection for --request-read-timeout-ms at most."""
-    from brokers.protocol.frames import REQUEST_HEADER_BYTES
     from tests.conftest import BrokerProcess
+    from tideway.protocol.frames import REQUEST_HEADER_BYTES
 
     broker = BrokerProcess(tmp_path / "b", extra_args=["--request-read-timeout-ms", "1000"]).start()
     try:
@@ -516,7 +516,7 @@ def test_a_request_that_never_arrives_whole_is_cut_off(tmp_path):
 
 def test_tenants_never_see_broker_side_names_in_errors_or_dead_letter_headers(deployment, tenants):
     """A's key natively: errors about its topics and its dead letters' origin headers name `orders`, never `t<id>.orders`."""
-    from brokers.client import Consumer, Producer, QueueConsumer
+    from tideway.native import Consumer, Producer, QueueConsumer
 
     a = tenants["a"]
     prefix = f"t{a['id']}."
@@ -566,9 +566,9 @@ def test_tenants_never_see_broker_side_names_in_errors_or_dead_letter_headers(de
 def test_traffic_counts_a_tenants_messages_once_and_shows_only_its_own(deployment, tenants):
     """DESCRIBE_TRAFFIC with tenant keys: A's produce and queue deliveries counted exactly once (a queue
     coordinator's reads from remote leaders are not deliveries), in A's names; B sees none of it."""
-    from brokers.client import Producer, QueueConsumer
-    from brokers.client.group import group_positions
-    from brokers.client.traffic import describe_traffic
+    from tideway.native import Producer, QueueConsumer
+    from tideway.native.group import group_positions
+    from tideway.native.traffic import describe_traffic
 
     a, b = tenants["a"], tenants["b"]
     bootstrap = deployment.deployment.bootstrap

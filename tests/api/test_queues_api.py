@@ -6,9 +6,9 @@ import asyncio
 
 import msgspec
 
-from brokers.client import TidewayClient
 from brokers.storage.manager import read_topics
 from tests.api.conftest import wait_for
+from tideway.native import TidewayClient
 
 
 def _broker_metadata(control_plane, topic: str):

@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from brokers.client import GroupConsumer, Producer, TidewayClient
 from tests.browser.test_console import _unlabelled_fields
 from tests.browser.test_websocket_page import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import REPO_ROOT
 from tests.gateway.conftest import make_queue
+from tideway.native import GroupConsumer, Producer, TidewayClient
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 SCREENSHOTS = REPO_ROOT / "test-results" / "alerts"

@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 
-from brokers.client.group import GroupConsumer
+from tideway.native.group import GroupConsumer
 
 
 async def main(bootstrap: str, group: str, topic: str, path: str) -> None:

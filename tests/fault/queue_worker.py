@@ -10,7 +10,7 @@ import asyncio
 import sys
 import zlib
 
-from brokers.client.queue import QueueConsumer
+from tideway.native.queue import QueueConsumer
 
 
 async def main(bootstrap: str, group: str, topic: str, path: str) -> None:

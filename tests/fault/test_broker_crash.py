@@ -5,8 +5,8 @@ import random
 import signal
 import time
 
-from brokers import errors
-from brokers.client import Consumer, Producer, TidewayClient
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.protocol import errors
 
 
 async def consume_all(bootstrap: str, topic: str, partitions: int, expected_total: int, timeout_s: float = 60) -> dict[int, list[bytes]]:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Consumer, Producer, TidewayClient
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.protocol import errors
 
 TOPIC = "orders"
 PARTITIONS = 6

@@ -18,13 +18,13 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import GroupConsumer, Producer, TidewayClient
-from brokers.client.conn import connect
-from brokers.client.credentials import ApiKey
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey as Api
 from tests.conftest import wait_for_port
+from tideway.native import GroupConsumer, Producer, TidewayClient
+from tideway.native.conn import connect
+from tideway.native.credentials import ApiKey
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey as Api
 
 pytestmark = pytest.mark.timeout(300)
 

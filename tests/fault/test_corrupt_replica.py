@@ -8,8 +8,8 @@ only the CRC can tell.
 import signal
 import time
 
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.record.batch import BATCH_HEADER_BYTES, iter_batches
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.record.batch import BATCH_HEADER_BYTES, iter_batches
 
 TOPIC = "ledger"
 

@@ -25,9 +25,6 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Consumer, QueueConsumer, TidewayClient
-from brokers.client.group import CoordinatorLink
 from tests.fault.test_cluster_failover import consume_everything
 from tests.fault.test_idempotent_failover import (
     PARTITIONS,
@@ -36,6 +33,9 @@ from tests.fault.test_idempotent_failover import (
     create_replicated_topic,
     longest_silence_s,
 )
+from tideway.native import Consumer, QueueConsumer, TidewayClient
+from tideway.native.group import CoordinatorLink
+from tideway.protocol import errors
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 

@@ -16,10 +16,10 @@ import time
 import httpx
 import pytest
 
-from brokers.client import Consumer, TidewayClient
 from tests.api.conftest import running_control_plane
 from tests.fault.test_frozen_leader import freeze
 from tests.fault.test_idempotent_failover import longest_silence_s
+from tideway.native import Consumer, TidewayClient
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -22,10 +22,10 @@ import time
 
 import pytest
 
-from brokers.client import Producer, TidewayClient
-from brokers.client.group import CoordinatorLink, fetch_committed
-from brokers.protocol import messages as m
 from tests.conftest import REPO_ROOT
+from tideway.native import Producer, TidewayClient
+from tideway.native.group import CoordinatorLink, fetch_committed
+from tideway.protocol import messages as m
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from brokers.client import SyncClient, SyncConsumer, SyncProducer
-from brokers.protocol.frames import encode_request
-from brokers.protocol.messages import ApiKey
+from tideway.native import SyncClient, SyncConsumer, SyncProducer
+from tideway.protocol.frames import encode_request
+from tideway.protocol.messages import ApiKey
 
 
 def snapshot(bootstrap: str) -> tuple:

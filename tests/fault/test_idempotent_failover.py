@@ -11,8 +11,8 @@ acknowledged write for longer than the session timeout plus 3 seconds.
 import asyncio
 import time
 
-from brokers.client import Producer, TidewayClient
 from tests.fault.test_cluster_failover import consume_everything
+from tideway.native import Producer, TidewayClient
 
 TOPIC = "orders"
 PARTITIONS = 3

@@ -21,12 +21,12 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Producer, TidewayClient
-from brokers.client.group import CoordinatorLink, describe_group
-from brokers.client.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
-from brokers.protocol import messages as m
 from tests.conftest import REPO_ROOT
+from tideway.native import Producer, TidewayClient
+from tideway.native.group import CoordinatorLink, describe_group
+from tideway.native.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
+from tideway.protocol import errors
+from tideway.protocol import messages as m
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 

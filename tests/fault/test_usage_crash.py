@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.protocol import messages as m
 from tests.usage_records import read_usage, totals
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.protocol import messages as m
 
 TOPIC = "t9.jobs"
 PARTITIONS = 3

@@ -15,11 +15,11 @@ import time
 import pytest
 import websockets
 
-from brokers.client import Producer, QueueConsumer, TidewayClient
-from brokers.protocol import messages as m
-from brokers.record.batch import iter_batches
 from tests.conftest import OPERATOR_KEY, REPO_ROOT
 from tests.gateway.conftest import make_queue
+from tideway.native import Producer, QueueConsumer, TidewayClient
+from tideway.protocol import messages as m
+from tideway.record.batch import iter_batches
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -77,7 +77,7 @@ async def _stored_bytes(bootstrap: str, topic: str) -> int:
 
 
 def _next(records: bytes) -> int:
-    from brokers.record.batch import read_header
+    from tideway.record.batch import read_header
 
     last = 0
     for position, _base, _size in iter_batches(records):
@@ -145,7 +145,7 @@ def test_a_broker_killed_mid_traffic_leaves_ingress_exact_and_egress_short_by_at
     """The same chain with the leader of a partition SIGKILLed and restarted while a tenant produces and a queue
     consumer receives: after the job, ingress equals what the logs hold; egress is never above what was delivered,
     and short by at most what was delivered around the kill (the victim's last flush interval)."""
-    from brokers import errors
+    from tideway.protocol import errors
 
     _slug, key = gateway.create_tenant(plan="team")
     name = make_queue(gateway, key, partitions=2)

@@ -9,10 +9,10 @@ import time
 
 import websockets
 
-from brokers.client import TidewayClient
 from tests.conftest import OPERATOR_KEY
 from tests.gateway.conftest import make_queue
 from tests.usage_records import read_usage, totals
+from tideway.native import TidewayClient
 
 
 def test_rest_calls_and_websocket_frames_are_metered_with_their_bytes(gateway, tenant):

@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Consumer, Producer, SyncClient, SyncConsumer, SyncProducer, TidewayClient
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.record import BatchBuilder
 from tests.conftest import run_cli
+from tideway.native import Consumer, Producer, SyncClient, SyncConsumer, SyncProducer, TidewayClient
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record import BatchBuilder
 
 MESSAGES = 1_000_000
 PARTITIONS = 4
@@ -287,7 +287,7 @@ async def test_records_waiting_for_a_request_slot_go_when_an_answer_frees_one(br
     """With one request in flight at most, records sent meanwhile wait in an open batch; the answer that
     frees the slot sends them. (An answer wakes the sender only when something waits: without that wake
     they would sit until the sender's next periodic look, made 30 s here.)"""
-    from brokers.client import producer as producer_module
+    from tideway.native import producer as producer_module
 
     monkeypatch.setattr(producer_module, "SWEEP_INTERVAL_S", 30.0)
     async with TidewayClient(broker.bootstrap) as client:

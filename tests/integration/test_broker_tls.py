@@ -12,10 +12,10 @@ import asyncio
 
 import pytest
 
-from brokers import errors
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.client.conn import tls_context
 from tests.conftest import BrokerProcess, ControllerProcess, self_signed_certificate
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.native.conn import tls_context
+from tideway.protocol import errors
 
 
 def test_a_cluster_with_tls_on_every_port_replicates_and_serves(tmp_path):

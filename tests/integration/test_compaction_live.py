@@ -3,7 +3,7 @@
 import asyncio
 import time
 
-from brokers.client import Consumer, Producer, TidewayClient
+from tideway.native import Consumer, Producer, TidewayClient
 
 
 async def test_consumers_see_the_latest_value_per_key_after_background_compaction(broker_factory):

@@ -15,12 +15,12 @@ import urllib.request
 
 import pytest
 
-from brokers import errors
-from brokers.client.conn import connect
-from brokers.client.credentials import default_credentials
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from tests.conftest import free_port
+from tideway.native.conn import connect
+from tideway.native.credentials import default_credentials
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 
 def _closed_within(sock: socket.socket, timeout_s: float) -> bool:

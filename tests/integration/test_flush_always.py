@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from brokers.client import Consumer, Producer, TidewayClient
+from tideway.native import Consumer, Producer, TidewayClient
 
 PRODUCERS = 4
 MESSAGES = 3_000  # each

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Producer, TidewayClient
-from brokers.client.group import GroupConsumer, describe_group, group_lag
+from tideway.native import Producer, TidewayClient
+from tideway.native.group import GroupConsumer, describe_group, group_lag
+from tideway.protocol import errors
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -3,13 +3,13 @@
 import asyncio
 import signal
 
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.client.conn import connect
-from brokers.client.credentials import default_credentials
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.record import BatchBuilder
 from tests.integration.test_replication import TOPIC, FakeController, describe
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.native.conn import connect
+from tideway.native.credentials import default_credentials
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record import BatchBuilder
 
 
 def batch(producer_id: int, sequence: int, count: int) -> bytes:
@@ -113,8 +113,8 @@ async def test_records_sent_one_by_one_while_a_partition_is_busy_join_one_batch(
 async def test_a_batch_that_can_never_be_sent_is_failed_at_its_delivery_timeout(broker):
     """Every send gets an answer within the delivery timeout, whatever holds its batch back (here: its
     partition's count of batches in flight, left at the cap as a lost answer could leave it)."""
-    from brokers import errors
-    from brokers.client.producer import IN_FLIGHT_BATCHES_PER_PARTITION_MAX
+    from tideway.native.producer import IN_FLIGHT_BATCHES_PER_PARTITION_MAX
+    from tideway.protocol import errors
 
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic("held", partitions=2)

@@ -4,8 +4,8 @@ import subprocess
 import sys
 import urllib.request
 
-from brokers.client import Consumer, Producer, TidewayClient
 from tests.conftest import OPERATOR_KEY, REPO_ROOT, free_port
+from tideway.native import Consumer, Producer, TidewayClient
 
 
 def scrape_text(port: int, token: str | None = OPERATOR_KEY) -> str:

@@ -9,10 +9,10 @@ import urllib.request
 
 import pytest
 
-from brokers.client import Producer, TidewayClient
-from brokers.client.group import describe_group
-from brokers.client.queue import QueueConsumer
 from tests.conftest import free_port
+from tideway.native import Producer, TidewayClient
+from tideway.native.group import describe_group
+from tideway.native.queue import QueueConsumer
 
 pytestmark = pytest.mark.timeout(300)
 

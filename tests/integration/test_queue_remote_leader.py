@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from brokers.client import Producer, TidewayClient
-from brokers.client.queue import QueueConsumer
 from brokers.queues.service import WATCH_WAIT_MS
+from tideway.native import Producer, TidewayClient
+from tideway.native.queue import QueueConsumer
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Producer, TidewayClient
-from brokers.client.group import describe_group
-from brokers.client.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
-from brokers.protocol.messages import AcceptRange, ApiKey, ShareAcknowledgeRequest
+from tideway.native import Producer, TidewayClient
+from tideway.native.group import describe_group
+from tideway.native.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
+from tideway.protocol import errors
+from tideway.protocol.messages import AcceptRange, ApiKey, ShareAcknowledgeRequest
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -226,7 +226,7 @@ async def test_in_flight_cap_and_bad_requests(broker):
 
 
 def test_blocking_clients_for_both_models(broker):
-    from brokers.client import SyncClient, SyncGroupConsumer, SyncProducer, SyncQueueConsumer
+    from tideway.native import SyncClient, SyncGroupConsumer, SyncProducer, SyncQueueConsumer
 
     with SyncClient(broker.bootstrap) as client:
         client.create_topic("sync-q", partitions=1)

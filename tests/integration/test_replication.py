@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from brokers import errors
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.client.conn import connect
-from brokers.client.credentials import ClusterPeer
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from tests.conftest import CLUSTER_SECRET_HEX
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.native.conn import connect
+from tideway.native.credentials import ClusterPeer
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 TOPIC = "rep"
 

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Producer, TidewayClient
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
+from tideway.native import Producer, TidewayClient
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 
 async def wait_until(predicate, timeout_s=20.0):

@@ -4,8 +4,8 @@ import asyncio
 import glob
 import time
 
-from brokers.client import Producer, TidewayClient
 from tests.unit.test_log_integrity import flip_byte_in_batch
+from tideway.native import Producer, TidewayClient
 
 
 async def test_the_scrubber_wakes_for_its_next_pass_and_finds_damage_done_since_the_last(broker_factory):

@@ -19,15 +19,15 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.client.conn import connect
-from brokers.client.credentials import ClusterPeer
-from brokers.client.traffic import describe_traffic
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.record.batch import decode_records, iter_batches
 from tests.conftest import CLUSTER_SECRET_HEX
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.native.conn import connect
+from tideway.native.credentials import ClusterPeer
+from tideway.native.traffic import describe_traffic
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record.batch import decode_records, iter_batches
 
 TOPIC = "t1.stream"
 

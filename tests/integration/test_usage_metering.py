@@ -7,10 +7,10 @@ import asyncio
 import json
 import time
 
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.client.traffic import describe_traffic
 from brokers.usage_topic import USAGE_TOPIC
 from tests.usage_records import read_usage, totals
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.native.traffic import describe_traffic
 
 
 async def _wait_for(client, topic: str, want: dict, timeout_s: float = 15) -> dict:

@@ -24,12 +24,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from brokers.client import GroupConsumer, Producer, TidewayClient
-from brokers.client.group import CoordinatorLink, commit_offsets
 from tests.api.conftest import running_control_plane
 from tests.conftest import free_port
 from tests.gateway.conftest import make_queue
 from tests.lag.conftest import kill_monitoring_worker, start_monitoring_worker
+from tideway.native import GroupConsumer, Producer, TidewayClient
+from tideway.native.group import CoordinatorLink, commit_offsets
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from brokers.client import Consumer, GroupConsumer, Producer, TidewayClient
 from tests.conftest import OPERATOR_KEY, REPO_ROOT
 from tests.gateway.conftest import make_queue
+from tideway.native import Consumer, GroupConsumer, Producer, TidewayClient
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -100,7 +100,7 @@ class Traffic:
 async def _read_lag_records() -> list[dict]:
     out = []
     async with TidewayClient(_BOOTSTRAP[0], api_key=OPERATOR_KEY) as client:
-        from brokers.protocol import messages as m
+        from tideway.protocol import messages as m
 
         end, _ = await client.list_offset("__lag", 0, m.LATEST_TIMESTAMP)
         consumer = Consumer(client, auto_offset_reset="earliest", fetch_max_wait_ms=100)

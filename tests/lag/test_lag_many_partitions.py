@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import pytest
 
-from brokers.client import Producer, TidewayClient
-from brokers.client.group import CoordinatorLink, commit_offsets
-from brokers.client.queue import QueueConsumer
 from lag.sampler import QueueRef, sample_cluster
 from tests.conftest import OPERATOR_KEY
+from tideway.native import Producer, TidewayClient
+from tideway.native.group import CoordinatorLink, commit_offsets
+from tideway.native.queue import QueueConsumer
 
 LOOK_S = 10  # between the looks of the second part, on the look's clock
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from brokers.client import Producer, TidewayClient
-from brokers.client.queue import QueueConsumer
 from lag.sampler import QueueRef, sample_cluster
+from tideway.native import Producer, TidewayClient
+from tideway.native.queue import QueueConsumer
 
 TOPIC = "t7.jobs"
 

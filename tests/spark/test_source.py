@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from brokers.client import Producer, TidewayClient
+from tideway.native import Producer, TidewayClient
 
 pytestmark = pytest.mark.timeout(300)
 PARTITIONS, PER_PARTITION = 3, 30

@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from brokers import errors
-from brokers.client import Consumer, Producer, TidewayClient
-from brokers.client.traffic import describe_traffic
 from brokers.usage_topic import USAGE_TOPIC
 from tests.usage_records import read_usage, totals
+from tideway.native import Consumer, Producer, TidewayClient
+from tideway.native.traffic import describe_traffic
+from tideway.protocol import errors
 
 pytestmark = [pytest.mark.django_db(transaction=True, serialized_rollback=True), pytest.mark.timeout(300)]
 

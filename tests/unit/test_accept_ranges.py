@@ -1,10 +1,10 @@
-"""How a loop turn's accepts become ranges of offsets (brokers/client/queue.py::_ranges)."""
+"""How a loop turn's accepts become ranges of offsets (tideway/native/queue.py::_ranges)."""
 
 from __future__ import annotations
 
 import random
 
-from brokers.client.queue import _ranges
+from tideway.native.queue import _ranges
 
 
 def _offsets(ranges) -> list[tuple[int, int, int]]:

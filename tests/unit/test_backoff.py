@@ -2,7 +2,7 @@
 
 import asyncio
 
-from brokers.client.retry import Backoff
+from tideway.retry import Backoff
 
 
 def test_pauses_double_up_to_the_ceiling_with_jitter_below_each_step():

@@ -1,6 +1,6 @@
 """The client connection takes the several answers of a streaming fetch (``FetchResponse.more``).
 
-A small socket server stands in for a broker (a unit test of ``brokers.client.conn`` alone; the
+A small socket server stands in for a broker (a unit test of ``tideway.native.conn`` alone; the
 whole path is tests/integration/test_streaming_fetch.py): every answer goes to ``on_answer``, the
 last completes the request; answers that come after the request timed out are dropped without
 breaking the connection, and a new request on it is answered.
@@ -12,10 +12,10 @@ import asyncio
 
 import pytest
 
-from brokers.client.conn import connect
-from brokers.errors import ClientTimeoutError
-from brokers.protocol import messages as m
-from brokers.protocol.frames import FrameDecoder, encode_response, split_request
+from tideway.native.conn import connect
+from tideway.protocol import messages as m
+from tideway.protocol.errors import ClientTimeoutError
+from tideway.protocol.frames import FrameDecoder, encode_response, split_request
 
 
 async def _server(answers_for):

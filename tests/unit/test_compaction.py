@@ -5,9 +5,9 @@ import random
 import threading
 import time
 
-from brokers.record import BatchBuilder
-from brokers.record.batch import decode_records, iter_batches, validate_batches
 from brokers.storage import Log, TopicConfig, cleaner
+from tideway.record import BatchBuilder
+from tideway.record.batch import decode_records, iter_batches, validate_batches
 
 DAY_MS = 86_400_000
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 
-from brokers import errors
-from brokers.client.consumer import Consumer
-from brokers.protocol import messages as m
-from brokers.record.batch import BatchBuilder, stamp_batch
+from tideway.native.consumer import Consumer
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.record.batch import BatchBuilder, stamp_batch
 
 
 def _batch(base_offset: int, values: list[bytes]) -> bytes:
@@ -33,7 +33,7 @@ class _Connection:
         self.requests.append(request)
         await asyncio.sleep(0)  # as over a socket: the answer comes on a later loop turn, never at once
         response = await self._answer(request, len(self.requests))
-        if on_answer is not None:  # as brokers.client.conn.Connection: in its read callback, with a successful answer
+        if on_answer is not None:  # as tideway.native.conn.Connection: in its read callback, with a successful answer
             on_answer(response)
         return response
 

@@ -11,11 +11,11 @@ import asyncio
 
 import pytest
 
-from brokers import errors
-from brokers.protocol import messages as m
 from brokers.security.keys import hash_secret
 from brokers.server import credentials as credentials_module
 from brokers.server.credentials import CredentialStore
+from tideway.protocol import errors
+from tideway.protocol import messages as m
 
 PREFIX = "0123456789ab"
 KEY = f"tw_{PREFIX}_secret"

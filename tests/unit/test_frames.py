@@ -1,10 +1,10 @@
-"""brokers.protocol.frames.FrameDecoder: a byte stream cut into frames, however the reads split it."""
+"""tideway.protocol.frames.FrameDecoder: a byte stream cut into frames, however the reads split it."""
 
 import struct
 
 import pytest
 
-from brokers.protocol.frames import FrameDecoder, FrameError
+from tideway.protocol.frames import FrameDecoder, FrameError
 
 
 def _stream(bodies: list[bytes]) -> bytes:
@@ -51,7 +51,7 @@ def test_a_length_split_across_reads_is_checked_once_complete():
 @pytest.mark.parametrize("chunk", [1, 5, 13, 100, 4096])
 def test_a_refused_frame_is_read_past_without_keeping_it_and_the_stream_goes_on(chunk):
     """Issue 40: what an authenticated caller's frames may hold while they arrive is decided from their header."""
-    from brokers.protocol.frames import KeptFrame, RefusedFrame, encode_request
+    from tideway.protocol.frames import KeptFrame, RefusedFrame, encode_request
 
     asked = []
 

@@ -7,11 +7,11 @@ only the CRC can tell (headers, sizes and offsets all still add up).
 
 import pytest
 
-from brokers.errors import StorageError
-from brokers.record.batch import BATCH_HEADER_BYTES, iter_batches, read_header
 from brokers.storage import Log, TopicConfig
 from brokers.storage.scrubber import Scrubber
 from tests.unit.test_storage import decode_records_all, fill
+from tideway.protocol.errors import StorageError
+from tideway.record.batch import BATCH_HEADER_BYTES, iter_batches, read_header
 
 CONFIG = TopicConfig(segment_bytes=4096, index_interval_bytes=512)
 

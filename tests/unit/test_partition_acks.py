@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from brokers import errors
-from brokers.record import BatchBuilder
 from brokers.replication import Partition
 from brokers.storage import Log, TopicConfig
+from tideway.protocol import errors
+from tideway.record import BatchBuilder
 
 
 def _leader(tmp_path, isr: list[int]) -> Partition:

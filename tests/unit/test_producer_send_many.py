@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import random
 
-from brokers.client.partitioner import partition_for_key
-from brokers.client.producer import Producer
-from brokers.record.batch import decode_records
+from tideway.native.partitioner import partition_for_key
+from tideway.native.producer import Producer
+from tideway.record.batch import decode_records
 
 
 class _Client:

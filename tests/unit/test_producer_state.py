@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from brokers import errors
-from brokers.record import BatchBuilder
 from brokers.storage import Log, TopicConfig
+from tideway.protocol import errors
+from tideway.record import BatchBuilder
 
 
 def producer_batch(producer_id: int, sequence: int, count: int, epoch: int = 0) -> bytes:

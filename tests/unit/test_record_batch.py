@@ -1,17 +1,18 @@
 """The RecordBatch codec, checked byte for byte and by round trips."""
 
 import struct
+import sys
 
 import pytest
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.client.partitioner import murmur2, partition_for_key
-from brokers.errors import CorruptRecordError
-from brokers.record import BatchBuilder, Compression, decode_records, read_header, validate_batches
-from brokers.record.batch import count_records, stamp_batch
-from brokers.record.varint import decode_varint, encode_varint
+from tideway.native.partitioner import murmur2, partition_for_key
+from tideway.protocol.errors import CorruptRecordError
+from tideway.record import BatchBuilder, Compression, decode_records, read_header, validate_batches
+from tideway.record.batch import count_records, stamp_batch
+from tideway.record.varint import decode_varint, encode_varint
 
 
 def test_one_record_batch_matches_the_v2_layout_byte_for_byte():
@@ -161,3 +162,18 @@ def test_count_records_gives_the_records_and_the_offset_after_the_last_whole_bat
     assert count_records(two) == (5, 15)
     assert count_records(two[:-1]) == (3, 13)  # the cut-short last batch is not counted
     assert count_records(b"") == (0, -1)
+
+
+def test_lz4_and_zstd_without_their_libraries_say_what_to_install(monkeypatch):
+    """The client distribution leaves lz4 and zstandard to its `compression` extra; gzip needs nothing."""
+    from tideway.record.compression import Compression, compress, decompress
+
+    assert decompress(Compression.GZIP, compress(Compression.GZIP, b"x" * 100)) == b"x" * 100
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    monkeypatch.setitem(sys.modules, "lz4", None)
+    monkeypatch.setitem(sys.modules, "lz4.frame", None)
+    for codec in (Compression.LZ4, Compression.ZSTD):
+        with pytest.raises(ImportError, match=r"pip install 'tideway\[compression\]'"):
+            compress(codec, b"x")
+        with pytest.raises(ImportError, match=r"tideway\[compression\]"):
+            decompress(codec, b"x")

@@ -1,4 +1,4 @@
-"""The record decoder in C (brokers/record/_records.c) against the Python one it mirrors.
+"""The record decoder in C (tideway/record/_records.c) against the Python one it mirrors.
 
 The C decoder is a fast path: for a well-formed records section it must give
 exactly the Python decoder's records, and for anything else it must give None
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokers.errors import CorruptRecordError
-from brokers.record import BatchBuilder, decode_records
-from brokers.record import batch as batch_module
-from brokers.record.batch import BATCH_HEADER_BYTES, Record, _decode_record_section, read_header
-from brokers.record.varint import encode_varint
+from tideway.protocol.errors import CorruptRecordError
+from tideway.record import BatchBuilder, decode_records
+from tideway.record import batch as batch_module
+from tideway.record.batch import BATCH_HEADER_BYTES, Record, _decode_record_section, read_header
+from tideway.record.varint import encode_varint
 
 fast = batch_module._decode_fast
 
@@ -25,7 +25,7 @@ fast = batch_module._decode_fast
 def test_the_c_decoder_is_built():
     # setup.py builds it with `pip install -e .` (infra/setup.sh); without it every consumer and
     # queue delivery decodes in Python, about ten times slower a record.
-    assert fast is not None, "brokers/record/_records.c was not compiled: run infra/setup.sh (needs gcc and Python's headers)"
+    assert fast is not None, "tideway/record/_records.c was not compiled: run infra/setup.sh (needs gcc and Python's headers)"
 
 
 needs_fast = pytest.mark.skipif(fast is None, reason="the C decoder is not built")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import msgspec
 
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from brokers.security.acl import CONSUME, Grant
 from brokers.security.principal import Principal
 from brokers.server.authorizer import Authorizer
 from brokers.server.connection import Listener, Session
 from brokers.server.router import Route, Router
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 
 class _Connection:

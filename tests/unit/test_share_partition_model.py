@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from brokers.errors import InvalidRecordStateError
 from brokers.queues.share_partition import QueueSettings, SharePartition
 from brokers.queues.state_log import StateLog, replay
+from tideway.protocol.errors import InvalidRecordStateError
 
 KEYS = [None, b"a", b"b", b"c"]
 

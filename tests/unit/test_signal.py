@@ -1,8 +1,8 @@
-"""brokers.aio.Signal: the event the producer's sender and the consumer's getmany wait on."""
+"""tideway.aio.Signal: the event the producer's sender and the consumer's getmany wait on."""
 
 import asyncio
 
-from brokers.aio import Signal
+from tideway.aio import Signal
 
 
 async def test_set_wakes_every_waiter_and_a_timeout_says_so():

@@ -1,11 +1,11 @@
-"""brokers.aio.start_eagerly: how a broker connection runs each request's handler (up to its first wait at once),
+"""tideway.aio.start_eagerly: how a broker connection runs each request's handler (up to its first wait at once),
 and PromptFuture: how a produce answers the long-polling fetches it woke inside its own call."""
 
 import asyncio
 
 import pytest
 
-from brokers.aio import PromptFuture, start_eagerly
+from tideway.aio import PromptFuture, start_eagerly
 
 
 async def test_a_coroutine_that_never_waits_finishes_inside_the_call():

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from brokers.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
-from brokers.record import BatchBuilder, decode_records
-from brokers.record.batch import stamp_batch
 from brokers.storage import Log, LogManager, TopicConfig
+from tideway.protocol.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from tideway.record import BatchBuilder, decode_records
+from tideway.record.batch import stamp_batch
 
 MATRIX = [
     pytest.param(TopicConfig(flush_interval_ms=flush, segment_bytes=segment, index_interval_bytes=interval), id=f"flush{flush}-seg{segment}-idx{interval}")
@@ -49,7 +49,7 @@ def read_all(log, start=0, max_bytes=3000):
 
 
 def decode_records_all(data):
-    from brokers.record.batch import iter_batches
+    from tideway.record.batch import iter_batches
 
     out = []
     for position, _base, size in iter_batches(data):

@@ -2,9 +2,9 @@
 
 import time
 
-from brokers.record import BatchBuilder
 from brokers.server.usage import _count, _read_count
 from brokers.storage import Log, TopicConfig
+from tideway.record import BatchBuilder
 
 
 def _append(log: Log, records: int) -> None:

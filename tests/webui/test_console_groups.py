@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from brokers.client import Producer, TidewayClient
-from brokers.client.group import CoordinatorLink, commit_offsets
-from brokers.client.traffic import describe_traffic
 from tests.webui.conftest import signed_in
+from tideway.native import Producer, TidewayClient
+from tideway.native.group import CoordinatorLink, commit_offsets
+from tideway.native.traffic import describe_traffic
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 

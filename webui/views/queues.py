@@ -191,9 +191,9 @@ def group_reset(request, name: str, group: str):
     """Move a stream group with no members to the earliest, the latest, an offset or a time (gateway.operations.seek)."""
     from datetime import UTC, datetime
 
-    from brokers.client.group import describe_group
     from gateway import operations, pool
     from gateway.errors import GatewayError
+    from tideway.native.group import describe_group
     from webui import data
 
     if request.method != "POST":

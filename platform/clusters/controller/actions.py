@@ -21,12 +21,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from brokers import errors
-from brokers.protocol import messages as m
 from brokers.storage.config import TopicConfig, altered_settings, validate_topic_name
 from clusters.choices import BrokerState
 from clusters.controller.placement import assign_replicas
 from clusters.models import Broker, Cluster, ControllerLease, Partition, Topic
+from tideway.protocol import errors
+from tideway.protocol import messages as m
 
 log = logging.getLogger(__name__)
 

@@ -40,14 +40,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from brokers import errors
-from brokers.aio import cancel_and_wait
-from brokers.client.conn import Connection, connect
-from brokers.client.credentials import ClusterPeer
-from brokers.errors import BrokerError
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.security.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
 from brokers.server.authentication import Authenticator
 from brokers.server.authorizer import Authorizer
 from brokers.server.connection import BrokerConnection, Listener
@@ -55,6 +47,14 @@ from brokers.server.limits import ConnectionLimits, ConnectionRegistry
 from brokers.server.router import Route, Router
 from clusters.controller import actions
 from clusters.controller.actions import Lease, LostLease
+from tideway.aio import cancel_and_wait
+from tideway.native.conn import Connection, connect
+from tideway.native.credentials import ClusterPeer
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.errors import BrokerError
+from tideway.protocol.handshake import CLUSTER_MECHANISM, PLAIN_MECHANISM
+from tideway.protocol.messages import ApiKey
 
 log = logging.getLogger(__name__)
 
@@ -397,31 +397,7 @@ class Controller:
             state = await self.db(actions.snapshot, self.lease, topics=[])
             state.deleted_topics = deleted
             alive = set(self._deadlines)
-            whole = state if everything else None
-            for broker in state.brokers:
-                if broker.node_id not in alive:
-                    continue
-                if broker.node_id in self._pushing:
-                    self._skipped.add(broker.node_id)
-                    continue
-                sent = state
-                if broker.node_id in self._skipped:
-                    if whole is None:
-                        try:
-                            whole = await self.db(actions.snapshot, self.lease, topics=None)
-                        except Exception:
-                            log.exception("could not read cluster state")
-                            continue
-                    sent = whole
-                    self._skipped.discard(broker.node_id)
-                task = asyncio.get_running_loop().create_task(self._push_to(broker, sent))
-                self._pushing[broker.node_id] = task
-                task.add_done_callback(lambda _done, node_id=broker.node_id: self._pushed(node_id))
-
-    def _pushed(self, node_id: int) -> None:
-        self._pushing.pop(node_id, None)
-        if node_id in self._skipped:
-            self._push_needed.set()  # what it missed goes now
+            await asyncio.gather(*(self._push_to(b, state) for b in state.brokers if b.node_id in alive))
         return m.DeleteTopicsResponse(topics=results)
 
     async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:

@@ -19,8 +19,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from billing.quotas import QuotaExceeded
-from brokers.errors import BrokerError
 from controlplane.errors import ActionError
+from tideway.protocol.errors import BrokerError
 
 log = logging.getLogger(__name__)
 

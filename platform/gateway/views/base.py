@@ -17,13 +17,13 @@ from django.http import HttpResponse, JsonResponse
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
 
-from brokers import errors as broker_errors
 from gateway import limits, operations
 from gateway.auth import Caller, authenticate
 from gateway.catalog import QueueInfo, queue_named
 from gateway.errors import GatewayError, invalid, queue_not_found
 from gateway.metering import meter
 from gateway.wire import ENCODER
+from tideway.protocol import errors as broker_errors
 
 log = logging.getLogger(__name__)
 

@@ -8,13 +8,13 @@ keep them, reading and committing each one.
 
 from __future__ import annotations
 
-from brokers.client.group import fetch_committed
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
 from gateway import limits, operations, pool
 from gateway.errors import invalid
 from gateway.views.base import Call, GatewayView, int_param, json_response
 from gateway.wire import CommitBody, HeartbeatBody, SeekBody, decode, message_json
+from tideway.native.group import fetch_committed
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 MAX_WAIT_SECONDS = 20
 TIMESTAMP_MAX_MS = 2**53  # far past any real clock; bigger values cannot be a time

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from brokers.security.names import split_tenant_prefix
+from tideway.protocol.names import split_tenant_prefix
 from topics.choices import QueueMode, SchemaEncoding
 from topics.models import Queue
 

@@ -50,9 +50,9 @@ from typing import NamedTuple
 import msgspec
 from crc32c import crc32c
 
-from brokers.errors import CorruptRecordError
-from brokers.record.compression import Compression, compress, decompress
-from brokers.record.varint import (
+from tideway.protocol.errors import CorruptRecordError
+from tideway.record.compression import Compression, compress, decompress
+from tideway.record.varint import (
     SMALL_VARINT_LIMIT,
     SMALL_VARINTS,
     Buffer,
@@ -496,7 +496,7 @@ try:
     # The same decoder in C (setup.py builds it; about a tenth of the Python one's cost a record):
     # it returns None for any section that is not well formed, which the Python decoder then
     # decodes or refuses. tests/unit/test_record_decoder.py holds the two to the same results.
-    from brokers.record._records import decode_record_section as _decode_fast
+    from tideway.record._records import decode_record_section as _decode_fast
 except ImportError:  # not compiled (no C compiler where it was installed): the Python decoder alone
     _decode_fast = None
 

@@ -24,13 +24,13 @@ from typing import Literal
 
 from crc32c import crc32c
 
-from brokers import errors
-from brokers.aio import Signal, cancel_and_wait
-from brokers.client.client import TidewayClient
-from brokers.client.retry import Backoff
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.record.batch import CRC_START, Record, decode_records, iter_batches, read_header
+from tideway.aio import Signal, cancel_and_wait
+from tideway.native.client import TidewayClient
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record.batch import CRC_START, Record, decode_records, iter_batches, read_header
+from tideway.retry import Backoff
 
 __all__ = ["Consumer", "TopicPartition"]
 

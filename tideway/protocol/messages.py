@@ -7,7 +7,7 @@ that cannot handle a request at all (unknown API, undecodable body) answers
 with just those two fields, and the client decodes that into the response
 type it expected. Per-partition results carry their own error fields.
 
-Error codes are listed in ``brokers/errors.py``.
+Error codes are listed in ``tideway/protocol/errors.py``.
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ class _Response(Struct, kw_only=True, omit_defaults=True):
 
 
 # -- produce --------------------------------------------------------------------
+
+
+# Batches of one idempotent producer and partition a broker remembers (so that a resent one is answered with its
+# first offsets); a producer keeps fewer than this in flight per partition.
+RECENT_BATCHES_MAX = 64
 
 
 class ProducePartition(Struct, kw_only=True):
@@ -640,7 +645,7 @@ class SaslHandshakeResponse(_Response):
 
 class SaslAuthenticateRequest(Struct, kw_only=True):
     mechanism: str
-    auth_bytes: bytes  # PLAIN: 0 user 0 key; TIDEWAY-CLUSTER: msgpack ClusterProof (brokers/security/handshake.py)
+    auth_bytes: bytes  # PLAIN: 0 user 0 key; TIDEWAY-CLUSTER: msgpack ClusterProof (tideway/protocol/handshake.py)
 
 
 class SaslAuthenticateResponse(_Response):

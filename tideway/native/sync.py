@@ -12,12 +12,12 @@ import threading
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
-from brokers.client.client import TidewayClient
-from brokers.client.consumer import Consumer, TopicPartition
-from brokers.client.group import GroupConsumer
-from brokers.client.producer import Producer, RecordMetadata
-from brokers.client.queue import Message, QueueConsumer
-from brokers.record.batch import Record
+from tideway.native.client import TidewayClient
+from tideway.native.consumer import Consumer, TopicPartition
+from tideway.native.group import GroupConsumer
+from tideway.native.producer import Producer, RecordMetadata
+from tideway.native.queue import Message, QueueConsumer
+from tideway.record.batch import Record
 
 __all__ = ["SyncClient", "SyncConsumer", "SyncGroupConsumer", "SyncProducer", "SyncQueueConsumer"]
 

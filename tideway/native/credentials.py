@@ -1,4 +1,4 @@
-"""What a client proves on each new connection (see ``brokers/security/handshake.py``).
+"""What a client proves on each new connection (see ``tideway/protocol/handshake.py``).
 
 * ``ApiKey``: PLAIN with a tenant API key (``tw_...``) or a service key
   (``tws_...``), on a broker's client listener (service keys also on a controller);
@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from brokers import errors
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey as Api
-from brokers.security import handshake
+from tideway.protocol import errors, handshake
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey as Api
 
 __all__ = ["API_KEY_ENV", "ApiKey", "ClusterPeer", "Credentials", "default_credentials"]
 
@@ -29,7 +28,7 @@ AUTHENTICATION_TIMEOUT_S = 10.0
 
 class Credentials:
     async def authenticate(self, connection) -> str:
-        """Authenticate ``connection`` (a fresh ``brokers.client.conn.Connection``); return the principal's name."""
+        """Authenticate ``connection`` (a fresh ``tideway.native.conn.Connection``); return the principal's name."""
         raise NotImplementedError
 
 

@@ -11,12 +11,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from brokers import errors
-from brokers.client.conn import Connection, connect
-from brokers.client.credentials import Credentials, credentials_for
-from brokers.client.retry import Backoff
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
+from tideway.native.conn import Connection, connect
+from tideway.native.credentials import Credentials, credentials_for
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.retry import Backoff
 
 __all__ = ["TidewayClient", "parse_bootstrap"]
 

@@ -22,9 +22,14 @@ from typing import Any
 
 import msgspec
 
-from brokers.errors import ClientTimeoutError, ConnectionClosedError, TidewayError, error_for_code
-from brokers.protocol import messages as m
-from brokers.protocol.frames import FrameDecoder, FrameError, encode_request, split_response
+from tideway.protocol import messages as m
+from tideway.protocol.errors import (
+    ClientTimeoutError,
+    ConnectionClosedError,
+    TidewayError,
+    error_for_code,
+)
+from tideway.protocol.frames import FrameDecoder, FrameError, encode_request, split_response
 
 __all__ = ["Connection", "connect", "tls_context"]
 
@@ -72,7 +77,7 @@ class Connection:
     def __init__(self, host: str, port: int, *, credentials=None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
-        self.credentials = credentials  # brokers.client.credentials.Credentials, or None: unauthenticated
+        self.credentials = credentials  # tideway.native.credentials.Credentials, or None: unauthenticated
         self.ssl_context = ssl_context
         self.principal = ""  # who the broker says this connection acts as, once authenticated
         self._transport: asyncio.Transport | None = None

@@ -33,15 +33,15 @@ from contextlib import aclosing
 
 import msgspec
 
-from brokers import errors
-from brokers.client.client import TidewayClient
-from brokers.client.consumer import Consumer
-from brokers.client.group import CoordinatorLink, commit_offsets, fetch_committed
-from brokers.client.producer import Producer
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.queues.headers import DEADLINE_HEADER, DLQ_HEADERS, REDRIVEN_HEADER
-from brokers.security.names import split_tenant_prefix
+from tideway.native.client import TidewayClient
+from tideway.native.consumer import Consumer
+from tideway.native.group import CoordinatorLink, commit_offsets, fetch_committed
+from tideway.native.producer import Producer
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.headers import DEADLINE_HEADER, DLQ_HEADERS, REDRIVEN_HEADER
+from tideway.protocol.messages import ApiKey
+from tideway.protocol.names import split_tenant_prefix
 
 __all__ = ["DEADLINE_HEADER", "Message", "QueueConsumer", "list_dead_letters", "parse_receipt", "purge_dead_letters", "redrive"]
 

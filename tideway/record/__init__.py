@@ -1,6 +1,6 @@
 """Kafka v2 RecordBatch codec: the format records travel and rest in."""
 
-from brokers.record.batch import (
+from tideway.record.batch import (
     BATCH_HEADER_BYTES,
     BatchBuilder,
     BatchHeader,
@@ -10,7 +10,7 @@ from brokers.record.batch import (
     read_header,
     validate_batches,
 )
-from brokers.record.compression import Compression
+from tideway.record.compression import Compression
 
 __all__ = [
     "BATCH_HEADER_BYTES",

@@ -1,4 +1,4 @@
-/* The fast path of brokers.record.batch._decode_record_section, in C.
+/* The fast path of tideway.record.batch._decode_record_section, in C.
  *
  * decode_record_section(data, base_offset, base_timestamp, count, record_type)
  * returns the list of record_type(offset, timestamp_ms, key, value, headers)

@@ -50,15 +50,14 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from brokers import errors
-from brokers.aio import Signal, cancel_and_wait
-from brokers.client.client import TidewayClient
-from brokers.client.partitioner import partition_for_key
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.record.batch import BatchBuilder
-from brokers.record.compression import Compression
-from brokers.storage.producers import RECENT_BATCHES_MAX
+from tideway.aio import Signal, cancel_and_wait
+from tideway.native.client import TidewayClient
+from tideway.native.partitioner import partition_for_key
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record.batch import BatchBuilder
+from tideway.record.compression import Compression
 
 __all__ = ["Producer", "RecordMetadata"]
 
@@ -163,7 +162,7 @@ _AMBIGUOUS_ERRORS = (
     errors.NotEnoughReplicasAfterAppendError,
     errors.StorageError,
 )
-IN_FLIGHT_BATCHES_PER_PARTITION_MAX = RECENT_BATCHES_MAX // 2
+IN_FLIGHT_BATCHES_PER_PARTITION_MAX = m.RECENT_BATCHES_MAX // 2
 
 
 class Producer:

@@ -11,10 +11,10 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from brokers import errors
-from brokers.client.client import TidewayClient
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
+from tideway.native.client import TidewayClient
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 __all__ = ["ClusterTraffic", "describe_traffic"]
 

@@ -1,18 +1,18 @@
 """Clients of the native protocol: admin, producer, consumer; async and sync."""
 
-from brokers.client.client import TidewayClient
-from brokers.client.consumer import Consumer
-from brokers.client.group import GroupConsumer
-from brokers.client.producer import Producer, RecordMetadata
-from brokers.client.queue import Message, QueueConsumer
-from brokers.client.sync import (
+from tideway.native.client import TidewayClient
+from tideway.native.consumer import Consumer
+from tideway.native.group import GroupConsumer
+from tideway.native.producer import Producer, RecordMetadata
+from tideway.native.queue import Message, QueueConsumer
+from tideway.native.sync import (
     SyncClient,
     SyncConsumer,
     SyncGroupConsumer,
     SyncProducer,
     SyncQueueConsumer,
 )
-from brokers.record.batch import Record
+from tideway.record.batch import Record
 
 __all__ = [
     "Consumer",

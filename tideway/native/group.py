@@ -21,14 +21,14 @@ import uuid
 from collections.abc import Callable
 from typing import Literal
 
-from brokers import errors
-from brokers.aio import cancel_and_wait
-from brokers.client.client import HEDGE_AFTER_S, TidewayClient
-from brokers.client.consumer import Consumer, TopicPartition
-from brokers.client.retry import Backoff
-from brokers.protocol import messages as m
-from brokers.protocol.messages import ApiKey
-from brokers.record.batch import Record, decode_records, iter_batches
+from tideway.aio import cancel_and_wait
+from tideway.native.client import HEDGE_AFTER_S, TidewayClient
+from tideway.native.consumer import Consumer, TopicPartition
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record.batch import Record, decode_records, iter_batches
+from tideway.retry import Backoff
 
 __all__ = ["CoordinatorLink", "GroupConsumer", "describe_group", "group_lag", "group_positions", "list_groups",
            "timestamp_at"]
