@@ -30,7 +30,7 @@ def run_async(coroutine) -> int:
         return asyncio.run(coroutine)
 
 
-def _host_port(text: str) -> tuple[str, int]:
+def host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
@@ -59,10 +59,10 @@ def _bootstrap_argument(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TIDEWAY_BOOTSTRAP", DEFAULT_BOOTSTRAP),
         help="broker addresses HOST:PORT[,HOST:PORT...] (default: $TIDEWAY_BOOTSTRAP or %(default)s)",
     )
-    _credential_arguments(parser)
+    credential_arguments(parser)
 
 
-def _credential_arguments(parser: argparse.ArgumentParser) -> None:
+def credential_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key",
         default=os.environ.get("TIDEWAY_API_KEY"),
@@ -143,16 +143,16 @@ def _add_broker(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--id", type=int, default=1, help="broker id, unique in the cluster (default %(default)s)")
     parser.add_argument("--data", default="var/b1", help="data directory (default %(default)s)")
-    parser.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9401),
+    parser.add_argument("--listen", type=host_port, default=("127.0.0.1", 9401),
                         help="HOST:PORT of the client listener: tenants' clients, the gateway, the CLI (default 127.0.0.1:9401)")
-    parser.add_argument("--advertise", type=_host_port, help="HOST:PORT clients should use, if not --listen")
+    parser.add_argument("--advertise", type=host_port, help="HOST:PORT clients should use, if not --listen")
     parser.add_argument(
         "--internal-listen",
         default="auto",
         help="HOST:PORT of the internal listener: replication, the controller, other brokers' coordinators; only cluster "
         "peers holding the cluster secret may use it ('auto' = --listen's host, port + 100)",
     )
-    parser.add_argument("--internal-advertise", type=_host_port, help="HOST:PORT peers should use, if not --internal-listen")
+    parser.add_argument("--internal-advertise", type=host_port, help="HOST:PORT peers should use, if not --internal-listen")
     parser.add_argument(
         "--metrics-listen",
         default="auto",
@@ -284,13 +284,13 @@ def _run_broker(args: argparse.Namespace) -> int:
     if args.internal_listen == "auto":
         internal_host, internal_port = host, (port + 100 if port else 0)
     else:
-        internal_host, internal_port = _host_port(args.internal_listen)
+        internal_host, internal_port = host_port(args.internal_listen)
     if args.metrics_listen == "off":
         metrics_host, metrics_port = None, 0
     elif args.metrics_listen == "auto":
         metrics_host, metrics_port = internal_host, (port + 1000 if port else 0)
     else:
-        metrics_host, metrics_port = _host_port(args.metrics_listen)
+        metrics_host, metrics_port = host_port(args.metrics_listen)
     if bool(args.certfile) != bool(args.keyfile):
         print("tideway broker: --certfile and --keyfile go together", file=sys.stderr)
         return 2
@@ -321,7 +321,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         cafile=args.cafile,
         client_limits=limits,
         retention_check_interval_ms=args.retention_check_interval_ms,
-        controllers=[_host_port(a) for a in args.controller.split(",")] if args.controller else None,
+        controllers=[host_port(a) for a in args.controller.split(",")] if args.controller else None,
         rack=args.rack,
         replica_lag_time_max_ms=args.replica_lag_time_max_ms,
         log_cleaner_interval_ms=args.log_cleaner_interval_ms,

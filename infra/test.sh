@@ -5,7 +5,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$repo/infra/setup.sh"
 cd "$repo"
 # Browser tests (marker "browser") run in their own pytest process: Playwright's
-# sync API leaves an event loop in the test thread (see RECIPES.md).
+# sync API leaves an event loop in the test thread, which pytest-asyncio's tests then trip over.
 status=0
 .venv/bin/python -m pytest -m "not browser" "$@" || status=$?
 browser_status=0

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 from brokers.cli import (
-    _credential_arguments,
-    _host_port,
     cli_credentials,
     cli_tls,
+    credential_arguments,
+    host_port,
     load_cluster_secret_or_exit,
     run_async,
     server_security_arguments,
@@ -38,7 +38,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "default SQLite under $TIDEWAY_HOME), takes the cluster's lease when it is free, and while active "
         "fences dead brokers, moves leadership, decides ISR changes and creates topics.",
     )
-    controller.add_argument("--listen", type=_host_port, default=("127.0.0.1", 9400), help="HOST:PORT brokers reach it on (default 127.0.0.1:9400)")
+    controller.add_argument("--listen", type=host_port, default=("127.0.0.1", 9400), help="HOST:PORT brokers reach it on (default 127.0.0.1:9400)")
     controller.add_argument("--cluster", default="local", help="cluster name (default %(default)s)")
     controller.add_argument("--lease-ms", type=int, default=3000, help="lease length; a standby takes over this long after the active one dies (default %(default)s)")
     controller.add_argument("--broker-session-timeout-ms", type=int, default=3000, help="a broker silent this long is fenced (default %(default)s)")
@@ -71,7 +71,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     status.add_argument("--controller", help="controller addresses HOST:PORT[,...] (default: from $TIDEWAY_HOME)")
     status.add_argument("--bootstrap", help="or: a broker HOST:PORT[,...]; its metadata names the controller")
-    _credential_arguments(status)
+    credential_arguments(status)
     status.set_defaults(handler=lambda a: run_async(_cluster_status(a)))
     token = actions.add_parser(
         "metrics-token",
@@ -344,7 +344,7 @@ def _redis_for(home: Path, logs: Path, port: int) -> subprocess.Popen | None:
 
 async def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int]]:
     if args.controller:
-        return [_host_port(a) for a in args.controller.split(",")]
+        return [host_port(a) for a in args.controller.split(",")]
     if args.bootstrap:
         from tideway.native import TidewayClient
         from tideway.protocol import messages as m
@@ -354,11 +354,11 @@ async def _controller_addresses(args: argparse.Namespace) -> list[tuple[str, int
             metadata = await client.request_any(ApiKey.METADATA, m.MetadataRequest(topics=[]))
         if not metadata.controller_address:
             raise SystemExit("tideway: that broker runs standalone (no controller); use 'tideway topics describe'")
-        return [_host_port(metadata.controller_address)]
+        return [host_port(metadata.controller_address)]
     path = tideway_home() / DEPLOYMENT_FILE
     if not path.exists():
         raise SystemExit(f"tideway: no deployment found at {path}; start one with 'tideway up' or pass --controller")
-    return [_host_port(json.loads(path.read_text())["controller"])]
+    return [host_port(json.loads(path.read_text())["controller"])]
 
 
 async def _cluster_status(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from brokers.cli import _host_port
+from brokers.cli import host_port
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "browsable docs at /api/docs/. Rate limits and dedup windows live in Redis (TIDEWAY_REDIS_URL). "
         "Migrates the database first unless --no-migrate.",
     )
-    serve.add_argument("--listen", type=_host_port, default=("127.0.0.1", 8000), help="HOST:PORT (default 127.0.0.1:8000)")
+    serve.add_argument("--listen", type=host_port, default=("127.0.0.1", 8000), help="HOST:PORT (default 127.0.0.1:8000)")
     serve.add_argument("--no-migrate", action="store_true", help="do not migrate the database at start")
     serve.add_argument("--certfile", help="serve HTTPS and WSS with this PEM certificate (chain)")
     serve.add_argument("--keyfile", help="the certificate's PEM private key (with --certfile)")

@@ -1,6 +1,6 @@
 from django.db import migrations, models
 
-CONNECTIONS_PER_KEY = {"free": 20, "team": 100, "business": 500, "enterprise": 1_000}  # as billing.models.plans
+CONNECTIONS_PER_KEY = {"free": 20, "team": 100, "business": 500, "enterprise": 1_000}  # as tenants.models.plans
 
 
 def set_connections(apps, schema_editor):

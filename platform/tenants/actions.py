@@ -13,12 +13,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from billing.models import Plan
 from controlplane.errors import ActionError
 from tenants import audit
 from tenants.choices import ALL_SCOPES, Role
 from tenants.keys import new_key
-from tenants.models import ApiKey, Membership, Tenant
+from tenants.models import ApiKey, Membership, Plan, Tenant
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,48}[a-z0-9]?$")
 

@@ -14,7 +14,6 @@ import logging
 from django.db import transaction
 from django.db.models import BigIntegerField, Count, F, Sum
 
-from billing.quotas import Footprint, check_queue_fits
 from clusters import admin
 from clusters.choices import BrokerState
 from controlplane.errors import ActionError
@@ -24,6 +23,7 @@ from tideway.protocol import errors as broker_errors
 from topics.choices import QueueMode, QueueStatus
 from topics.models import Queue
 from topics.placement import choose_cluster
+from topics.quotas import Footprint, check_queue_fits
 from topics.settings import broker_configs, dead_letter_configs
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,8 @@ def _lines(invoice) -> list[tuple]:
 
 
 def test_a_final_invoice_never_changes_and_late_usage_is_corrected_on_the_next():
-    from billing.models import Invoice, Plan
+    from billing.models import Invoice
+    from tenants.models import Plan
 
     _user, tenant = signup("xena")
     tenant.plan = Plan.objects.get(name="team")  # $49 a month, 50 GiB in free

@@ -68,11 +68,11 @@ def test_the_dashboard_shows_how_often_each_limit_held_the_tenant_back(client, o
 
 def test_a_throttled_rule_reads_the_tenant_s_recent_refusals(owner_a, redis_url):
     from alerts.evaluate import Scope, rule_value
+    from alerts.inputs import recent_throttling
     from alerts.models import AlertRule
-    from alerts.tasks import _throttled
 
     _user, tenant = owner_a
     _throttle(tenant, 4)
-    assert _throttled([tenant.pk]) == {tenant.pk: 4.0}
+    assert recent_throttling([tenant.pk]) == {tenant.pk: 4.0}
     rule = AlertRule(tenant=tenant, metric="throttled", comparator=">", threshold=0)
-    assert rule_value(rule, Scope({}), 0, 60_000, throttled=lambda: _throttled([tenant.pk])[tenant.pk]) == 4.0
+    assert rule_value(rule, Scope({}), 0, 60_000, throttled=lambda: recent_throttling([tenant.pk])[tenant.pk]) == 4.0

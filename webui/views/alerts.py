@@ -177,8 +177,8 @@ def channel_deliveries(request, channel_id: str):
 def preview(request):
     """The metric's values now (from the latest looks) and over the last hour (minute rollups), for the create form."""
     from alerts.evaluate import Scope, rule_value
+    from alerts.inputs import live_samples, recent_throttling
     from alerts.models import METRICS, AlertRule
-    from alerts.tasks import _live, _throttled
     from lag.models import LagRollup
 
     metric = request.GET.get("metric", "lag_seconds")
@@ -191,9 +191,9 @@ def preview(request):
 
     from topics.actions import quota_use
 
-    now = rule_value(probe, Scope(_live([tenant.pk]).get(tenant.pk, {})), int(time.time() * 1000), 60_000,
+    now = rule_value(probe, Scope(live_samples([tenant.pk]).get(tenant.pk, {})), int(time.time() * 1000), 60_000,
                      quota_percent=lambda: max(q["percent"] for q in quota_use(tenant)),
-                     throttled=lambda: (_throttled([tenant.pk]) or {}).get(tenant.pk))
+                     throttled=lambda: (recent_throttling([tenant.pk]) or {}).get(tenant.pk))
     hour = []
     if metric in ("lag", "lag_seconds"):
         from datetime import UTC, datetime, timedelta

@@ -73,6 +73,6 @@ def suspend(request, slug: str):
 @require_safe
 @operator_page
 def plans(request):
-    from billing.models import Plan
+    from tenants.models import Plan
 
     return page(request, "operator_plans.html", {"plans": Plan.objects.order_by("monthly_price_cents")})

@@ -18,9 +18,9 @@ from django.http import JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
-from billing.quotas import QuotaExceeded
 from controlplane.errors import ActionError
 from tideway.protocol.errors import BrokerError
+from topics.quotas import QuotaExceeded
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,7 @@
 from rest_framework import serializers
 
-from billing.models import Plan
 from tenants.choices import Role, Scope
-from tenants.models import ApiKey, AuditEntry, Membership, Tenant
+from tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
 
 
 class PlanSerializer(serializers.ModelSerializer):

@@ -7,7 +7,6 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.models import Plan
 from controlplane.api.errors import not_found
 from controlplane.api.permissions import ANY_SCOPE
 from tenants import actions
@@ -23,7 +22,7 @@ from tenants.api.serializers import (
     SignupSerializer,
     TenantSerializer,
 )
-from tenants.models import ApiKey, AuditEntry, Membership, Tenant
+from tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
 
 AUDIT_LIMIT_MAX = 1000
 

@@ -10,7 +10,7 @@ class Tenant(models.Model):
 
     name = models.CharField(max_length=100)
     slug = models.SlugField(max_length=50, unique=True)
-    plan = models.ForeignKey("billing.Plan", on_delete=models.PROTECT, related_name="tenants")
+    plan = models.ForeignKey("tenants.Plan", on_delete=models.PROTECT, related_name="tenants")
     region = models.CharField(max_length=50, default="local")
     dedicated_cluster = models.ForeignKey(
         "clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="dedicated_tenants"

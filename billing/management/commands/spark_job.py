@@ -1,4 +1,6 @@
-"""``python manage.py spark_job usage_billing --period 2026-11`` or ``spark_job consumer_lag``: Tideway's Spark jobs."""
+"""``python manage.py spark_job usage_billing --period 2026-11`` or ``spark_job consumer_lag``: Tideway's Spark jobs.
+
+In billing, the one app that runs both: billing depends on the control plane (lag.job), never the other way."""
 
 from __future__ import annotations
 

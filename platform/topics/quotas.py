@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from billing.models import Plan
+from tenants.models import Plan
 
 
 class QuotaExceeded(Exception):

@@ -6,10 +6,14 @@ DAY_MS = 24 * 3600 * 1000
 
 
 class Plan(models.Model):
-    """A plan a tenant subscribes to: the quotas it grants.
+    """A plan a tenant subscribes to: the quotas it grants, and its monthly list price.
+
+    A control-plane record (billing prices usage against it, and reads it; the
+    control plane never reads billing). Its table keeps the name it had when
+    plans lived in billing (``billing_plan``).
 
     Creation quotas (queues, partitions, storage, message size, retention) are
-    checked when a queue is created or changed (billing.quotas); rate quotas
+    checked when a queue is created or changed (topics.quotas); rate quotas
     (bytes/s in and out, requests/s) are token buckets on the data path.
     Storage is reserved, not measured: a queue reserves its retention size per
     partition times its partitions.
@@ -30,6 +34,7 @@ class Plan(models.Model):
     monthly_price_cents = models.PositiveIntegerField(default=0)
 
     class Meta:
+        db_table = "billing_plan"
         ordering = ["monthly_price_cents", "name"]
 
     def __str__(self) -> str:
