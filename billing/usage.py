@@ -19,18 +19,18 @@ def usage(tenant, *, start: str | None, end: str | None, granularity: str = "day
     from billing.models import UsageRollup, UsageRun
 
     if granularity not in GRANULARITIES:
-        raise ActionError("invalid_request", f"granularity is {' or '.join(GRANULARITIES)}", 400, details={"field": "granularity"})
+        raise ActionError("invalid_request", f"granularity is {' or '.join(GRANULARITIES)}", details={"field": "granularity"})
     if group_by not in GROUPINGS:
-        raise ActionError("invalid_request", f"group_by is {' or '.join(GROUPINGS)}", 400, details={"field": "group_by"})
+        raise ActionError("invalid_request", f"group_by is {' or '.join(GROUPINGS)}", details={"field": "group_by"})
     now = datetime.now(UTC)
     begin = _moment(start, "from") if start else now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     finish = _moment(end, "to") if end else now
     if finish <= begin:
-        raise ActionError("invalid_request", "to must be after from", 400, details={"field": "to"})
+        raise ActionError("invalid_request", "to must be after from", details={"field": "to"})
     step = timedelta(hours=1) if granularity == "hour" else timedelta(days=1)
     if (finish - begin) / step > MAX_BUCKETS:  # (also keeps far-off dates from reaching the database)
         raise ActionError("invalid_request", f"at most {MAX_BUCKETS} {granularity}s at a time: narrow from and to, "
-                          "or ask by day", 400, details={"field": "granularity"})
+                          "or ask by day", details={"field": "granularity"})
     rows = UsageRollup.objects.filter(tenant=tenant, granularity=granularity, start__gte=begin, start__lt=finish)
     series: dict[tuple, int] = {}
     totals: dict[str, int] = {}

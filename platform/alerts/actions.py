@@ -27,7 +27,7 @@ NAME_LENGTH = 100
 
 
 def _invalid(field: str, message: str) -> ActionError:
-    return ActionError("invalid_request", message, 400, details={"field": field})
+    return ActionError("invalid_request", message, details={"field": field})
 
 
 def _name(value, field: str = "name") -> str:
@@ -51,7 +51,7 @@ def _whole(value, field: str, low: int, high: int) -> int:
 def _save_new(row, count: int, limit: int, what: str) -> None:
     """Save a new rule or channel of a tenant that has ``count``: 403 past ``limit``, 409 when the name is taken."""
     if count >= limit:
-        raise ActionError("quota_exceeded", f"a tenant has at most {limit} {what}s", 403)
+        raise ActionError("quota_exceeded", f"a tenant has at most {limit} {what}s")
     _save_named(row, what)
 
 
@@ -60,7 +60,7 @@ def _save_named(row, what: str) -> None:
         with transaction.atomic():
             row.save()
     except IntegrityError:
-        raise ActionError("conflict", f"a {what} named {row.name!r} exists", 409) from None
+        raise ActionError("conflict", f"a {what} named {row.name!r} exists") from None
 
 
 # -- channels -----------------------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def _rule_fields(tenant, data: dict, rule: AlertRule, *, partial: bool) -> list:
         from topics.models import Queue
 
         if not Queue.objects.filter(tenant=tenant, name=rule.queue).exists():
-            raise ActionError("queue_not_found", f"queue {rule.queue!r} does not exist", 404)
+            raise ActionError("queue_not_found", f"queue {rule.queue!r} does not exist")
     if "comparator" in data:
         if data["comparator"] not in COMPARATORS:
             raise _invalid("comparator", f"comparator is one of {' '.join(COMPARATORS)}")
@@ -229,7 +229,7 @@ def _rule_fields(tenant, data: dict, rule: AlertRule, *, partial: bool) -> list:
         found = list(NotificationChannel.objects.filter(tenant=tenant, name__in=names))
         missing = sorted(set(names) - {c.name for c in found})
         if missing:
-            raise ActionError("channel_not_found", f"channel {missing[0]!r} does not exist", 404)
+            raise ActionError("channel_not_found", f"channel {missing[0]!r} does not exist")
         return found
     return None
 

@@ -34,7 +34,7 @@ def bootstrap_of(cluster: Cluster) -> str:
     if not addresses:
         from controlplane.errors import ActionError
 
-        raise ActionError("cluster_unavailable", f"cluster {cluster.name!r} has no live broker", 503)
+        raise ActionError("cluster_unavailable", f"cluster {cluster.name!r} has no live broker")
     return ",".join(addresses)
 
 
@@ -56,7 +56,7 @@ def broker_credentials() -> ApiKey:
     except ClusterSecretError as exc:
         from controlplane.errors import ActionError
 
-        raise ActionError("cluster_unavailable", f"the control plane has no credentials for the brokers: {exc}", 503) from None
+        raise ActionError("cluster_unavailable", f"the control plane has no credentials for the brokers: {exc}") from None
     return ApiKey(service_key(secret, "control-plane"))
 
 

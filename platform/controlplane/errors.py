@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from controlplane.error_codes import lookup
+
 
 class ActionError(Exception):
     """Raised when an action cannot be done; nothing was changed.
 
-    ``code`` is the stable error code the API returns, ``status`` its HTTP
-    status and ``error_code`` a Confluent-style number (defaults to status).
+    ``code`` is the stable error code the API returns; its HTTP ``status`` and
+    ``error_code`` come from the registry (controlplane/error_codes.py), which
+    refuses a code it does not know.
     """
 
-    def __init__(self, code: str, message: str, status: int = 400, *, error_code: int | None = None,
-                 details: dict | None = None) -> None:
+    def __init__(self, code: str, message: str, *, details: dict | None = None) -> None:
         super().__init__(message)
-        self.code, self.message, self.status = code, message, status
-        self.error_code = error_code or status
+        entry = lookup(code)
+        self.code, self.message, self.status, self.error_code = code, message, entry.status, entry.error_code
         self.details = details or {}

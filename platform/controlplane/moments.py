@@ -14,4 +14,4 @@ def moment(text: str, name: str) -> datetime:
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except (ValueError, OverflowError):
         raise ActionError("invalid_request", f"{name} is a date or time in ISO 8601 (2026-11-01, 2026-11-01T12:00Z), "
-                          f"not {text!r}", 400, details={"field": name}) from None
+                          f"not {text!r}", details={"field": name}) from None

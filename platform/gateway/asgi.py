@@ -41,14 +41,14 @@ class GatewayHTTP:
             return await self.fallback(scope, receive, send)
         body = await _read_body(receive, settings.GATEWAY_MAX_BODY_BYTES)
         if body is None:
-            response = GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes", 413).response()
+            response = GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes").response()
         else:
             request = ASGIRequest(scope, io.BytesIO(body))
             try:
                 response = await match.func(request, *match.args, **match.kwargs)
             except Exception:
                 log.exception("unhandled error in %s %s", scope.get("method"), scope["path"])
-                response = GatewayError("internal_error", "the server failed to handle this request; it was logged", 500).response()
+                response = GatewayError("internal_error", "the server failed to handle this request; it was logged").response()
         content = response.content
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
         headers.append((b"content-length", str(len(content)).encode()))  # not chunked: one write, simpler clients

@@ -100,19 +100,19 @@ async def _key_row(prefix: str) -> _KeyRow | None:
 
 
 def _unauthenticated() -> GatewayError:
-    return GatewayError("unauthenticated", "authenticate with 'Authorization: Bearer <API key>' (or a token from POST /api/v1/tokens)", 401)
+    return GatewayError("unauthenticated", "authenticate with 'Authorization: Bearer <API key>' (or a token from POST /api/v1/tokens)")
 
 
 async def caller_for_key(key: str) -> Caller:
     parts = split_key(key)
     if parts is None:
-        raise GatewayError("invalid_credentials", "the API key is malformed (expected tw_<12 hex>_<secret>)", 401)
+        raise GatewayError("invalid_credentials", "the API key is malformed (expected tw_<12 hex>_<secret>)")
     prefix, secret = parts
     row = await _key_row(prefix)
     if row is None or not secret_matches(secret, row.secret_sha256):
-        raise GatewayError("invalid_credentials", "the API key is not valid", 401)
+        raise GatewayError("invalid_credentials", "the API key is not valid")
     if row.revoked:
-        raise GatewayError("invalid_credentials", "the API key was revoked", 401)
+        raise GatewayError("invalid_credentials", "the API key was revoked")
     return row.caller
 
 
@@ -132,12 +132,12 @@ async def caller_for_token(token: str) -> Caller:
     try:
         payload = signing.loads(token[len(TOKEN_PREFIX):], salt=TOKEN_SALT)
     except signing.BadSignature:
-        raise GatewayError("invalid_credentials", "the token is not valid", 401) from None
+        raise GatewayError("invalid_credentials", "the token is not valid") from None
     if payload.get("e", 0) < time.time():
-        raise GatewayError("invalid_credentials", "the token has expired: get a new one with POST /api/v1/tokens", 401)
+        raise GatewayError("invalid_credentials", "the token has expired: get a new one with POST /api/v1/tokens")
     row = await _key_row(str(payload.get("k", "")))
     if row is None or row.revoked:
-        raise GatewayError("invalid_credentials", "the API key this token was obtained with was revoked", 401)
+        raise GatewayError("invalid_credentials", "the API key this token was obtained with was revoked")
     caller = row.caller
     if "s" in payload:
         principal = caller.principal

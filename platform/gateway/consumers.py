@@ -91,7 +91,7 @@ class QueueSocket(AsyncWebsocketConsumer):
         try:
             self.caller = await authenticate(headers.get(b"authorization", b"").decode(), (query.get("token") or [""])[0])
             if not self.caller.may_touch(name):
-                raise GatewayError("forbidden", f"this API key may not use queue {name!r}", 403)
+                raise GatewayError("forbidden", f"this API key may not use queue {name!r}")
             queue = await queue_named(self.caller.tenant_id, name)
             if queue is None:
                 raise queue_not_found(name)
@@ -145,7 +145,7 @@ class QueueSocket(AsyncWebsocketConsumer):
             except msgspec.ValidationError as exc:
                 raise invalid(f"the frame is not valid: {exc}") from None
             except msgspec.DecodeError as exc:
-                raise GatewayError("malformed_request", f"the frame is not JSON: {exc}", 400) from None
+                raise GatewayError("malformed_request", f"the frame is not JSON: {exc}") from None
             frame_id = frame.id
             handler = _HANDLERS.get(frame.type)
             if handler is None:

@@ -12,20 +12,22 @@ import math
 from django.http import JsonResponse
 
 from controlplane.api.errors import error_body
+from controlplane.error_codes import lookup
 
 
 class GatewayError(Exception):
-    """A data call refused; nothing was changed unless ``details`` says so."""
+    """A data call refused; nothing was changed unless ``details`` says so. The status comes with the code
+    (controlplane/error_codes.py)."""
 
-    def __init__(self, code: str, message: str, status: int = 400, *, details: dict | None = None,
+    def __init__(self, code: str, message: str, *, details: dict | None = None,
                  retry_after_ms: int | None = None) -> None:
         super().__init__(message)
-        self.code, self.message, self.status = code, message, status
+        self.code, self.message, self.status = code, message, lookup(code).status
         self.details = details or {}
         self.retry_after_ms = retry_after_ms
 
     def body(self) -> dict:
-        return error_body(self.code, self.message, self.status, self.details)
+        return error_body(self.code, self.message, self.details)
 
     def response(self) -> JsonResponse:
         answer = JsonResponse(self.body(), status=self.status)
@@ -38,8 +40,8 @@ class GatewayError(Exception):
 
 def queue_not_found(name: str) -> GatewayError:
     # The same answer whether the queue exists nowhere or belongs to another tenant.
-    return GatewayError("queue_not_found", f"queue {name!r} does not exist", 404)
+    return GatewayError("queue_not_found", f"queue {name!r} does not exist")
 
 
 def invalid(message: str, **details) -> GatewayError:
-    return GatewayError("invalid_request", message, 400, details=details or None)
+    return GatewayError("invalid_request", message, details=details or None)

@@ -145,7 +145,7 @@ async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, con
         limit = LIMITS[names[which - 1]]
         await _count_throttled(tenant, limit)
         raise GatewayError("throttled", f"the plan's rate limit was reached ({limit.replace('_', ' ')}/s): retry in "
-                           f"{wait_ms} ms", 429, details={"retry_after_ms": wait_ms, "limit": limit},
+                           f"{wait_ms} ms", details={"retry_after_ms": wait_ms, "limit": limit},
                            retry_after_ms=wait_ms)
     if len(_leases) > 100_000:
         _leases.clear()
@@ -243,7 +243,7 @@ async def reserve_dedup_ids(queue_id: int, dedup_ids: list[tuple[int, str]]) -> 
             repeats.append({"index": index, "dedup_id": dedup_id, "same_as_index": seen[dedup_id]})
         seen[dedup_id] = index
     if repeats:
-        raise GatewayError("duplicate_message", "the request carries the same dedup id twice", 409, details={"duplicates": repeats})
+        raise GatewayError("duplicate_message", "the request carries the same dedup id twice", details={"duplicates": repeats})
     db = connection()
     try:
         async with db.pipeline(transaction=False) as pipe:
@@ -258,7 +258,7 @@ async def reserve_dedup_ids(queue_id: int, dedup_ids: list[tuple[int, str]]) -> 
         if mine:
             await db.delete(*(_dedup_key(queue_id, d) for d in mine))
     except (redis.RedisError, OSError) as exc:
-        raise GatewayError("unavailable", f"deduplication is unavailable (Redis: {exc}); retry", 503, retry_after_ms=1000) from None
+        raise GatewayError("unavailable", f"deduplication is unavailable (Redis: {exc}); retry", retry_after_ms=1000) from None
     duplicates, in_flight = [], []
     for (index, dedup_id), where in zip(taken, previous, strict=True):
         entry = {"index": index, "dedup_id": dedup_id}
@@ -270,10 +270,10 @@ async def reserve_dedup_ids(queue_id: int, dedup_ids: list[tuple[int, str]]) -> 
             in_flight.append(entry)
     if in_flight:
         raise GatewayError("publish_in_progress", f"{len(in_flight)} message(s) carry a dedup id whose publish is still "
-                           f"in flight; nothing was published: retry in a few seconds (at most {PENDING_S})", 409,
+                           f"in flight; nothing was published: retry in a few seconds (at most {PENDING_S})",
                            details={"in_flight": in_flight, "duplicates": duplicates}, retry_after_ms=2000)
     raise GatewayError("duplicate_message", f"{len(duplicates)} message(s) repeat a dedup id published in the last "
-                       f"{DEDUP_WINDOW_S // 60} minutes; nothing was published", 409, details={"duplicates": duplicates})
+                       f"{DEDUP_WINDOW_S // 60} minutes; nothing was published", details={"duplicates": duplicates})
 
 
 async def settle_dedup_ids(queue_id: int, outcomes: list[tuple[str, tuple[int, int] | None]]) -> None:

@@ -62,25 +62,25 @@ def broker_failure(exc: broker_errors.TidewayError) -> GatewayError:
     """A broker's refusal in the API's vocabulary (docs/api.md, "Errors")."""
     if isinstance(exc, broker_errors.InvalidRecordStateError):
         return GatewayError("receipt_expired", f"the receipt no longer holds the message (its visibility timeout passed, "
-                            f"or it was acked): {exc.message}", 409)
+                            f"or it was acked): {exc.message}")
     if isinstance(exc, broker_errors.OffsetOutOfRangeError):
-        return GatewayError("offset_out_of_range", exc.message, 416)
+        return GatewayError("offset_out_of_range", exc.message)
     if isinstance(exc, (broker_errors.InvalidRequestError, broker_errors.NotAssignedError, broker_errors.UnknownMemberIdError,
                         broker_errors.FencedMemberEpochError, broker_errors.InvalidConfigError)):
-        return GatewayError("invalid_request", exc.message, 400)
+        return GatewayError("invalid_request", exc.message)
     if isinstance(exc, broker_errors.MessageTooLargeError):
-        return GatewayError("message_too_large", exc.message, 413)
-    return GatewayError("unavailable", f"the queue's brokers could not answer: {exc}; retry", 503, retry_after_ms=1000)
+        return GatewayError("message_too_large", exc.message)
+    return GatewayError("unavailable", f"the queue's brokers could not answer: {exc}; retry", retry_after_ms=1000)
 
 
 def require_scope(caller: Caller, scope: str) -> None:
     if scope not in caller.principal.scopes:
-        raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope", 403)
+        raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope")
 
 
 def require_queue_mode(queue: QueueInfo) -> None:
     if not queue.is_queue:
-        raise GatewayError("wrong_mode", f"{queue.name!r} is a stream: read it by partition and offset, or with a consumer group", 409)
+        raise GatewayError("wrong_mode", f"{queue.name!r} is a stream: read it by partition and offset, or with a consumer group")
 
 
 def check_lock_seconds(value: float | None, name: str = "visibility_timeout") -> None:
@@ -242,7 +242,7 @@ async def start_redrive(caller: Caller, queue: QueueInfo, *, rate_per_s: float, 
 
 def partition_number(queue: QueueInfo, partition: int) -> int:
     if not 0 <= partition < queue.partitions:
-        raise GatewayError("not_found", f"queue {queue.name!r} has no partition {partition} (it has {queue.partitions})", 404)
+        raise GatewayError("not_found", f"queue {queue.name!r} has no partition {partition} (it has {queue.partitions})")
     return partition
 
 
@@ -267,7 +267,7 @@ async def commit(caller: Caller, queue: QueueInfo, group: str, offsets: dict[int
         latest = await offset_at(queue, partition, "latest")
         if offset > latest:
             raise GatewayError("offset_out_of_range", f"offset {offset} is past the end of partition {partition} "
-                               f"(its next offset is {latest})", 416,
+                               f"(its next offset is {latest})",
                                details={"partition": partition, "offset": offset, "latest": latest})
     topic = queue.broker_topic
     await commit_offsets(await stream_link(caller, queue, group), {(topic, p): o for p, o in sorted(offsets.items())},
@@ -313,7 +313,7 @@ async def group_view(caller: Caller, queue: QueueInfo, group: str, kind: str) ->
     if kind == "queue":
         positions = {p: s.start_offset for p, s in shares.items()}
     if not members and not positions:
-        raise GatewayError("group_not_found", f"group {group!r} has no members and no position on {queue.name!r}", 404)
+        raise GatewayError("group_not_found", f"group {group!r} has no members and no position on {queue.name!r}")
     partitions = []
     now = int(time.time() * 1000)
     for number in range(queue.partitions):

@@ -67,6 +67,6 @@ async def _acknowledged(queue: QueueInfo, futures: list, dedup: list[tuple[int, 
         raise queue_not_found(queue.name)
     if failed:
         raise GatewayError("publish_failed", f"{failed} of {len(results)} messages were not acknowledged by the brokers; "
-                           "the others were (see details.results); retry the failed ones", 503,
+                           "the others were (see details.results); retry the failed ones",
                            details={"results": results}, retry_after_ms=1000)
     return results

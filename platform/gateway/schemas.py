@@ -94,8 +94,7 @@ async def _schemas(queue: QueueInfo) -> SubjectSchemas:
 
 
 def _violation(index: int, message: str, queue: QueueInfo) -> GatewayError:
-    return GatewayError("schema_violation", f"message {index} does not match subject {queue.schema_subject!r}: {message}",
-                        422, details={"index": index, "subject": queue.schema_subject})
+    return GatewayError("schema_violation", f"message {index} does not match subject {queue.schema_subject!r}: {message}", details={"index": index, "subject": queue.schema_subject})
 
 
 def _check_json(compiled: _Compiled, document) -> None:
@@ -111,7 +110,7 @@ async def validate(queue: QueueInfo, values: list[bytes | None]) -> None:
         return
     schemas = await _schemas(queue)
     if schemas.latest is None:
-        raise GatewayError("schema_violation", f"subject {queue.schema_subject!r} has no schema version yet", 422,
+        raise GatewayError("schema_violation", f"subject {queue.schema_subject!r} has no schema version yet",
                            details={"subject": queue.schema_subject})
     for index, value in enumerate(values):
         if value is None:

@@ -120,9 +120,9 @@ def decode(body: bytes, kind: type):
     except msgspec.ValidationError as exc:
         raise invalid(f"the body is not valid: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise GatewayError("malformed_request", f"the body is not JSON: {exc}", 400) from None
+        raise GatewayError("malformed_request", f"the body is not JSON: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise GatewayError("malformed_request", f"the body is not UTF-8 JSON: byte {exc.start} is not UTF-8", 400) from None
+        raise GatewayError("malformed_request", f"the body is not UTF-8 JSON: byte {exc.start} is not UTF-8") from None
 
 
 def _bytes_of(text: str | None, b64: str | None, what: str, index: int) -> bytes | None:
@@ -188,7 +188,7 @@ def prepare(messages: list[OutgoingMessage], max_message_bytes: int, partitions:
         size = BATCH_HEADER_BYTES + record_size_estimate(key, value, headers)
         if size > max_message_bytes:
             raise GatewayError("message_too_large", f"message {index} takes {size} bytes as stored (value, key, headers "
-                               f"and record framing); this queue takes at most {max_message_bytes}", 413,
+                               f"and record framing); this queue takes at most {max_message_bytes}",
                                details={"index": index, "size": size, "limit": max_message_bytes})
         if message.partition is not None and not 0 <= message.partition < partitions:
             raise invalid(f"message {index}: partition {message.partition} does not exist (0..{partitions - 1})", index=index)

@@ -55,17 +55,17 @@ def group_lag(tenant, queue: str, group: str, *, kind: str = "stream", start: st
     from lag.models import LagRollup, LagStatus
 
     if kind not in ("stream", "queue"):
-        raise ActionError("invalid_request", 'kind is "stream" or "queue"', 400, details={"field": "kind"})
+        raise ActionError("invalid_request", 'kind is "stream" or "queue"', details={"field": "kind"})
     if step not in STEPS:
-        raise ActionError("invalid_request", f"step is {', '.join(STEPS)}", 400, details={"field": "step"})
+        raise ActionError("invalid_request", f"step is {', '.join(STEPS)}", details={"field": "step"})
     now = datetime.now(UTC)
     finish = moment(end, "to") if end else now
     begin = moment(start, "from") if start else finish - DEFAULT_SPAN[step]
     if finish <= begin:
-        raise ActionError("invalid_request", "to must be after from", 400, details={"field": "to"})
+        raise ActionError("invalid_request", "to must be after from", details={"field": "to"})
     if (finish - begin) / STEPS[step] > MAX_POINTS:
         raise ActionError("invalid_request", f"at most {MAX_POINTS} {step}s at a time: narrow from and to, or take a "
-                          "larger step", 400, details={"field": "step"})
+                          "larger step", details={"field": "step"})
     rows = LagRollup.objects.filter(tenant=tenant, queue=queue, kind=kind, group=group, granularity=step,
                                     partition=-1 if partition is None else partition,
                                     start__gte=begin, start__lt=finish).order_by("start")
@@ -76,7 +76,7 @@ def group_lag(tenant, queue: str, group: str, *, kind: str = "stream", start: st
     status = LagStatus.objects.filter(tenant=tenant, queue=queue, kind=kind, group=group).first()
     live = live_sample(tenant.pk, queue, kind, group)
     if status is None and live is None and not series:
-        raise ActionError("group_not_found", f"group {group!r} ({kind}) has no lag recorded on {queue!r}", 404)
+        raise ActionError("group_not_found", f"group {group!r} ({kind}) has no lag recorded on {queue!r}")
     return {
         "queue": queue, "group": group, "kind": kind, "step": step, "from": _stamp(begin), "to": _stamp(finish),
         "partition": partition, "live": live,

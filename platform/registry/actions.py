@@ -22,27 +22,26 @@ DEFAULT_LEVEL = "BACKWARD"  # Confluent's default
 
 
 def subject_not_found(subject: str) -> ActionError:
-    return ActionError("subject_not_found", f"Subject '{subject}' not found.", 404, error_code=40401)
+    return ActionError("subject_not_found", f"Subject '{subject}' not found.")
 
 
 def version_not_found(subject: str, version) -> ActionError:
-    return ActionError("version_not_found", f"Version {version} not found for subject '{subject}'.", 404, error_code=40402)
+    return ActionError("version_not_found", f"Version {version} not found for subject '{subject}'.")
 
 
 def schema_not_found() -> ActionError:
-    return ActionError("schema_not_found", "Schema not found", 404, error_code=40403)
+    return ActionError("schema_not_found", "Schema not found")
 
 
 def parse_or_raise(schema_type: str, text: str):
     if schema_type not in compatibility.SCHEMA_TYPES:
-        raise ActionError("invalid_schema", f"unknown schema type {schema_type!r}; use AVRO, JSON or PROTOBUF", 422,
-                          error_code=42201)
+        raise ActionError("invalid_schema", f"unknown schema type {schema_type!r}; use AVRO, JSON or PROTOBUF")
     if not isinstance(text, str) or not text:
-        raise ActionError("invalid_schema", "the schema is missing or empty", 422, error_code=42201)
+        raise ActionError("invalid_schema", "the schema is missing or empty")
     try:
         return compatibility.parse(schema_type, text)
     except compatibility.InvalidSchema as exc:
-        raise ActionError("invalid_schema", str(exc), 422, error_code=42201) from None
+        raise ActionError("invalid_schema", str(exc)) from None
 
 
 def level_for(tenant, subject: str) -> str:
@@ -81,7 +80,7 @@ def do_register(tenant, subject: str, *, text: str, schema_type: str = "AVRO", r
         if problems:
             raise ActionError("incompatible_schema",
                               f"Schema being registered is incompatible with an earlier schema for subject "
-                              f"'{subject}' ({level}): {'; '.join(problems)}", 409, error_code=409,
+                              f"'{subject}' ({level}): {'; '.join(problems)}",
                               details={"level": level, "messages": problems})
         schema, _ = Schema.objects.get_or_create(tenant=tenant, fingerprint=digest,
                                                  defaults={"schema_type": schema_type, "text": text, "references": references})
@@ -89,7 +88,7 @@ def do_register(tenant, subject: str, *, text: str, schema_type: str = "AVRO", r
         try:
             version = SubjectVersion.objects.create(tenant=tenant, subject=subject, version=latest + 1, schema=schema)
         except IntegrityError:
-            raise ActionError("conflict", "another registration of this subject happened at the same time; retry", 409) from None
+            raise ActionError("conflict", "another registration of this subject happened at the same time; retry") from None
         audit.record(tenant, acting, "schema.register", subject, version=version.version, id=schema.pk, type=schema_type)
     return version
 
@@ -98,8 +97,8 @@ def do_delete_version(tenant, subject: str, version: SubjectVersion, *, permanen
     with transaction.atomic():
         if permanent:
             if not version.deleted:
-                raise ActionError("not_soft_deleted", f"Subject '{subject}' Version {version.version} was not deleted "
-                                  "first before being permanently deleted", 404, error_code=40407)
+                raise ActionError("version_not_soft_deleted", f"Subject '{subject}' Version {version.version} was not deleted "
+                                  "first before being permanently deleted")
             version.delete()
         else:
             version.deleted = True
@@ -115,8 +114,8 @@ def do_delete_subject(tenant, subject: str, *, permanent: bool, acting: str) -> 
             raise subject_not_found(subject)
         if permanent:
             if rows.filter(deleted=False).exists():
-                raise ActionError("not_soft_deleted", f"Subject '{subject}' was not deleted first before being "
-                                  "permanently deleted", 404, error_code=40405)
+                raise ActionError("subject_not_soft_deleted", f"Subject '{subject}' was not deleted first before being "
+                                  "permanently deleted")
             numbers = sorted(rows.values_list("version", flat=True))
             rows.delete()
             CompatibilityConfig.objects.filter(tenant=tenant, subject=subject).delete()
@@ -132,7 +131,7 @@ def do_delete_subject(tenant, subject: str, *, permanent: bool, acting: str) -> 
 def do_set_level(tenant, subject: str, level: str, *, acting: str) -> str:
     if level not in compatibility.LEVELS:
         raise ActionError("invalid_compatibility_level", f"Invalid compatibility level {level!r}; use one of "
-                          f"{', '.join(compatibility.LEVELS)}", 422, error_code=42203)
+                          f"{', '.join(compatibility.LEVELS)}")
     with transaction.atomic():
         CompatibilityConfig.objects.update_or_create(tenant=tenant, subject=subject, defaults={"level": level})
         audit.record(tenant, acting, "schema.set_compatibility", subject or "(global)", level=level)
@@ -145,6 +144,6 @@ def do_delete_level(tenant, subject: str, *, acting: str) -> str:
         deleted, _ = CompatibilityConfig.objects.filter(tenant=tenant, subject=subject).delete()
         if subject and not deleted:
             raise ActionError("subject_level_not_configured", f"Subject '{subject}' does not have subject-level "
-                              "compatibility configured", 404, error_code=40408)
+                              "compatibility configured")
         audit.record(tenant, acting, "schema.delete_compatibility", subject or "(global)", level=old)
     return old

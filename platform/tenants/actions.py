@@ -26,7 +26,7 @@ def _plan(name: str) -> Plan:
     plan = Plan.objects.filter(name=name).first()
     if plan is None:
         known = ", ".join(Plan.objects.values_list("name", flat=True))
-        raise ActionError("unknown_plan", f"plan {name!r} does not exist (plans: {known})", 400)
+        raise ActionError("unknown_plan", f"plan {name!r} does not exist (plans: {known})")
     return plan
 
 
@@ -41,7 +41,7 @@ def do_create_tenant(name: str, *, plan_name: str = "free", slug: str | None = N
             tenant = Tenant.objects.create(name=name, slug=slug, plan=plan, region=region)
             audit.record(tenant, acting, "tenant.create", slug, plan=plan.name, region=region)
     except IntegrityError:
-        raise ActionError("tenant_exists", f"a tenant with id {slug!r} already exists", 409) from None
+        raise ActionError("tenant_exists", f"a tenant with id {slug!r} already exists") from None
     return tenant
 
 
@@ -60,7 +60,7 @@ def do_signup(*, username: str, password: str, email: str, tenant_name: str) -> 
     User = get_user_model()
     with transaction.atomic():
         if User.objects.filter(username=username).exists():
-            raise ActionError("username_taken", f"the user name {username!r} is taken", 409)
+            raise ActionError("username_taken", f"the user name {username!r} is taken")
         user = User.objects.create_user(username=username, email=email, password=password)
         tenant = do_create_tenant(tenant_name, acting=f"user:{username}")
         Membership.objects.create(user=user, tenant=tenant, role=Role.OWNER)
@@ -120,10 +120,10 @@ def do_add_member(tenant: Tenant, *, username: str, role: str, password: str | N
         user = User.objects.filter(username=username).first()
         if user is None:
             if not password:
-                raise ActionError("unknown_user", f"user {username!r} does not exist; give a password to create them", 404)
+                raise ActionError("unknown_user", f"user {username!r} does not exist; give a password to create them")
             user = User.objects.create_user(username=username, email=email, password=password)
         if Membership.objects.filter(user=user, tenant=tenant).exists():
-            raise ActionError("member_exists", f"{username!r} is already a member", 409)
+            raise ActionError("member_exists", f"{username!r} is already a member")
         membership = Membership.objects.create(user=user, tenant=tenant, role=role)
         audit.record(tenant, acting, "member.add", username, role=role)
     return membership
@@ -150,4 +150,4 @@ def _keep_an_owner(membership: Membership, new_role: str | None) -> None:
         return
     owners = Membership.objects.select_for_update().filter(tenant=membership.tenant, role=Role.OWNER).count()
     if owners <= 1:
-        raise ActionError("last_owner", "a tenant keeps at least one owner: make someone else owner first", 409)
+        raise ActionError("last_owner", "a tenant keeps at least one owner: make someone else owner first")

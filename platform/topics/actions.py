@@ -69,7 +69,7 @@ def _check_schema(tenant: Tenant, subject: str) -> None:
     from registry.models import SubjectVersion
 
     if not SubjectVersion.objects.filter(tenant=tenant, subject=subject, deleted=False).exists():
-        raise ActionError("unknown_schema_subject", f"schema subject {subject!r} has no registered version", 400)
+        raise ActionError("unknown_schema_subject", f"schema subject {subject!r} has no registered version")
 
 
 def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
@@ -80,7 +80,7 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
     with transaction.atomic():
         _lock_tenant(tenant)
         if Queue.objects.filter(tenant=tenant, name=name).exists():
-            raise ActionError("queue_exists", f"queue {name!r} already exists", 409)
+            raise ActionError("queue_exists", f"queue {name!r} already exists")
         cluster = choose_cluster(tenant, partitions)
         live = cluster.brokers.filter(state=BrokerState.ALIVE).count() or len([a for a in cluster.bootstrap.split(",") if a])
         queue = Queue(
@@ -126,17 +126,17 @@ def do_update_queue(queue: Queue, values: dict, *, acting: str) -> Queue:
     """Change what may change: partitions (grow only), retention, sizes, queue settings, schema."""
     for field in IMMUTABLE + ("name",):
         if field in values and values[field] is not None and values[field] != getattr(queue, field):
-            raise ActionError("immutable_setting", f"{field} cannot change after a queue is created", 400,
+            raise ActionError("immutable_setting", f"{field} cannot change after a queue is created",
                               details={"field": field})
     if queue.status != QueueStatus.READY:
-        raise ActionError("queue_busy", f"queue {queue.name!r} is {queue.status}", 409)
+        raise ActionError("queue_busy", f"queue {queue.name!r} is {queue.status}")
     old = {field: getattr(queue, field) for field in _MUTABLE}
     changed = {f: v for f, v in values.items() if f in _MUTABLE and v is not None and v != old[f]}
     if not changed:
         return queue
     if "partitions" in changed and changed["partitions"] < queue.partitions:
         raise ActionError("partitions_cannot_shrink", f"queue {queue.name!r} has {queue.partitions} partitions; "
-                          "the count can only grow", 400, details={"field": "partitions"})
+                          "the count can only grow", details={"field": "partitions"})
     tenant = queue.tenant
     with transaction.atomic():
         _lock_tenant(tenant)

@@ -24,7 +24,7 @@ def choose_cluster(tenant, partitions: int) -> Cluster:
     if tenant.dedicated_cluster_id is not None:
         cluster = tenant.dedicated_cluster
         if used_partitions(cluster) + partitions > cluster.max_partitions:
-            raise ActionError("no_capacity", f"dedicated cluster {cluster.name!r} has no room for {partitions} more partitions", 503)
+            raise ActionError("no_capacity", f"dedicated cluster {cluster.name!r} has no room for {partitions} more partitions")
         return cluster
     best, best_free = None, -1
     for cluster in Cluster.objects.filter(region=tenant.region, dedicated=False).order_by("name"):
@@ -32,5 +32,5 @@ def choose_cluster(tenant, partitions: int) -> Cluster:
         if free >= partitions and free > best_free:
             best, best_free = cluster, free
     if best is None:
-        raise ActionError("no_capacity", f"no cluster in region {tenant.region!r} has room for {partitions} partitions", 503)
+        raise ActionError("no_capacity", f"no cluster in region {tenant.region!r} has room for {partitions} partitions")
     return best

@@ -22,7 +22,7 @@ def _number(text: str, field: str):
     try:
         return float(text)
     except (TypeError, ValueError):
-        raise ActionError("invalid_request", f"{field} is a number", 400) from None
+        raise ActionError("invalid_request", f"{field} is a number") from None
 
 
 def _rule_form(post) -> dict:
@@ -37,7 +37,7 @@ def _rule_form(post) -> dict:
         m, n = int(post.get("pending_m") or 1), int(post.get("pending_n") or 1)
         repeat = int(post.get("repeat_interval_s") or 0)
     except ValueError:
-        raise ActionError("invalid_request", "the pending period and the repeat interval are whole numbers", 400) from None
+        raise ActionError("invalid_request", "the pending period and the repeat interval are whole numbers") from None
     data["pending"], data["repeat_interval_s"] = {"m": m, "n": n}, repeat
     return data
 

@@ -221,7 +221,7 @@ def group_reset(request, name: str, group: str):
         described = await describe_group(client, operations.broker_group(caller, group, "stream"), "stream")
         if described.members:
             raise GatewayError("group_busy", f"group {group!r} has {len(described.members)} member(s): stop its consumers "
-                               "before moving its positions", 409)
+                               "before moving its positions")
         return await operations.seek(caller, info, group, **kwargs)
 
     try:

@@ -21,7 +21,7 @@ def _body(request) -> dict:
     from controlplane.errors import ActionError
 
     if not isinstance(request.data, dict):
-        raise ActionError("invalid_request", "the body is a JSON object", 400)
+        raise ActionError("invalid_request", "the body is a JSON object")
     return dict(request.data)
 
 

@@ -62,7 +62,7 @@ class ClusterListView(APIView):
         body.is_valid(raise_exception=True)
         with transaction.atomic():
             if Cluster.objects.filter(name=body.validated_data["name"]).exists():
-                raise ActionError("cluster_exists", f"cluster {body.validated_data['name']!r} already exists", 409)
+                raise ActionError("cluster_exists", f"cluster {body.validated_data['name']!r} already exists")
             cluster = body.save()
             audit.record(None, request.auth.actor, "cluster.register", cluster.name, region=cluster.region,
                          provisioner=cluster.provisioner, spec=cluster.spec)
@@ -82,7 +82,7 @@ class ClusterDetailView(APIView):
         body = ClusterSerializer(cluster, data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         if body.validated_data.get("name", name) != name:
-            raise ActionError("immutable_setting", "a cluster's name cannot change", 400)
+            raise ActionError("immutable_setting", "a cluster's name cannot change")
         with transaction.atomic():
             cluster = body.save()
             audit.record(None, request.auth.actor, "cluster.update", name, **{k: v for k, v in request.data.items() if k != "name"})
@@ -102,5 +102,5 @@ class ClusterManifestsView(APIView):
         try:
             spec = ClusterSpec.from_dict(cluster.name, {**cluster.spec, "region": cluster.region})
         except (TypeError, ValueError) as exc:
-            raise ActionError("invalid_spec", f"cluster {name!r} has an invalid spec: {exc}", 400) from None
+            raise ActionError("invalid_spec", f"cluster {name!r} has an invalid spec: {exc}") from None
         return HttpResponse(KubernetesProvisioner().render(spec), content_type="application/yaml")

@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 
 from django.http import JsonResponse
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 from rest_framework.response import Response
 
+from controlplane.error_codes import lookup
 from controlplane.errors import ActionError
 from tideway.protocol.errors import BrokerError
 from topics.quotas import QuotaExceeded
@@ -26,11 +27,12 @@ log = logging.getLogger(__name__)
 
 
 def not_found(what: str, *, code: str = "not_found") -> ActionError:
-    return ActionError(code, f"{what} does not exist", 404)
+    return ActionError(code, f"{what} does not exist")
 
 
-def error_body(code: str, message: str, error_code: int, details: dict | None = None) -> dict:
-    body = {"code": code, "message": message, "error_code": error_code}
+def error_body(code: str, message: str, details: dict | None = None) -> dict:
+    """The one shape; ``error_code`` from the registry (controlplane/error_codes.py)."""
+    body = {"code": code, "message": message, "error_code": lookup(code).error_code}
     if details:
         body["details"] = details
     return body
@@ -59,28 +61,28 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     if isinstance(exc, ActionError):
-        return Response(error_body(exc.code, exc.message, exc.error_code, exc.details), status=exc.status)
+        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
     if isinstance(exc, QuotaExceeded):
         details = {"quota": exc.quota, "limit": exc.limit, "requested": exc.requested}
-        return Response(error_body("quota_exceeded", exc.message, 40301, details), status=status.HTTP_403_FORBIDDEN)
+        return Response(error_body("quota_exceeded", exc.message, details), status=lookup("quota_exceeded").status)
     if isinstance(exc, exceptions.ValidationError):
         details = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        return Response(error_body("invalid_request", _first_message(details), 400, {"fields": details}), status=400)
+        return Response(error_body("invalid_request", _first_message(details), {"fields": details}), status=400)
     if isinstance(exc, exceptions.APIException):
-        code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
+        code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)),
+                    "invalid_request" if exc.status_code < 500 else "internal_error")
         headers = {}
         if getattr(exc, "auth_header", None):
             headers["WWW-Authenticate"] = exc.auth_header
         if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
             headers["Retry-After"] = str(int(exc.wait) + 1)
-        return Response(error_body(code, str(exc.detail), exc.status_code), status=exc.status_code, headers=headers)
+        return Response(error_body(code, str(exc.detail)), status=lookup(code).status, headers=headers)
     if isinstance(exc, BrokerError):
         log.warning("broker cluster refused a management call: %s", exc)
-        return Response(error_body("cluster_error", f"the broker cluster refused the change: {exc.message}", 50201),
-                        status=status.HTTP_502_BAD_GATEWAY)
+        return Response(error_body("cluster_error", f"the broker cluster refused the change: {exc.message}"),
+                        status=lookup("cluster_error").status)
     log.exception("unhandled error in %s", context.get("view").__class__.__name__ if context.get("view") else "a view")
-    return Response(error_body("internal_error", "the server failed to handle this request; it was logged", 50001),
-                    status=500)
+    return Response(error_body("internal_error", "the server failed to handle this request; it was logged"), status=500)
 
 
 def _first_message(details) -> str:
@@ -95,8 +97,8 @@ def _first_message(details) -> str:
 
 def json_404(request, exception=None) -> JsonResponse:
     """handler404: unknown URLs answer in the same shape."""
-    return JsonResponse(error_body("not_found", f"no such endpoint: {request.path}", 404), status=404)
+    return JsonResponse(error_body("not_found", f"no such endpoint: {request.path}"), status=404)
 
 
 def json_500(request) -> JsonResponse:
-    return JsonResponse(error_body("internal_error", "the server failed to handle this request; it was logged", 50001), status=500)
+    return JsonResponse(error_body("internal_error", "the server failed to handle this request; it was logged"), status=500)

@@ -67,7 +67,7 @@ class GatewayView(View):
         method = request.method.lower()
         handler = getattr(self, method, None) if method in self.http_method_names else None
         if handler is None:
-            return JsonResponse(GatewayError("method_not_allowed", f"{request.method} is not allowed here", 405).body(), status=405)
+            return JsonResponse(GatewayError("method_not_allowed", f"{request.method} is not allowed here").body(), status=405)
         call = None
         response = None
         try:
@@ -79,7 +79,7 @@ class GatewayView(View):
             return response
             return exc.response()
         except RequestDataTooBig:
-            return GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes", 413).response()
+            return GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes").response()
         except broker_errors.TidewayError as exc:
             log.info("%s %s: broker error %s", request.method, request.path, exc)
             response = operations.broker_failure(exc).response()
@@ -94,9 +94,9 @@ class GatewayView(View):
         caller = await authenticate(request.headers.get("Authorization", ""), request.GET.get("token", ""))
         scope = self.required_scopes.get(request.method, "consume")
         if scope not in caller.principal.scopes:
-            raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope needed to {request.method} here", 403)
+            raise GatewayError("forbidden", f"this API key lacks the '{scope}' scope needed to {request.method} here")
         if name is not None and not caller.may_touch(name):
-            raise GatewayError("forbidden", f"this API key may not use queue {name!r} (its queue patterns do not match)", 403)
+            raise GatewayError("forbidden", f"this API key may not use queue {name!r} (its queue patterns do not match)")
         if request.method not in self.rate_limited_by_handler:
             await limits.take(caller, requests=1, consuming=request.method in self.consuming_methods)
         queue = None

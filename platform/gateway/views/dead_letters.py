@@ -50,7 +50,7 @@ class RedriveJobView(GatewayView):
 
     async def get(self, request, call, name, job_id):
         if not await limits.connection().exists(operations.redrive_job_key(call.queue.id, job_id)):
-            raise GatewayError("not_found", f"redrive job {job_id!r} does not exist", 404)
+            raise GatewayError("not_found", f"redrive job {job_id!r} does not exist")
         from celery.result import AsyncResult
 
         def state() -> dict:

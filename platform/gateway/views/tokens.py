@@ -23,7 +23,7 @@ class TokensView(GatewayView):
     async def authorise(self, request, name):
         call = await super().authorise(request, name)
         if call.caller.principal.actor.endswith(":token") or call.caller.token_patterns:
-            raise GatewayError("forbidden", "a token cannot obtain another token: use the API key", 403)
+            raise GatewayError("forbidden", "a token cannot obtain another token: use the API key")
         return call
 
     async def post(self, request, call):
@@ -35,7 +35,7 @@ class TokensView(GatewayView):
         outside = [pattern for pattern in body.queues or () if not _within(pattern, call.caller.principal.queue_patterns)]
         if outside:
             raise GatewayError("forbidden", f"this key may not touch {', '.join(map(repr, outside))}: a token's queues must "
-                               f"lie within the key's patterns ({', '.join(call.caller.principal.queue_patterns)})", 403)
+                               f"lie within the key's patterns ({', '.join(call.caller.principal.queue_patterns)})")
         token, expires = issue_token(call.caller, ttl_s=body.ttl_seconds, scopes=body.scopes, queues=body.queues)
         return json_response({"token": token, "expires_at": expires}, status=201)
 

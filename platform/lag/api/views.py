@@ -33,7 +33,7 @@ class GroupLagView(APIView):
         params = request.query_params
         partition = params.get("partition")
         if partition is not None and not (partition.isdigit() and int(partition) < 100_000):
-            raise ActionError("invalid_request", "partition is a partition number", 400, details={"field": "partition"})
+            raise ActionError("invalid_request", "partition is a partition number", details={"field": "partition"})
         return Response(group_lag(request.auth.tenant, name, group, kind=params.get("kind", "stream"),
                                   start=params.get("from"), end=params.get("to"), step=params.get("step", "minute"),
                                   partition=None if partition is None else int(partition)))

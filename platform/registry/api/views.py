@@ -40,8 +40,7 @@ def _flag(request, name: str) -> bool:
 def _schema_body(request) -> dict:
     body = SchemaBody(data=request.data if isinstance(request.data, dict) else {})
     if not body.is_valid():
-        raise ActionError("invalid_schema", "the body must be {\"schema\": \"...\", \"schemaType\": ...}", 422,
-                          error_code=42201, details={"fields": body.errors})
+        raise ActionError("invalid_schema", "the body must be {\"schema\": \"...\", \"schemaType\": ...}", details={"fields": body.errors})
     return body.validated_data
 
 
@@ -72,7 +71,7 @@ def _find_version(request, subject: str, version: str, *, include_deleted: bool 
         number = 0
     if not 1 <= number <= MAX_VERSION:
         raise ActionError("invalid_version", f"The specified version '{version}' is not a valid version id. Allowed "
-                          "values are between [1, 2^31-1] and the string \"latest\"", 422, error_code=42202)
+                          "values are between [1, 2^31-1] and the string \"latest\"")
     row = rows.filter(version=number).first()
     if row is None:
         if not SubjectVersion.objects.filter(tenant=tenant, subject=subject).exists():
@@ -238,7 +237,7 @@ def _level_body(request) -> str:
     data = request.data if isinstance(request.data, dict) else {}
     level = data.get("compatibility")
     if not isinstance(level, str):
-        raise ActionError("invalid_compatibility_level", "the body must be {\"compatibility\": LEVEL}", 422, error_code=42203)
+        raise ActionError("invalid_compatibility_level", "the body must be {\"compatibility\": LEVEL}")
     return level.upper()
 
 
@@ -254,7 +253,7 @@ class SubjectConfigView(APIView):
             if _flag(request, "defaultToGlobal"):
                 return Response({"compatibilityLevel": actions.level_for(request.auth.tenant, "")})
             raise ActionError("subject_level_not_configured", f"Subject '{subject}' does not have subject-level "
-                              "compatibility configured", 404, error_code=40408)
+                              "compatibility configured")
         return Response({"compatibilityLevel": row.level})
 
     @extend_schema(request=LevelBody, responses={200: LevelBody})
