@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from brokers.invariants import InvariantError
 from tideway.protocol.errors import InvalidRecordStateError
 
 __all__ = ["Acquired", "QueueSettings", "SharePartition", "State"]
@@ -233,6 +234,8 @@ class SharePartition:
         return out
 
     def _lock(self, entry: Entry, offset: int, now: int, lock_ms: int, out: list[Acquired]) -> None:
+        if entry.state is not State.AVAILABLE:  # a record is held by one receiver at a time
+            raise InvariantError(f"locking offset {offset}, which is {entry.state.name.lower()}")
         entry.state = State.ACQUIRED
         entry.count += 1
         entry.deadline = now + lock_ms
@@ -321,6 +324,9 @@ class SharePartition:
         return changed
 
     def _unlock(self, entry: Entry, offset: int, now: int, delay_ms: int) -> bool:
+        if entry.state is not State.ACQUIRED or self.in_flight <= 0:
+            raise InvariantError(f"unlocking offset {offset}, which is {entry.state.name.lower()}, with "
+                                 f"{self.in_flight} in flight")
         self.in_flight -= 1
         if entry.count >= self.settings.max_deliveries:
             entry.state = State.DEAD_LETTERING
@@ -375,6 +381,19 @@ class SharePartition:
             entry.state = State.DEAD
             self.changed.add(offset)
             self.advance_start()
+
+    def check(self) -> None:
+        """Every invariant of the window at once (walks it all: for tests, not the hot path)."""
+        locked = sum(1 for source in (self.entries, self.restored) for e in source.values() if e.state is State.ACQUIRED)
+        if locked != self.in_flight:
+            raise InvariantError(f"{locked} records locked, {self.in_flight} counted in flight")
+        if self.entries.keys() & self.restored.keys():
+            raise InvariantError(f"offsets both read and restored: {sorted(self.entries.keys() & self.restored.keys())}")
+        if not self.start_offset <= self.end_offset:
+            raise InvariantError(f"the window starts at {self.start_offset}, after its end {self.end_offset}")
+        outside = [o for o in self.entries if not self.start_offset <= o < self.end_offset]
+        if outside:
+            raise InvariantError(f"records outside the window [{self.start_offset}, {self.end_offset}): {outside[:5]}")
 
     def entry(self, offset: int) -> Entry | None:
         return self.entries.get(offset) or self.restored.get(offset)

@@ -19,6 +19,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from brokers.invariants import InvariantError
 from brokers.replication.partition import Partition, Role
 from tideway.aio import cancel_and_wait
 from tideway.native.conn import Connection, connect
@@ -167,6 +168,8 @@ class ReplicaFetcher:
                 return False
             self._on_append(partition)
         log_.high_watermark = max(min(result.high_watermark, log_.log_end_offset), min(log_.high_watermark, log_.log_end_offset))
+        if log_.high_watermark > log_.log_end_offset:
+            raise InvariantError(f"{name}: high watermark {log_.high_watermark} past the log end {log_.log_end_offset}")
         self._on_fetched(partition, result.high_watermark)
         return bool(result.records)
 
@@ -175,6 +178,11 @@ class ReplicaFetcher:
         own_epoch, own_end = log_.epochs.end_offset_for(leader_epoch, log_.log_end_offset)
         target = leader_end_offset if own_epoch != leader_epoch else min(leader_end_offset, own_end)
         target = max(target, 0)
+        if target < min(log_.high_watermark, log_.log_end_offset):
+            # A new leader comes from the ISR, which holds every committed record: diverging below them
+            # would throw committed records away.
+            raise InvariantError(f"{partition.topic}-{partition.partition}: leader {self.leader_id} diverges at "
+                                 f"{target}, below the high watermark {log_.high_watermark}")
         if target < log_.log_end_offset:
             log.warning(
                 "%s-%d: truncating divergent records %d..%d (leader %d ends epoch %d at %d)",

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from brokers.invariants import InvariantError
 from brokers.storage.log import AppendResult, Log
 from tideway.protocol import errors
 
@@ -82,6 +83,7 @@ class Partition:
         self.become_leader(leader_epoch=max(self.leader_epoch, 0), partition_epoch=0, replicas=[self.broker_id], isr=[self.broker_id])
 
     def become_leader(self, *, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        self._check_epoch(leader_epoch)
         was_leader_in_epoch = self.role is Role.LEADER and self.leader_epoch == leader_epoch
         self.role = Role.LEADER
         self.leader_id = self.broker_id
@@ -100,6 +102,7 @@ class Partition:
         self.maybe_advance_high_watermark()
 
     def become_follower(self, *, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        self._check_epoch(leader_epoch)
         changed = self.role is not Role.FOLLOWER or self.leader_epoch != leader_epoch
         self.role = Role.FOLLOWER
         self.leader_id = leader_id
@@ -119,6 +122,11 @@ class Partition:
         )
         if changed:
             log.info("%s-%d: follower of broker %d in epoch %d, LEO %d", self.topic, self.partition, leader_id, leader_epoch, self.log.log_end_offset)
+
+    def _check_epoch(self, leader_epoch: int) -> None:
+        if leader_epoch < self.leader_epoch:  # the broker drops older states (metadata_cache.apply)
+            raise InvariantError(f"{self.topic}-{self.partition}: leader epoch {leader_epoch} after "
+                                 f"{self.leader_epoch}; epochs only grow")
 
     def update_isr(self, isr: list[int], partition_epoch: int) -> None:
         self.isr = list(isr)
@@ -164,6 +172,9 @@ class Partition:
             candidate = min(candidate, state.log_end_offset)
         if candidate <= self.log.high_watermark:
             return False
+        if candidate > self.log.log_end_offset:  # the minimum over the ISR, ours included
+            raise InvariantError(f"{self.topic}-{self.partition}: high watermark {candidate} past the log end "
+                                 f"{self.log.log_end_offset}")
         self.log.high_watermark = candidate
         waiters = self._acks_waiters
         if waiters and waiters[0][0] < candidate:

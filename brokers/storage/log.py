@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from brokers.invariants import InvariantError
 from brokers.storage.config import TopicConfig
 from brokers.storage.epochs import LeaderEpochCache
 from brokers.storage.files import fsync_directory, write_atomically
@@ -327,6 +328,10 @@ class Log:
                 if len(headers) > 1 or first is None:  # one entry, a duplicate: first is its offset
                     raise errors.InvalidRequestError("resend idempotent batches one per partition entry")
                 return AppendResult(first, first + headers[0].last_offset_delta, 0, 0, duplicate=True)
+        entries = self.epochs.entries
+        if entries and leader_epoch < entries[-1][0]:
+            raise InvariantError(f"{self.topic}-{self.partition}: a leader in epoch {leader_epoch} appending after "
+                                 f"epoch {entries[-1][0]}; epochs only grow")
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         self._maybe_roll(len(data), now_ms)
         active = self.active_segment
@@ -381,6 +386,9 @@ class Log:
             next_offset = header.next_offset
         self._maybe_roll(len(data), int(time.time() * 1000))
         base_offset = self.log_end_offset
+        if base_offset < self.high_watermark:  # committed records are never written over
+            raise InvariantError(f"{self.topic}-{self.partition}: copying batches at {base_offset}, below the "
+                                 f"high watermark {self.high_watermark}")
         for header in headers:
             self.epochs.assign(header.leader_epoch, header.base_offset)
             self.producers.update(header)

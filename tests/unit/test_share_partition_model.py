@@ -213,6 +213,7 @@ class ShareMachine(RuleBasedStateMachine):
     def same_view(self):
         if not hasattr(self, "real"):
             return
+        self.real.check()  # the window's own invariants (brokers/invariants.py)
         assert self.real.start_offset == self.model.start()
         expected_dlq = sorted(o for o, r in self.model.records.items() if r["state"] == "dead_lettering")
         assert sorted(self.real.dead_lettering()) == expected_dlq
