@@ -88,10 +88,14 @@ class LogManager:
                     open_files=self.open_files,
                 ))
                 # A replicated partition must not show records that were never
-                # committed: start from the last high watermark known. (The
-                # replica layer moves it on; a lone replica commits at once.)
-                if config.replication_factor > 1 and (name, partition) in high_watermarks:
-                    log_.high_watermark = min(high_watermarks[(name, partition)], log_.log_end_offset)
+                # committed: start from the last high watermark known, or from the
+                # log's start when none was checkpointed (killed before the first
+                # checkpoint), as Kafka does. The replica layer moves it on: a
+                # leader from its ISR, a follower from its leader. A lone replica
+                # commits at once.
+                if config.replication_factor > 1:
+                    known = high_watermarks.get((name, partition), log_.log_start_offset)
+                    log_.high_watermark = max(log_.log_start_offset, min(known, log_.log_end_offset))
                 self.logs[(name, partition)] = log_
         if clean:
             os.unlink(clean_marker)
