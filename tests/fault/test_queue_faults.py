@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, describe_group
 from tideway.native.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive

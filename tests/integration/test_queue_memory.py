@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import free_port
+from tests.harness.processes import free_port
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import describe_group
 from tideway.native.queue import QueueConsumer

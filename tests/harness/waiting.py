@@ -1,0 +1,18 @@
+"""The one wait of the tests: poll a condition until it holds, or fail saying what was awaited."""
+
+from __future__ import annotations
+
+import time
+
+
+def wait_until(predicate, timeout_s: float = 20.0, what: str = "condition", *, interval_s: float = 0.1):
+    """``predicate()``'s first truthy value, polled every ``interval_s``; AssertionError naming ``what`` after
+    ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not reached in {timeout_s}s")
+        time.sleep(interval_s)
