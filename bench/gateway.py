@@ -60,7 +60,7 @@ import msgspec  # noqa: E402
 import websockets  # noqa: E402
 
 from bench.common import CpuMeter, ProcessMeter, progress, settle  # noqa: E402
-from tests.api.conftest import running_control_plane  # noqa: E402
+from tests.harness.control_plane import running_control_plane  # noqa: E402
 
 VALUE = "x" * 100
 

@@ -62,7 +62,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
-from tests.api.conftest import running_control_plane  # noqa: E402
+from tests.harness.control_plane import running_control_plane  # noqa: E402
 
 CURVES = ("partitions", "groups", "queues", "subscribers", "active")
 PARTITION_COUNTS = (1, 10, 100, 1_000)
@@ -299,7 +299,7 @@ def subscribers_curve(plane, counts: list[int]) -> dict:
     """Brokers' and gateway's CPU with ``count`` idle WebSocket subscribers on one queue."""
     import asyncio
 
-    from tests.gateway.conftest import close_all, subscribe_many
+    from tests.harness.gateway import close_all, subscribe_many
 
     headers, url, brokers = _subscribed_queue(plane, "idle", plan="enterprise")
 
@@ -324,7 +324,7 @@ def active_subscribers_curve(plane, counts: list[int], rate: int = 1_000, second
 
     import httpx
 
-    from tests.gateway.conftest import close_all, subscribe_many
+    from tests.harness.gateway import close_all, subscribe_many
 
     headers, url, brokers = _subscribed_queue(plane, "active", plan="business")
 

@@ -102,7 +102,7 @@ class GroupCoordinator:
         self.stream_groups: dict[str, StreamGroup] = {}
         self.queues = QueueService(self, peer_client, on_delivered=replicas.metrics.traffic.add_out,
                                    idle_unload_s=queue_idle_unload_ms / 1000)
-        replicas.metrics.watch_queues(self.queues.held)
+        replicas.metrics.watch_queues(self.queues.held_counts)
         self._creating: asyncio.Task | None = None
         self._sweeper: asyncio.Task | None = None
         self._tombstone_writes: set[asyncio.Task] = set()  # see forget_topics

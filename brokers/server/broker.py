@@ -16,6 +16,10 @@ coordinator gets those two (and a way to reach peers) instead of the broker.
 Ownership: everything here runs on the event-loop thread, except the fsync
 calls handed to worker threads (``Log.flush``), which only touch file
 descriptors and publish a durable offset.
+
+Why one file of ~650 lines: the broker's lifecycle and every request it answers itself (topic admin and
+the controller's instructions) in one place; the data path lives in replica_manager.py, groups and queues in
+their own packages.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def test_a_rotation_signs_with_both_secrets_until_it_is_finished(monkeypatch):
     from alerts.actions import do_create_channel, do_rotate_secret
     from alerts.secrets import unseal
     from alerts.webhooks import sign
-    from tests.webui.conftest import signup
+    from tests.harness.console import signup
 
     monkeypatch.setenv("TIDEWAY_WEBHOOK_ALLOW_PRIVATE", "true")
     _user, tenant = signup("rosa")

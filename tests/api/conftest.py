@@ -1,169 +1,15 @@
-"""A whole control plane for API tests: controller, 3 brokers and `tideway serve`, on SQLite and on PostgreSQL.
-
-One deployment per test module and database (starting one takes seconds);
-tests create their own tenants (`tideway tenant create`, the real CLI), so
-they do not see each other's queues.
-"""
+"""Fixtures of the control-plane API tests: a whole deployment on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
-import json
-import os
 import subprocess
-import sys
-import time
 import uuid
-from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import (
-    REPO_ROOT,
-    BrokerProcess,
-    ControllerProcess,
-    Deployment,
-    RedisProcess,
-    free_port,
-    wait_for_port,
+from tests.harness.control_plane import (
+    running_control_plane,
 )
-
-
-class ControlPlane:
-    """The running API server and the cluster behind it."""
-
-    def __init__(self, home: Path, database_url: str, deployment: Deployment, server: subprocess.Popen, port: int) -> None:
-        self.home = home
-        self.database_url = database_url
-        self.deployment = deployment
-        self.server = server
-        self.port = port
-        self.base_url = f"http://127.0.0.1:{port}"
-        self._names = itertools.count(1)
-
-    redis_url = ""
-
-    @property
-    def env(self) -> dict:
-        return {**os.environ, "TIDEWAY_HOME": str(self.home), "DATABASE_URL": self.database_url, "TIDEWAY_LOG_LEVEL": "WARNING",
-                "TIDEWAY_REDIS_URL": self.redis_url}
-
-    def unique(self, prefix: str) -> str:
-        return f"{prefix}-{uuid.uuid4().hex[:6]}-{next(self._names)}"
-
-    def create_tenant(self, plan: str = "free") -> tuple[str, str]:
-        """(tenant slug, API key with every scope), through `tideway tenant create`."""
-        out = subprocess.run([sys.executable, "-m", "tideway_cli.main", "tenant", "create", self.unique("tenant"),
-                              "--plan", plan, "--json"], cwd=REPO_ROOT, env=self.env, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        answer = json.loads(out.stdout)
-        return answer["tenant"], answer["api_key"]
-
-    def create_operator(self) -> tuple[str, str]:
-        username, password = self.unique("operator"), "operator-password-1"
-        out = subprocess.run([sys.executable, "manage.py", "createsuperuser", "--noinput", "--username", username,
-                              "--email", f"{username}@example.com"], cwd=REPO_ROOT, capture_output=True, text=True,
-                             env={**self.env, "DJANGO_SUPERUSER_PASSWORD": password}, timeout=60)
-        assert out.returncode == 0, out.stderr
-        return username, password
-
-    def client(self, key: str | None = None, **kwargs) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.base_url, headers=headers, timeout=60, **kwargs)
-
-    def kill_server(self) -> None:
-        """SIGKILL the ASGI server (a crash, not a shutdown)."""
-        self.server.kill()
-        self.server.wait(10)
-
-    def start_server(self) -> None:
-        """Start `tideway serve` again on the same port."""
-        self.server, _ = _start_server(self.home, self.server_env, self.port)
-
-    def describe(self):
-        return asyncio.run(self.deployment.describe())
-
-
-def _start_server(home: Path, env: dict, port: int | None = None) -> tuple[subprocess.Popen, int]:
-    port = port or free_port()
-    log_file = open(home / "server.log", "ab")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate"],
-        cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-    )
-    log_file.close()
-    wait_for_port(port, timeout_s=60, process=process)
-    return process, port
-
-
-def start_worker(home: Path, env: dict) -> subprocess.Popen:
-    """A Celery worker (dead-letter redrives), as `tideway up` starts one."""
-    log_file = open(home / "worker.log", "ab")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip",
-         "--loglevel", "INFO"],
-        cwd=REPO_ROOT / "platform", stdout=log_file, stderr=subprocess.STDOUT, env=env,
-    )
-    log_file.close()
-    return process
-
-
-@contextlib.contextmanager
-def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool = False):
-    """Redis, a controller, 3 brokers, a Celery worker and `tideway serve`, stopped afterwards.
-
-    ``broker_metrics``: each broker serves /metrics on a port of its own (``plane.broker_metrics``
-    lists the URLs), for tests that count what the brokers were asked.
-    """
-    redis_server = RedisProcess(home / "redis")
-    env = {**os.environ, "TIDEWAY_HOME": str(home), "DATABASE_URL": database_url, "TIDEWAY_REDIS_URL": redis_server.url}
-    controller = ControllerProcess(home, "controller", database_url=database_url,
-                                   extra_args=["--lease-ms", "2000", "--broker-session-timeout-ms", "3000"]).start(migrate=True)
-    processes = [controller]
-    server = worker = plane = None
-    try:
-        brokers = {}
-        metrics_urls = []
-        for i in range(1, 4):
-            extra = ["--controller", controller.address]
-            if broker_metrics:
-                port = free_port()
-                extra += ["--metrics-listen", f"127.0.0.1:{port}"]
-                metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
-            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=extra)
-            brokers[i] = broker.start()
-            processes.append(broker)
-        deployment = Deployment([controller], brokers)
-        asyncio.run(deployment.wait_until(lambda s: sum(b.state == "alive" for b in s.brokers) == 3, 60, "3 live brokers"))
-        worker = start_worker(home, env)
-        server, port = _start_server(home, env)
-        plane = ControlPlane(home, database_url, deployment, server, port)
-        plane.redis_url = redis_server.url
-        plane.broker_metrics = metrics_urls
-        plane.server_env = env
-        yield plane
-    finally:
-        # A test may have restarted the server: stop the one running now.
-        for process in (plane.server if plane is not None else server, worker):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-        for process in reversed(processes):
-            process.kill()
-        redis_server.stop()
-        # Every process's log (gateway, controller, brokers, workers): what went wrong, for whoever ran this.
-        for log in sorted(home.rglob("*.log")):
-            if log.stem.isdigit():
-                continue  # a log segment, not a process's log
-            lines = log.read_text(errors="replace").splitlines()
-            errors = sum(1 for line in lines if "Traceback" in line or " ERROR " in line)
-            print(f"{log.relative_to(home)}: {errors} errors and tracebacks", file=sys.stderr)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -179,13 +25,3 @@ def control_plane(request, tmp_path_factory):
         database_url = f"postgres://tideway@127.0.0.1:{port}/{name}"
     with running_control_plane(home, database_url) as plane:
         yield plane
-
-
-def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached in {timeout_s}s")

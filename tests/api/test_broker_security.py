@@ -13,6 +13,8 @@ before and after. Forged internal requests (CLUSTER_STATE, ALTER_ISR,
 replica fetches, controller RPCs) without the cluster secret are refused on
 both listeners and on the controller. Fifty unauthenticated connections
 declaring 100 MiB frames cost the broker almost no memory.
+
+Why one file of ~600 lines: every port and API against every kind of caller, in one table-driven sweep.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import msgspec
 import pytest
 
 from brokers.server.authorizer import ACCESS, Access
-from tests.conftest import OPERATOR_KEY
+from tests.harness.processes import OPERATOR_KEY
 from tideway.native import TidewayClient
 from tideway.native.conn import connect
 from tideway.native.credentials import ApiKey, ClusterPeer
@@ -118,7 +120,7 @@ def _value(name: str, hint, *, topic: str, group: str, replica: bool):
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     """Tenants A and B on a deployment of their own (SQLite: the broker side is what is under test)."""
-    from tests.api.conftest import running_control_plane
+    from tests.harness.control_plane import running_control_plane
 
     home = tmp_path_factory.mktemp("security")
     with running_control_plane(home, f"sqlite://{home}/control.sqlite3") as plane:
@@ -496,12 +498,12 @@ def test_a_keys_connections_to_a_broker_follow_its_plan(deployment):
 
 def test_a_request_that_never_arrives_whole_is_cut_off(tmp_path):
     """A partial frame holds its connection for --request-read-timeout-ms at most."""
-    from tests.conftest import BrokerProcess
+    from tests.harness.processes import BrokerProcess
     from tideway.protocol.frames import REQUEST_HEADER_BYTES
 
     broker = BrokerProcess(tmp_path / "b", extra_args=["--request-read-timeout-ms", "1000"]).start()
     try:
-        from tests.conftest import OPERATOR_KEY
+        from tests.harness.processes import OPERATOR_KEY
 
         sock = _authenticated_socket(broker.port, OPERATOR_KEY)
         sock.sendall((REQUEST_HEADER_BYTES + (1 << 20)).to_bytes(4, "big") + b"\x00" * 1000)

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
 
 METHODS = ("get", "post", "put", "patch", "delete")
 AVRO = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}'

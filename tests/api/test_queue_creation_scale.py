@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.api.conftest import running_control_plane
+from tests.harness.control_plane import running_control_plane
 
 pytestmark = pytest.mark.timeout(900)
 

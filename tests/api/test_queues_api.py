@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 
 from brokers.storage.manager import read_topics
-from tests.api.conftest import wait_for
+from tests.harness.waiting import wait_until
 from tideway.native import TidewayClient
 
 
@@ -47,7 +47,7 @@ def test_created_queue_exists_on_the_brokers_then_grows_and_is_deleted_with_its_
         partitions = _broker_metadata(control_plane, topic.name)
         assert len(partitions) == 4 and all(len(set(p.replicas)) == 3 for p in partitions)
         # Every replica is a directory on a broker: 4 partitions x 3 replicas.
-        assert len(wait_for(lambda: _partition_dirs(control_plane, topic.name) if len(_partition_dirs(control_plane, topic.name)) == 12 else None,
+        assert len(wait_until(lambda: _partition_dirs(control_plane, topic.name) if len(_partition_dirs(control_plane, topic.name)) == 12 else None,
                             what="12 replica directories")) == 12
         assert len(_partition_dirs(control_plane, topic.name + ".dlq")) == 12
         settings = _topic_settings(control_plane, topic.name)
@@ -58,7 +58,7 @@ def test_created_queue_exists_on_the_brokers_then_grows_and_is_deleted_with_its_
         grown = api.patch("/api/v1/queues/orders", json={"partitions": 6, "retention_ms": 7_200_000})
         assert grown.status_code == 200, grown.text
         assert len(_broker_metadata(control_plane, topic.name)) == 6
-        wait_for(lambda: _topic_settings(control_plane, topic.name).get("retention_ms") == 7_200_000, what="new retention on broker 1")
+        wait_until(lambda: _topic_settings(control_plane, topic.name).get("retention_ms") == 7_200_000, what="new retention on broker 1")
         shrink = api.patch("/api/v1/queues/orders", json={"partitions": 2})
         assert shrink.status_code == 400 and shrink.json()["code"] == "partitions_cannot_shrink"
         fixed = api.patch("/api/v1/queues/orders", json={"mode": "stream"})
@@ -71,7 +71,7 @@ def test_created_queue_exists_on_the_brokers_then_grows_and_is_deleted_with_its_
         deleted = api.delete("/api/v1/queues/orders")
         assert deleted.status_code == 204
         assert api.get("/api/v1/queues/orders").status_code == 404
-        wait_for(lambda: not _partition_dirs(control_plane, topic.name) and not _partition_dirs(control_plane, topic.name + ".dlq"),
+        wait_until(lambda: not _partition_dirs(control_plane, topic.name) and not _partition_dirs(control_plane, topic.name + ".dlq"),
                  what="no replica directory left")
         assert all(t.name != topic.name for t in control_plane.describe().topics)
         actions = [e["action"] for e in api.get("/api/v1/audit/").json()]

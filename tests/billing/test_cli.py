@@ -8,7 +8,7 @@ import pytest
 
 from billing.pricing import GIB, finalise_invoice
 from tests.billing.test_invoices import _use
-from tests.webui.conftest import signup
+from tests.harness.console import signup
 from tideway_cli.main import main
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from billing.pricing import GIB, cents, finalise_invoice, refresh_invoice
-from tests.webui.conftest import signup
+from tests.harness.console import signup
 
 pytestmark = pytest.mark.django_db
 
@@ -110,7 +110,7 @@ def test_operators_see_every_tenants_invoices_and_the_revenue(client):
 
 
 def test_the_console_shows_usage_and_invoices_and_downloads_the_csv(client):
-    from tests.webui.conftest import signed_in
+    from tests.harness.console import signed_in
 
     user, tenant = signup("cleo")
     _use(tenant, "2026-10", 2, "bytes_out", 5 * GIB)

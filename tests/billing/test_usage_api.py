@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.webui.conftest import signup
+from tests.harness.console import signup
 
 pytestmark = pytest.mark.django_db
 

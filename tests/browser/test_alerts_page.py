@@ -17,8 +17,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from tests.browser.test_console import _unlabelled_fields
 from tests.browser.test_websocket_page import CHROMIUM, CHROMIUM_ARGS
-from tests.conftest import REPO_ROOT
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
+from tests.harness.processes import REPO_ROOT
 from tideway.native import GroupConsumer, Producer, TidewayClient
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -27,8 +27,8 @@ SCREENSHOTS = REPO_ROOT / "test-results" / "alerts"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
-    from tests.api.conftest import running_control_plane
-    from tests.lag.conftest import kill_monitoring_worker, start_monitoring_worker
+    from tests.harness.control_plane import running_control_plane
+    from tests.harness.monitoring import kill_monitoring_worker, start_monitoring_worker
 
     home = tmp_path_factory.mktemp("alerts-console")
     with pytest.MonkeyPatch.context() as patch:

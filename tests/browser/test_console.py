@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.browser.test_websocket_page import CHROMIUM, CHROMIUM_ARGS
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
 
 pytestmark = pytest.mark.browser
 SCREENSHOTS = REPO_ROOT / "test-results" / "console"
@@ -24,7 +24,7 @@ SCREENSHOTS = REPO_ROOT / "test-results" / "console"
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     """The browser tests' deployment, with filtered searches showing their progress at once (not after 0.5 s)."""
-    from tests.api.conftest import running_control_plane
+    from tests.harness.control_plane import running_control_plane
 
     home = tmp_path_factory.mktemp("console")
     with pytest.MonkeyPatch.context() as patch:
@@ -273,7 +273,7 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             import subprocess
             import sys
 
-            from tests.conftest import REPO_ROOT as ROOT
+            from tests.harness.processes import REPO_ROOT as ROOT
 
             job = subprocess.run([sys.executable, "manage.py", "spark_job", "usage_billing", "--master", "local[2]", "--invoices"],
                                  cwd=ROOT, env={**gateway.env, "TIDEWAY_LOG_LEVEL": "WARNING"}, capture_output=True,

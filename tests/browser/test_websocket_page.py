@@ -14,7 +14,7 @@ import time
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
 
 pytestmark = pytest.mark.browser
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.conftest import wait_for_port
+from tests.harness.processes import wait_for_port
 from tideway.native import GroupConsumer, Producer, TidewayClient
 from tideway.native.conn import connect
 from tideway.native.credentials import ApiKey
@@ -35,7 +35,7 @@ REVOKED_WITHIN_S = 5  # of the controller listening again
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
-    from tests.api.conftest import running_control_plane
+    from tests.harness.control_plane import running_control_plane
 
     home = tmp_path_factory.mktemp("outage")
     with running_control_plane(home, f"sqlite://{home}/control.sqlite3") as plane:

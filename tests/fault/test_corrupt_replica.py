@@ -136,7 +136,7 @@ def flip_header_bytes(directory) -> tuple[int, int]:
 def corrupt_batches_counted(metrics_port: int) -> float:
     import urllib.request
 
-    from tests.conftest import OPERATOR_KEY
+    from tests.harness.processes import OPERATOR_KEY
 
     request = urllib.request.Request(f"http://127.0.0.1:{metrics_port}/metrics",
                                      headers={"Authorization": f"Bearer {OPERATOR_KEY}"})
@@ -164,7 +164,7 @@ async def consume_all_timed(bootstrap: str, expected: int) -> tuple[list[bytes],
 
 
 async def two_replicas_with_metrics(deployment_factory):
-    from tests.conftest import free_port
+    from tests.harness.processes import free_port
 
     ports = {1: free_port(), 2: free_port()}
     deployment = deployment_factory(brokers=2, broker_args=lambda i: ["--metrics-listen", f"127.0.0.1:{ports[i]}"])

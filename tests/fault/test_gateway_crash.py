@@ -12,7 +12,7 @@ import httpx
 import pytest
 import websockets
 
-from tests.api.conftest import running_control_plane
+from tests.harness.control_plane import running_control_plane
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import time
 import httpx
 import pytest
 
-from tests.api.conftest import running_control_plane
 from tests.fault.test_frozen_leader import freeze
 from tests.fault.test_idempotent_failover import longest_silence_s
+from tests.harness.control_plane import running_control_plane
 from tideway.native import Consumer, TidewayClient
 
 pytestmark = pytest.mark.timeout(300)
@@ -71,7 +71,7 @@ async def test_rest_publishes_go_on_while_a_leader_is_frozen(plane):
     longest = longest_silence_s({0: answered_at}, started, ended)
     assert longest <= SESSION_TIMEOUT_S + 3, f"no publish was answered for {longest:.1f} s"
 
-    from tests.conftest import OPERATOR_KEY
+    from tests.harness.processes import OPERATOR_KEY
 
     async with TidewayClient(plane.deployment.bootstrap, api_key=OPERATOR_KEY) as client:
         consumer = Consumer(client)

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, fetch_committed
 from tideway.protocol import messages as m

@@ -29,7 +29,7 @@ def snapshot(bootstrap: str) -> tuple:
 
 @pytest.fixture(scope="module")
 def seeded_broker(tmp_path_factory):
-    from tests.conftest import BrokerProcess
+    from tests.harness.processes import BrokerProcess
 
     broker = BrokerProcess(tmp_path_factory.mktemp("hostile") / "b1").start()
     with SyncClient(broker.bootstrap) as admin:

@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
+from tests.harness.waiting import eventually
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, describe_group
 from tideway.native.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
@@ -90,9 +91,7 @@ async def test_eight_workers_with_failures_poison_and_kills(deployment_factory, 
         # A worker killed between the ack and its log line: the ack itself counted.
         assert missing <= acking, f"lost: {sorted(missing - acking)[:10]}"
         assert "poison" not in acked
-        deadline = time.monotonic() + 20
-        while not (letters := await list_dead_letters(client, "jobs.dlq")) and time.monotonic() < deadline:
-            await asyncio.sleep(0.3)
+        letters = await eventually(lambda: list_dead_letters(client, "jobs.dlq"), 20, "the poison message's dead letter")
         assert [letter["value"] for letter in letters] == [b"poison"]
         headers = letters[0]["headers"]
         assert headers["tideway-dlq-delivery-count"] == "5"

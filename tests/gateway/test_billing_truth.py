@@ -15,8 +15,8 @@ import time
 import pytest
 import websockets
 
-from tests.conftest import OPERATOR_KEY, REPO_ROOT
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
+from tests.harness.processes import OPERATOR_KEY, REPO_ROOT
 from tideway.native import Producer, QueueConsumer, TidewayClient
 from tideway.protocol import messages as m
 from tideway.record.batch import iter_batches

@@ -7,7 +7,7 @@ times by what can be a time (issue 15).
 
 from __future__ import annotations
 
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
 
 
 def _refused(answer, code: str = "invalid_request", status: int | None = None) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
+from tests.harness.processes import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(600)
 

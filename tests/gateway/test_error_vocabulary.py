@@ -6,7 +6,7 @@ body is JSON however it is labelled; messages say what was asked.
 
 from __future__ import annotations
 
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
 
 DAY_MS = 24 * 3600 * 1000
 

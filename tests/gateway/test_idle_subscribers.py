@@ -15,8 +15,8 @@ import resource
 import httpx
 import pytest
 
-from tests.api.conftest import running_control_plane
-from tests.gateway.conftest import close_all, pushed_values, subscribe_many
+from tests.harness.control_plane import running_control_plane
+from tests.harness.gateway import close_all, pushed_values, subscribe_many
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from tests.api.conftest import wait_for
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
+from tests.harness.waiting import wait_until
 
 
 def _receive(api, name, group="workers", **body):
@@ -81,21 +81,21 @@ def test_nack_visibility_expiry_redelivery_and_dead_letters(gateway, tenant):
         # b reached its second (last) delivery: nacking it dead-letters it.
         api.post(f"/api/v1/queues/{name}/groups/workers/nack", json={"receipts": [again[0]["receipt"]], "delay_seconds": 0, "error": "boom"})
         assert _receive(api, name, wait_seconds=1) == []
-        letters = wait_for(lambda: api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"], 10, "a dead letter")
+        letters = wait_until(lambda: api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"], 10, "a dead letter")
         assert [d["value"] for d in letters] == ["b"]
         assert letters[0]["headers"]["tideway-dlq-last-error"] == "boom"
         # Redrive through the Celery worker: b comes back to the queue, and the dead-letter list empties.
         job = api.post(f"/api/v1/queues/{name}/dead-letters/redrive", json={"rate_per_s": 50})
         assert job.status_code == 202, job.text
         status_url = job.json()["status_url"]
-        done = wait_for(lambda: (s := api.get(status_url).json())["state"] in ("SUCCESS", "FAILURE") and s, 30, "the redrive job")
+        done = wait_until(lambda: (s := api.get(status_url).json())["state"] in ("SUCCESS", "FAILURE") and s, 30, "the redrive job")
         assert done == {"job_id": job.json()["job_id"], "state": "SUCCESS", "moved": 1}
         assert api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"] == []
         redriven = _receive(api, name, wait_seconds=3)
         assert [m["value"] for m in redriven] == ["b"]
         # Rejecting sends straight to the dead letters; purge clears them.
         api.post(f"/api/v1/queues/{name}/groups/workers/reject", json={"receipts": [redriven[0]["receipt"]], "error": "bad"})
-        wait_for(lambda: api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"], 10, "the rejected message")
+        wait_until(lambda: api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"], 10, "the rejected message")
         purged = api.delete(f"/api/v1/queues/{name}/dead-letters")
         assert purged.status_code == 200 and purged.json() == {"purged": 1}
         assert api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"] == []
@@ -129,12 +129,12 @@ def test_redrive_of_selected_dead_letters_then_of_the_rest(gateway, tenant):
         api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": v} for v in ("a", "b", "c")]})
         got = _receive(api, name, wait_seconds=2)
         api.post(f"/api/v1/queues/{name}/groups/workers/reject", json={"receipts": [m["receipt"] for m in got], "error": "bad"})
-        letters = wait_for(lambda: len(found := api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"]) == 3 and found, 10, "3 dead letters")
+        letters = wait_until(lambda: len(found := api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"]) == 3 and found, 10, "3 dead letters")
         b = next(d for d in letters if d["value"] == "b")
 
         def run(body) -> dict:
             status_url = api.post(f"/api/v1/queues/{name}/dead-letters/redrive", json=body).json()["status_url"]
-            return wait_for(lambda: (s := api.get(status_url).json())["state"] in ("SUCCESS", "FAILURE") and s, 30, "the job")
+            return wait_until(lambda: (s := api.get(status_url).json())["state"] in ("SUCCESS", "FAILURE") and s, 30, "the job")
 
         assert run({"messages": [{"partition": b["partition"], "offset": b["offset"]}]})["moved"] == 1
         assert sorted(d["value"] for d in api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"]) == ["a", "c"]

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import fastavro
 import redis
 
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
 
 ORDER_JSON_SCHEMA = json.dumps({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]})
 ORDER_AVRO = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}

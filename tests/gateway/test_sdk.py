@@ -9,7 +9,7 @@ import time
 import pytest
 
 import tideway
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
 
 
 def test_sync_client_publishes_receives_and_acks(gateway, tenant):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
 
 
 def test_read_commit_seek_and_replay(gateway, tenant):

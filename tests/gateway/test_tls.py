@@ -10,8 +10,8 @@ import sys
 import httpx
 import websockets
 
-from tests.conftest import REPO_ROOT, free_port, self_signed_certificate, wait_for_port
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
+from tests.harness.processes import REPO_ROOT, free_port, self_signed_certificate, wait_for_port
 
 
 async def test_https_and_wss_with_a_configured_certificate(gateway, tenant, tmp_path):

@@ -9,8 +9,8 @@ import time
 
 import websockets
 
-from tests.conftest import OPERATOR_KEY
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
+from tests.harness.processes import OPERATOR_KEY
 from tests.usage_records import read_usage, totals
 from tideway.native import TidewayClient
 

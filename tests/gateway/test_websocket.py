@@ -9,8 +9,8 @@ import json
 import pytest
 import websockets
 
-from tests.api.conftest import wait_for
-from tests.gateway.conftest import close_all, make_queue, pushed_values, subscribe_many
+from tests.harness.gateway import close_all, make_queue, pushed_values, subscribe_many
+from tests.harness.waiting import wait_until
 
 
 def _ws_url(gateway, name: str, token: str | None = None) -> str:
@@ -166,7 +166,7 @@ async def test_a_tenant_over_its_rate_gets_a_throttle_frame_and_nothing_more_is_
         assert all(t["code"] == "throttled" and t["retry_after_ms"] > 0 for t in throttled)
     with gateway.client(key) as api:
         # The burst left the tenant's request bucket in debt: read once it has refilled.
-        peek = wait_for(lambda: (a := api.get(f"/api/v1/queues/{name}/messages", params={"max_messages": 1000})).status_code == 200 and a,
+        peek = wait_until(lambda: (a := api.get(f"/api/v1/queues/{name}/messages", params={"max_messages": 1000})).status_code == 200 and a,
                         10, "the bucket to refill")
         stored = peek.json()["messages"]
     assert sorted(m["value"] for m in stored) == sorted(f"m{i}" for i in published)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.harness.processes import run_cli
 from tideway.native import Consumer, Producer, SyncClient, SyncConsumer, SyncProducer, TidewayClient
 from tideway.protocol import errors
 from tideway.protocol import messages as m

@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from tests.conftest import BrokerProcess, ControllerProcess, self_signed_certificate
+from tests.harness.processes import BrokerProcess, ControllerProcess, self_signed_certificate
 from tideway.native import Consumer, Producer, TidewayClient
 from tideway.native.conn import tls_context
 from tideway.protocol import errors

@@ -1,8 +1,7 @@
 """A running broker compacts cleanup.policy=compact topics in the background (issue 4, part 3)."""
 
-import asyncio
-import time
 
+from tests.harness.waiting import eventually
 from tideway.native import Consumer, Producer, TidewayClient
 
 
@@ -17,10 +16,7 @@ async def test_consumers_see_the_latest_value_per_key_after_background_compactio
                 latest[key] = b"profile v%d" % i
                 await producer.send("profiles", latest[key], key=key)
             await producer.flush()
-        deadline = time.monotonic() + 30
-        while "compacted profiles-0" not in broker.log_text() and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        assert "compacted profiles-0" in broker.log_text()
+        await eventually(lambda: "compacted profiles-0" in broker.log_text(), 30, "the cleaner compacting profiles-0")
         consumer = Consumer(client)
         await consumer.start()
         await consumer.assign([("profiles", 0)], start="earliest")

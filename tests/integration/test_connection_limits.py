@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import free_port
+from tests.harness.processes import free_port
 from tideway.native.conn import connect
 from tideway.native.credentials import default_credentials
 from tideway.protocol import errors

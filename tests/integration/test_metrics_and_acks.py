@@ -4,7 +4,7 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.conftest import OPERATOR_KEY, REPO_ROOT, free_port
+from tests.harness.processes import OPERATOR_KEY, REPO_ROOT, free_port
 from tideway.native import Consumer, Producer, TidewayClient
 
 

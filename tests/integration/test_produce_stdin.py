@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import REPO_ROOT, run_cli
+from tests.harness.processes import REPO_ROOT, run_cli
 
 
 def _consumed(broker, topic: str, count: int) -> list[bytes]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.harness.processes import run_cli
 
 pytestmark = pytest.mark.timeout(180)
 

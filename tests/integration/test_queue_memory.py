@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 import urllib.request
 
 import pytest
 
-from tests.conftest import free_port
+from tests.harness.processes import free_port
+from tests.harness.waiting import eventually
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import describe_group
 from tideway.native.queue import QueueConsumer
@@ -34,13 +34,6 @@ def _gauge(metrics_port: int, name: str, labels: str = "") -> float:
     found = re.search(rf"^{re.escape(name + labels)} (\S+)$", text, re.M)
     assert found, f"{name}{labels} not in the broker's metrics"
     return float(found.group(1))
-
-
-async def _wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
 
 
 async def _process_all(bootstrap: str, group: str) -> int:
@@ -77,7 +70,7 @@ async def test_hundred_queue_groups_leave_the_broker_memory_where_it_started(bro
     assert after_mib - started_mib < 100, f"RSS {started_mib:.0f} -> {after_mib:.0f} MiB after {GROUPS} groups"
 
     # Idle for 2 s with nothing in flight: every share-partition leaves memory; the state log keeps it.
-    await _wait_for(lambda: _gauge(metrics_port, "tideway_queue_share_partitions", '{state="loaded"}') == 0, 30,
+    await eventually(lambda: _gauge(metrics_port, "tideway_queue_share_partitions", '{state="loaded"}') == 0, 30,
                     "idle share-partitions to unload")
     assert _gauge(metrics_port, "tideway_queue_share_partitions", '{state="unloaded"}') == GROUPS * PARTITIONS
     assert _gauge(metrics_port, "tideway_queue_window_records") == 0
@@ -112,7 +105,7 @@ async def test_an_unloaded_group_keeps_delivery_counts_and_released_messages(bro
         await queue.nack([first[1]], delay_ms=0)  # back to available, delivered once
         await queue.reject([first[2]], error="bad")  # dead-lettered
 
-    await _wait_for(lambda: _gauge(metrics_port, "tideway_queue_share_partitions", '{state="unloaded"}') == 1, 30,
+    await eventually(lambda: _gauge(metrics_port, "tideway_queue_share_partitions", '{state="unloaded"}') == 1, 30,
                     "the idle share-partition to unload")
     async with TidewayClient(broker.bootstrap) as client:
         description = await describe_group(client, "workers")
@@ -159,7 +152,7 @@ async def test_deleting_a_queue_leaves_only_what_live_groups_need_in_the_offsets
         await client.alter_configs("__consumer_offsets", set={"segment.ms": "1000"})
         await asyncio.sleep(1.5)
         await client.delete_topic("doomed")
-    await _wait_for(lambda: _offsets_topic_bytes(broker.data_dir) < grown / 2, 30,
+    await eventually(lambda: _offsets_topic_bytes(broker.data_dir) < grown / 2, 30,
                     f"the offsets topic to shrink from {grown} bytes")
     assert "forgot" in broker.log_text()
 

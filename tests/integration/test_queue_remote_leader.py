@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from brokers.queues.service import WATCH_WAIT_MS
+from brokers.queues.remote_leaders import WATCH_WAIT_MS
 from tideway.native import Producer, TidewayClient
 from tideway.native.queue import QueueConsumer
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.harness.waiting import eventually
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import describe_group
 from tideway.native.queue import DEADLINE_HEADER, QueueConsumer, list_dead_letters, redrive
@@ -118,9 +119,7 @@ async def test_release_redelivers_and_the_limit_dead_letters_with_headers_then_r
         assert back.value == b"poison" and back.delivery_count == 1 and back.offset == 2
         await queue.reject([back], error="still bad")
         async with TidewayClient(broker.bootstrap) as client:
-            deadline = time.monotonic() + 10
-            while len(letters := await list_dead_letters(client, "tasks.dlq")) < 1 and time.monotonic() < deadline:
-                await asyncio.sleep(0.2)
+            letters = await eventually(lambda: list_dead_letters(client, "tasks.dlq"), 10, "the rejected message's dead letter")
             assert letters[0]["headers"]["tideway-dlq-last-error"] == "still bad"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLUSTER_SECRET_HEX
+from tests.harness.processes import CLUSTER_SECRET_HEX
 from tideway.native import Consumer, Producer, TidewayClient
 from tideway.native.conn import connect
 from tideway.native.credentials import ClusterPeer

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import REPO_ROOT, free_port, wait_for_port
+from tests.harness.processes import REPO_ROOT, free_port, wait_for_port
 
 
 def free_port_run(count: int, *, also_plus: tuple[int, ...], avoid: set[int]) -> int:

@@ -24,10 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.api.conftest import running_control_plane
-from tests.conftest import free_port
-from tests.gateway.conftest import make_queue
-from tests.lag.conftest import kill_monitoring_worker, start_monitoring_worker
+from tests.harness.control_plane import running_control_plane
+from tests.harness.gateway import make_queue
+from tests.harness.monitoring import kill_monitoring_worker, start_monitoring_worker
+from tests.harness.processes import free_port
 from tideway.native import GroupConsumer, Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, commit_offsets
 
@@ -246,7 +246,7 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
         import subprocess
         import sys
 
-        from tests.conftest import REPO_ROOT
+        from tests.harness.processes import REPO_ROOT
 
         done = subprocess.run([sys.executable, "-m", "tideway_cli.main", *args, "--api", plane.base_url, "--api-key", key],
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from tests.conftest import OPERATOR_KEY, REPO_ROOT
-from tests.gateway.conftest import make_queue
+from tests.harness.gateway import make_queue
+from tests.harness.processes import OPERATOR_KEY, REPO_ROOT
 from tideway.native import Consumer, GroupConsumer, Producer, TidewayClient
 
 pytestmark = pytest.mark.timeout(600)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from lag.sampler import QueueRef, sample_cluster
-from tests.conftest import OPERATOR_KEY
+from tests.harness.processes import OPERATOR_KEY
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, commit_offsets
 from tideway.native.queue import QueueConsumer

@@ -26,7 +26,7 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
     from django.core.management import call_command
 
     from billing.models import UsageRollup, UsageRun
-    from tests.webui.conftest import signup
+    from tests.harness.console import signup
 
     broker = broker_factory(extra_args=["--usage-storage-interval-s", "1"])
     _user, tenant = signup("ursula")
@@ -108,7 +108,7 @@ def test_closing_last_month_finalises_every_tenants_invoice_once(spark, settings
     settings.TIDEWAY_HOME = tmp_path
     from billing.models import Invoice
     from billing.tasks import close_last_month
-    from tests.webui.conftest import signup
+    from tests.harness.console import signup
 
     _user, tenant = signup("olga")
     first = close_last_month()
@@ -129,7 +129,7 @@ def test_usage_reported_after_its_invoice_was_final_becomes_a_correction_on_the_
     from billing.models import Invoice, InvoiceLine
     from billing.pricing import finalise_invoice
     from billing.usage_job import period_bounds
-    from tests.webui.conftest import signup
+    from tests.harness.console import signup
 
     broker = broker_factory()
     _user, tenant = signup("lena")  # free plan: 1 GiB in free, then 9 cents a GiB (price book v1)
@@ -190,7 +190,7 @@ def test_a_run_reads_usage_written_from_a_day_before_its_period_on(broker_factor
 
     from billing.models import UsageRollup, UsageRun
     from billing.usage_job import LOOKBACK_MS, period_bounds
-    from tests.webui.conftest import signup
+    from tests.harness.console import signup
 
     broker = broker_factory()
     _user, tenant = signup("maud")

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from controlplane.error_codes import CODES
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
 
 ERROR_CLASSES = {"ActionError", "GatewayError", "error_body"}
 

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
 
 LAYERS = ["tideway_cli", "webui", "billing", "platform", "spark_analytics", "brokers", "tideway"]  # top first
 CLIENT_DEPENDENCIES = {"msgspec", "crc32c", "httpx", "websockets", "lz4", "zstandard"}

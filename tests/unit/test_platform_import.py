@@ -4,7 +4,7 @@ import subprocess
 import sys
 import sysconfig
 
-from tests.conftest import REPO_ROOT
+from tests.harness.processes import REPO_ROOT
 
 
 def test_import_platform_is_stdlib_under_pytest():

@@ -1,17 +1,10 @@
-"""View-level tests of the console with pytest-django: the test database, Django's test client.
-
-Queues are rows made directly here (no broker is running); what needs brokers is
-covered by the browser test against a real deployment.
-"""
+"""Fixtures of the console's view tests (pytest-django): a cluster row and two tenants' owners."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
-PASSWORD = "correct horse battery"
-_names = itertools.count(1)
+from tests.harness.console import signup
 
 
 @pytest.fixture
@@ -19,12 +12,6 @@ def cluster(db):
     from clusters.models import Cluster
 
     return Cluster.objects.create(name="local")
-
-
-def signup(name: str):
-    from tenants.actions import do_signup
-
-    return do_signup(username=name, password=PASSWORD, email=f"{name}@example.com", tenant_name=f"{name} inc")
 
 
 @pytest.fixture
@@ -35,16 +22,3 @@ def owner_a(db):
 @pytest.fixture
 def owner_b(db):
     return signup("bob")
-
-
-def make_queue(tenant, cluster, name: str, **values):
-    from topics.models import Queue
-
-    return Queue.objects.create(tenant=tenant, cluster=cluster, name=name, status=values.pop("status", "active"), broker_topic=f"t{tenant.id}.{name}",
-                                partitions=values.pop("partitions", 2), replication_factor=3,
-                                retention_ms=86_400_000, retention_bytes=1 << 20, max_message_bytes=1 << 20, **values)
-
-
-def signed_in(client, user):
-    client.force_login(user)
-    return client

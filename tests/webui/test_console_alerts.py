@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webui.conftest import PASSWORD, make_queue, signed_in
+from tests.harness.console import PASSWORD, make_queue, signed_in
 
 pytestmark = pytest.mark.django_db
 

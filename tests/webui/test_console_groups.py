@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.webui.conftest import signed_in
+from tests.harness.console import signed_in
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, commit_offsets
 from tideway.native.traffic import describe_traffic

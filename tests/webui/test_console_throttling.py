@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from tests.conftest import RedisProcess
-from tests.webui.conftest import signed_in
+from tests.harness.console import signed_in
+from tests.harness.processes import RedisProcess
 
 pytestmark = pytest.mark.django_db
 

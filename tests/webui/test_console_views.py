@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver
 
-from tests.webui.conftest import PASSWORD, make_queue, signed_in
+from tests.harness.console import PASSWORD, make_queue, signed_in
 
 pytestmark = pytest.mark.django_db
 

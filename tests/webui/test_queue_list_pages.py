@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.webui.conftest import make_queue, signup
+from tests.harness.console import make_queue, signup
 
 pytestmark = pytest.mark.django_db
 

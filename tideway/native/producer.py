@@ -37,6 +37,11 @@ continues under a new producer id.
 
 Ownership: all state belongs to the event loop's thread; ``send`` never awaits
 between choosing a batch and appending to it.
+
+Why one file of ~750 lines: the send path, the sender and the retries share one set of per-partition
+bookkeeping (open batches, batches in flight, sequences held for a resend) that the hot path reads on
+every record; split across classes, every record would pay an indirection. What a send returns is apart
+(pending.py).
 """
 
 from __future__ import annotations
@@ -47,110 +52,32 @@ import random
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from collections.abc import Iterable
 
 from tideway.aio import Signal, cancel_and_wait
 from tideway.native.client import TidewayClient
 from tideway.native.partitioner import partition_for_key
+from tideway.native.pending import (
+    OpenBatch,
+    RecordFuture,
+    RecordMetadata,
+    record_size_estimate,
+    wait_records,
+)
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey
 from tideway.record.batch import BatchBuilder
 from tideway.record.compression import Compression
 
-__all__ = ["Producer", "RecordMetadata"]
+__all__ = ["Producer", "RecordFuture", "RecordMetadata", "record_size_estimate", "wait_records"]
 
 log = logging.getLogger(__name__)
-
-
-# A record's framing in a batch: length, attributes, deltas and lengths (varints), at most.
-RECORD_OVERHEAD_BYTES = 32
-
-
-def record_size_estimate(key: bytes | None, value: bytes | None, headers) -> int:
-    """An upper bound of the bytes a record adds to a batch (uncompressed)."""
-    size = RECORD_OVERHEAD_BYTES + len(key or b"") + len(value or b"")
-    for name, header_value in headers or ():
-        size += 10 + len(name) + len(header_value or b"")
-    return size
-
-
-class RecordMetadata(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-
-
-class RecordFuture:
-    """Awaitable result of one ``send``: resolves to RecordMetadata."""
-
-    __slots__ = ("_batch", "_offset_delta", "_timestamp_ms")
-
-    def __init__(self, batch: _Batch, offset_delta: int, timestamp_ms: int) -> None:
-        self._batch = batch
-        self._offset_delta = offset_delta
-        self._timestamp_ms = timestamp_ms
-
-    def __await__(self):
-        base_offset = yield from asyncio.shield(self._batch.future).__await__()
-        batch = self._batch
-        offset = base_offset + self._offset_delta if base_offset >= 0 else -1  # -1: acks=0, unknown
-        return RecordMetadata(batch.topic, batch.partition, offset, self._timestamp_ms)
-
-    def done(self) -> bool:
-        return self._batch.future.done()
-
-    def add_done_callback(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` once the record is answered (acknowledged or failed), without a task to await it."""
-        self._batch.future.add_done_callback(lambda _future: callback())
-
-    def exception(self) -> BaseException | None:
-        return self._batch.future.exception() if self._batch.future.done() else None
-
-
-async def wait_records(futures: list[RecordFuture]) -> list[RecordMetadata | BaseException]:
-    """Wait for every record in ``futures``: each one's metadata, or the error that failed it.
-
-    One wait per batch rather than per record, for callers that send many
-    records at once (a gateway answering a whole publish request).
-    """
-    pending = {id(f._batch): f._batch.future for f in futures if not f._batch.future.done()}
-    if pending:
-        await asyncio.wait(pending.values())
-    out: list[RecordMetadata | BaseException] = []
-    for record in futures:
-        batch = record._batch
-        error = batch.future.exception()
-        if error is not None:
-            out.append(error)
-        else:
-            base = batch.future.result()
-            out.append(RecordMetadata(batch.topic, batch.partition, base + record._offset_delta if base >= 0 else -1,
-                                      record._timestamp_ms))
-    return out
 
 
 SWEEP_INTERVAL_S = 1.0  # how often batches past their delivery timeout are looked for (_fail_overdue)
 REQUEST_STALL_S = 1.0  # a produce request unanswered this long has its leader checked (_watch_stalls) ...
 STALL_CHECK_S = 0.5  # ... this often
-
-
-class _Batch:
-    __slots__ = ("topic", "partition", "builder", "future", "created_monotonic", "attempts", "data", "in_flight",
-                 "last_error")
-
-    def __init__(self, topic: str, partition: int, builder: BatchBuilder) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.builder = builder
-        self.future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.created_monotonic = time.monotonic()
-        self.attempts = 0
-        self.data = b""
-        self.in_flight = False
-        self.last_error: BaseException | None = None
 
 
 # Retriable errors after which the batch may have been stored: only an idempotent producer, whose resends the
@@ -207,18 +134,18 @@ class Producer:
         self.buffer_bytes_max = buffer_bytes_max
         self.request_bytes_max = request_bytes_max
         self.request_timeout_s = request_timeout_ms / 1000
-        self._open: dict[tuple[str, int], _Batch] = {}
-        self._ready: deque[_Batch] = deque()
+        self._open: dict[tuple[str, int], OpenBatch] = {}
+        self._ready: deque[OpenBatch] = deque()
         self._sticky: dict[str, int] = {}
         # Idempotent partitions being resent: their batches waiting, in any order, and the task resending them.
-        self._resending: dict[tuple[str, int], list[_Batch]] = {}
+        self._resending: dict[tuple[str, int], list[OpenBatch]] = {}
         self._resenders: dict[tuple[str, int], asyncio.Task] = {}
         self._in_flight: dict[int, int] = {}  # requests per leader
         # Every unanswered request: its leader, batches and when it was written (see _watch_stalls).
-        self._requests: dict[asyncio.Future, tuple[int, list[_Batch], float]] = {}
+        self._requests: dict[asyncio.Future, tuple[int, list[OpenBatch], float]] = {}
         self._stall_watch: asyncio.Task | None = None
         self._partition_in_flight: dict[tuple[str, int], int] = {}  # batches per partition
-        self._unfinished: set[_Batch] = set()
+        self._unfinished: set[OpenBatch] = set()
         self._next_sweep = 0.0  # see _fail_overdue
         self._buffered_bytes = 0
         self._space = asyncio.Event()
@@ -380,8 +307,8 @@ class Producer:
             self._close_batch(batch)
         return RecordFuture(batch, offset_delta, timestamp_ms)
 
-    def _new_batch(self, topic: str, partition: int, *, wake: bool = True) -> _Batch:
-        batch = self._open[(topic, partition)] = _Batch(topic, partition, BatchBuilder(self.compression))
+    def _new_batch(self, topic: str, partition: int, *, wake: bool = True) -> OpenBatch:
+        batch = self._open[(topic, partition)] = OpenBatch(topic, partition, BatchBuilder(self.compression))
         self._unfinished.add(batch)
         if wake:
             self._wakeup.set()
@@ -422,7 +349,7 @@ class Producer:
         self.producer_epoch = 0 if self.idempotent else -1
         self._sequences: dict[tuple[str, int], int] = {}
 
-    def _close_batch(self, batch: _Batch, *, wake: bool = True) -> None:
+    def _close_batch(self, batch: OpenBatch, *, wake: bool = True) -> None:
         key = (batch.topic, batch.partition)
         if self._open.get(key) is batch:
             del self._open[key]
@@ -438,7 +365,7 @@ class Producer:
             if wake:
                 self._wakeup.set()
 
-    def _send_at_once(self, batch: _Batch) -> bool:
+    def _send_at_once(self, batch: OpenBatch) -> bool:
         """With ``linger_ms=0``, write a new batch from ``send`` itself when its leader has nothing in flight.
 
         Saves the sender task's turn (a loop iteration before the write) for a
@@ -492,7 +419,7 @@ class Producer:
             if not self._wakeup.is_set():
                 await self._wakeup.wait(timeout)
 
-    def _can_send_now(self, batch: _Batch, waiting: set[tuple[str, int]]) -> bool:
+    def _can_send_now(self, batch: OpenBatch, waiting: set[tuple[str, int]]) -> bool:
         key = (batch.topic, batch.partition)
         if self.idempotent and self._partition_in_flight.get(key, 0) >= IN_FLIGHT_BATCHES_PER_PARTITION_MAX:
             return False
@@ -505,8 +432,8 @@ class Producer:
         return self._in_flight.get(leader, 0) < self.in_flight_per_broker_max
 
     async def _send_ready(self) -> None:
-        by_leader: dict[int, list[_Batch]] = {}
-        held: list[_Batch] = []
+        by_leader: dict[int, list[OpenBatch]] = {}
+        held: list[OpenBatch] = []
         while self._ready:
             batch = self._ready.popleft()
             resending = self._resending.get((batch.topic, batch.partition))
@@ -539,7 +466,7 @@ class Producer:
                 self._refresh_metadata_soon()
                 continue
             while batches:
-                request_batches: list[_Batch] = []
+                request_batches: list[OpenBatch] = []
                 size = 0
                 while batches and (not request_batches or size + len(batches[0].data) <= self.request_bytes_max):
                     batch = batches.pop(0)
@@ -547,7 +474,7 @@ class Producer:
                     size += len(batch.data)
                 self._send_request(leader, connection, request_batches)
 
-    def _within_partition_cap(self, batches: list[_Batch]) -> list[_Batch]:
+    def _within_partition_cap(self, batches: list[OpenBatch]) -> list[OpenBatch]:
         """Keep at most IN_FLIGHT_BATCHES_PER_PARTITION_MAX unanswered batches per
         partition (the broker remembers that many for deduplication); hold the rest."""
         in_flight = dict(self._partition_in_flight)
@@ -562,7 +489,7 @@ class Producer:
         self._ready.extendleft(reversed(held))
         return sendable
 
-    def _send_request(self, leader: int, connection, batches: list[_Batch]) -> None:
+    def _send_request(self, leader: int, connection, batches: list[OpenBatch]) -> None:
         request = m.ProduceRequest(
             acks=self.acks,
             timeout_ms=int(self.request_timeout_s * 1000),
@@ -594,7 +521,7 @@ class Producer:
         )
         future.add_done_callback(lambda f: self._on_response(leader, batches, f, timeout))
 
-    def _on_response(self, leader: int, batches: list[_Batch], future: asyncio.Future, timeout) -> None:
+    def _on_response(self, leader: int, batches: list[OpenBatch], future: asyncio.Future, timeout) -> None:
         timeout.cancel()
         self._requests.pop(future, None)
         self._in_flight[leader] -= 1
@@ -607,7 +534,7 @@ class Producer:
             self._refresh_metadata_soon()
             return
         response: m.ProduceResponse = future.result()
-        outcomes: list[tuple[_Batch, BaseException]] = []
+        outcomes: list[tuple[OpenBatch, BaseException]] = []
         for batch, result in zip(batches, response.partitions, strict=False):
             if result.error_code == 0:
                 self._complete(batch, result.base_offset)
@@ -655,13 +582,13 @@ class Producer:
                     f"broker {leader} did not answer within {time.monotonic() - sent_at:.1f} s and no longer leads "
                     f"the partitions of the request"))
 
-    def _leader_or_none(self, batch: _Batch) -> int | None:
+    def _leader_or_none(self, batch: OpenBatch) -> int | None:
         try:
             return self.client.leader_for(batch.topic, batch.partition)
         except errors.TidewayError:
             return None
 
-    def _mark_in_flight(self, batch: _Batch, in_flight: bool) -> None:
+    def _mark_in_flight(self, batch: OpenBatch, in_flight: bool) -> None:
         if batch.in_flight == in_flight:
             return
         batch.in_flight = in_flight
@@ -684,7 +611,7 @@ class Producer:
         except errors.TidewayError as exc:
             log.debug("metadata refresh failed: %s", exc)
 
-    def _may_retry(self, batch: _Batch, exc: BaseException) -> bool:
+    def _may_retry(self, batch: OpenBatch, exc: BaseException) -> bool:
         """Every error marked retriable is retried (issue 40: an authentication the broker could not check for
         want of its controller failed batches for good although it said "retry"); a plain producer leaves out
         the ambiguous ones, after which the batch may be stored already."""
@@ -694,7 +621,7 @@ class Producer:
             return batch.attempts <= self.retries and not self._expired(batch)
         return not isinstance(exc, _AMBIGUOUS_ERRORS) and batch.attempts <= self.retries
 
-    def _fail_or_retry(self, batches: list[_Batch], exc: BaseException) -> None:
+    def _fail_or_retry(self, batches: list[OpenBatch], exc: BaseException) -> None:
         retriable = [b for b in batches if self._may_retry(b, exc)]
         for batch in batches:
             if batch not in retriable:
@@ -707,7 +634,7 @@ class Producer:
             else:
                 asyncio.get_running_loop().create_task(self._retry_later(retriable, exc))
 
-    def _resend_partitions(self, batches: list[_Batch], cause: BaseException | None = None) -> None:
+    def _resend_partitions(self, batches: list[OpenBatch], cause: BaseException | None = None) -> None:
         """Idempotent: hand each batch to its partition's resend (started if needed)."""
         for batch in batches:
             batch.last_error = cause or batch.last_error
@@ -775,10 +702,10 @@ class Producer:
             if self.idempotent:
                 self._abandon_sequence_after(batch, cause)
 
-    def _expired(self, batch: _Batch, now: float | None = None) -> bool:
+    def _expired(self, batch: OpenBatch, now: float | None = None) -> bool:
         return (time.monotonic() if now is None else now) - batch.created_monotonic >= self.delivery_timeout_s
 
-    def _abandon_sequence_after(self, failed: _Batch, exc: BaseException) -> None:
+    def _abandon_sequence_after(self, failed: OpenBatch, exc: BaseException) -> None:
         """A batch failed for good: its partition's later batches can never follow it."""
         builder = failed.builder
         for batch in list(self._unfinished):
@@ -793,7 +720,7 @@ class Producer:
             log.warning("producer %d: a batch failed for good (%s); continuing as a new producer", self.producer_id, exc)
             self._new_producer_id()
 
-    async def _retry_later(self, batches: list[_Batch], cause: BaseException | None) -> None:
+    async def _retry_later(self, batches: list[OpenBatch], cause: BaseException | None) -> None:
         await asyncio.sleep(self.retry_backoff_s)
         try:
             await self.client.refresh_metadata()
@@ -823,19 +750,19 @@ class Producer:
         self._ready.extendleft(reversed(resend))
         self._wakeup.set()
 
-    def _complete(self, batch: _Batch, base_offset: int) -> None:
+    def _complete(self, batch: OpenBatch, base_offset: int) -> None:
         self._finish(batch)
         if not batch.future.done():
             batch.future.set_result(base_offset)
 
-    def _fail(self, batch: _Batch, exc: BaseException) -> None:
+    def _fail(self, batch: OpenBatch, exc: BaseException) -> None:
         self._finish(batch)
         if not batch.future.done():
             batch.future.set_exception(exc)
             # Mark retrieved: an unawaited failure is reported by the caller, not by asyncio.
             batch.future.exception()
 
-    def _finish(self, batch: _Batch) -> None:
+    def _finish(self, batch: OpenBatch) -> None:
         if batch in self._unfinished:
             self._unfinished.discard(batch)
             self._buffered_bytes -= batch.builder.size_bytes

@@ -8,6 +8,9 @@ with just those two fields, and the client decodes that into the response
 type it expected. Per-partition results carry their own error fields.
 
 Error codes are listed in ``tideway/protocol/errors.py``.
+
+Why one file of ~750 lines: it is the wire format, one struct per request and response, in API order;
+reading or changing the protocol means reading them side by side.
 """
 
 from __future__ import annotations
