@@ -37,19 +37,22 @@ DEDUP_WINDOW_S = 300
 PENDING_S = 30
 _PENDING = "pending"
 
-# KEYS: bucket keys. ARGV: now (ms), then rate (per s) and cost for each key.
+# KEYS: bucket keys. ARGV: rate (per s) and cost for each key.
 # Returns {0, 0} when every bucket is above zero (and takes the costs), else {ms to wait, which key}.
+# Time is Redis's own (TIME), so every gateway process and host fills the buckets by one clock, and time that
+# seems to run backwards (a clock stepped back) adds nothing rather than taking tokens away.
 _TAKE = """
-local now = tonumber(ARGV[1])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local wait = 0
 local which = 0
 local levels = {}
 for i, key in ipairs(KEYS) do
-  local rate = tonumber(ARGV[2 * i])
+  local rate = tonumber(ARGV[2 * i - 1])
   local state = redis.call('HMGET', key, 't', 'ts')
   local tokens = tonumber(state[1]) or rate
   local ts = tonumber(state[2]) or now
-  tokens = math.min(rate, tokens + (now - ts) * rate / 1000)
+  tokens = math.min(rate, tokens + math.max(0, now - ts) * rate / 1000)
   levels[i] = tokens
   if tokens <= 0 then
     local w = math.ceil((1 - tokens) * 1000 / rate)
@@ -58,8 +61,7 @@ for i, key in ipairs(KEYS) do
 end
 if wait > 0 then return {wait, which} end
 for i, key in ipairs(KEYS) do
-  local rate = tonumber(ARGV[2 * i])
-  redis.call('HSET', key, 't', levels[i] - tonumber(ARGV[2 * i + 1]), 'ts', now)
+  redis.call('HSET', key, 't', levels[i] - tonumber(ARGV[2 * i]), 'ts', now)
   redis.call('PEXPIRE', key, 60000)
 end
 return {0, 0}
@@ -116,7 +118,7 @@ async def take(caller: Caller, *, requests: int = 1, publish_bytes: int = 0, con
     """
     limits, tenant = caller.limits, caller.tenant_id
     now = time.monotonic()
-    keys, args, leased, names = [], [int(time.time() * 1000)], [], []
+    keys, args, leased, names = [], [], [], []
     for name, rate, cost, applies in (("req", limits.requests_per_s, requests, requests > 0),
                                       ("in", limits.publish_bytes_per_s, publish_bytes, publish_bytes > 0),
                                       ("out", limits.consume_bytes_per_s, consume_bytes, consuming or consume_bytes > 0)):
