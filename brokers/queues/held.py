@@ -219,10 +219,6 @@ class HeldShares:
         """(share-partitions loaded, unloaded or not loaded yet, records in the loaded windows), for metrics."""
         return len(self.loaded), len(self.restored), sum(s.share.window_records for s in self.loaded.values())
 
-    def group_ids(self) -> set[str]:
-        """Queue groups with state held here (loaded, or restored and not loaded yet)."""
-        return {group_id for group_id, _topic, _partition in (*self.loaded, *self.restored)}
-
     def positions(self) -> dict[str, list[tuple[str, int, int, int]]]:
         """Per queue group held here: (topic, partition, oldest record not yet accepted or dead-lettered, records in
         flight), one pass."""

@@ -132,9 +132,6 @@ class QueueService:
     def unload_group(self, group_id: str) -> None:
         self.held.unload_group(group_id)
 
-    def unload_idle(self, unused_since: float) -> int:
-        return self.held.unload_idle(unused_since)
-
     def on_data(self, topic: str) -> None:
         self.held.on_data(topic)
 
@@ -143,9 +140,6 @@ class QueueService:
 
     def held_counts(self) -> tuple[int, int, int]:
         return self.held.held()
-
-    def group_ids(self) -> set[str]:
-        return self.held.group_ids()
 
     def positions(self) -> dict[str, list[tuple[str, int, int, int]]]:
         return self.held.positions()

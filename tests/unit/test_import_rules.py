@@ -48,7 +48,7 @@ def layer_of_file(path: Path) -> str:
     return path.parts[0]
 
 
-def package_of(module_or_path: str, apps: set[str]) -> str:
+def package_of(module_or_path: str) -> str:
     """The package a module belongs to for the private-names rule: a platform app, or a top-level package."""
     parts = module_or_path.split(".")
     return parts[1] if parts[0] == "platform" and len(parts) > 1 else parts[0]
@@ -87,8 +87,8 @@ def violations(root: Path) -> list[str]:
             found.append(f"{where}: the client distribution imports only itself, the standard library and "
                          f"{sorted(CLIENT_DEPENDENCIES)}")
         if target is not None:
-            own = package_of(".".join(item.path.with_suffix("").parts), apps)
-            if package_of(item.module, apps) != own:
+            own = package_of(".".join(item.path.with_suffix("").parts))
+            if package_of(item.module) != own:
                 private = [n for n in item.names if n.startswith("_")]
                 private += [part for part in item.module.split(".")[1:] if part.startswith("_") and part != "__init__"
                             and not part.startswith("__")]
