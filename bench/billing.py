@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "platform")]
+sys.path[:0] = [str(REPO_ROOT)]
 
 from bench.broker import start_broker  # noqa: E402
 from bench.common import CpuMeter, free_port, progress  # noqa: E402
@@ -41,7 +41,8 @@ EVENTS_PER_RECORD = 200
 async def write_usage(bootstrap: str, events: int, per_record: int = EVENTS_PER_RECORD) -> int:
     """Usage records of ``per_record`` events (half ingress, half egress) holding ``events`` events in all (plus a
     tenth sent twice); returns the records written."""
-    from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+    from tideway_server.brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+
     from tideway.native import Producer, TidewayClient
 
     async with TidewayClient(bootstrap) as client:
@@ -65,8 +66,8 @@ async def write_usage(bootstrap: str, events: int, per_record: int = EVENTS_PER_
 
 
 def job_phase(master: str, events: int, per_record: int) -> dict:
-    from spark_analytics.session import spark_session
-    from spark_analytics.usage import HOUR_MS, usage_rollup
+    from tideway_server.spark_analytics.session import spark_session
+    from tideway_server.spark_analytics.usage import HOUR_MS, usage_rollup
 
     data_dir = tempfile.mkdtemp(prefix="tideway-bench-billing-")
     port = free_port()
@@ -104,12 +105,13 @@ def api_phase(master: str) -> dict:
     home = tempfile.mkdtemp(prefix="tideway-bench-billing-home-")
     os.environ["TIDEWAY_HOME"] = home
     os.environ.pop("DATABASE_URL", None)
-    from tideway_cli.django_setup import setup_django
+    from tideway_server.cli.django_setup import setup_django
 
     setup_django(migrate=True)
-    from billing.usage import usage
-    from billing.usage_job import run_usage_billing
-    from tenants.actions import do_signup
+    from tideway_server.billing.usage import usage
+    from tideway_server.billing.usage_job import run_usage_billing
+    from tideway_server.tenants.actions import do_signup
+
     from tideway.native import Producer
 
     _user, tenant = do_signup(username="bench", password="a long bench password", email="b@example.com", tenant_name="Bench")

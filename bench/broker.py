@@ -39,7 +39,7 @@ from tideway.native import Consumer, Producer, TidewayClient  # noqa: E402
 def start_broker(data_dir: str, port: int, extra_args: tuple[str, ...] = (), log_file=None) -> subprocess.Popen:
     """A broker process; its log goes to ``log_file`` (an open file) if given, else to this process's stderr."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tideway_cli.main", "--log-level", "WARNING", "broker", "--data", data_dir,
+        [sys.executable, "-m", "tideway_server.cli.main", "--log-level", "WARNING", "broker", "--data", data_dir,
          "--listen", f"127.0.0.1:{port}", "--internal-listen", "127.0.0.1:0", "--metrics-listen", "off", *extra_args],
         cwd=REPO_ROOT, stdout=log_file, stderr=None if log_file is None else subprocess.STDOUT,
     )

@@ -51,7 +51,7 @@ class Cluster:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(os.path.join(self.home, f"{name}.log"), "ab")
-        self.processes[name] = subprocess.Popen([sys.executable, "-m", "tideway_cli.main", *args], cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.processes[name] = subprocess.Popen([sys.executable, "-m", "tideway_server.cli.main", *args], cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
     def start(self) -> None:
         self._spawn("controller", ["controller", "--listen", f"127.0.0.1:{self.controller_port}", "--broker-session-timeout-ms", "2000", "--lease-ms", "2000"])

@@ -13,7 +13,8 @@ import socket
 import sys
 import time
 
-from brokers.security.keys import service_key
+from tideway_server.brokers.security.keys import service_key
+
 from tideway.native.credentials import ApiKey
 
 CLUSTER_SECRET_HEX = os.environ.setdefault("TIDEWAY_CLUSTER_SECRET", os.urandom(32).hex())

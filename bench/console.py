@@ -16,7 +16,7 @@ it, and the dashboard's "furthest behind" partial. Target: under 300 ms.
 
 With ``--messages N`` (default 1,000,000; 0 skips it) it also starts a real
 broker, writes N keyed 100-byte messages to a 3-partition queue and times the
-message browser's filtered searches (``webui.browse.find``, the code behind
+message browser's filtered searches (``gateway.operations.browse.find``, the code behind
 the page): a key near the end (found within the scan budget) and a key that
 does not exist (the scan stops at its budget and says so). Target: the first
 page of a filtered search over 1,000,000 messages in under 2 s.
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "platform")]
+sys.path[:0] = [str(REPO_ROOT)]
 
 from bench.common import progress  # noqa: E402
 
@@ -72,16 +72,15 @@ def main() -> int:
     home = tempfile.mkdtemp(prefix="tideway-bench-console-")
     os.environ["TIDEWAY_HOME"] = home
     os.environ.pop("DATABASE_URL", None)
-    from tideway_cli.django_setup import setup_django
+    from tideway_server.cli.django_setup import setup_django
 
     progress(f"migrating a fresh database in {home}")
     setup_django(migrate=True)
     from django.test import Client
-
-    from clusters.models import Cluster
-    from tenants.actions import do_create_api_key, do_signup
-    from tenants.models import AuditEntry
-    from topics.models import Queue
+    from tideway_server.clusters.models import Cluster
+    from tideway_server.tenants.actions import do_create_api_key, do_signup
+    from tideway_server.tenants.models import AuditEntry
+    from tideway_server.topics.models import Queue
 
     user, tenant = do_signup(username="bench", password="a long bench password", email="b@example.com", tenant_name="Bench")
     cluster = Cluster.objects.create(name="local")
@@ -133,11 +132,12 @@ def groups_phase(tenant, cluster, client, count: int, rounds: int) -> dict:
     """A real broker; a queue with ``count`` stream groups at spread-out positions; time the group pages."""
     import asyncio
 
+    from tideway_server.topics.models import Queue
+
     from bench.broker import start_broker
     from bench.common import free_port
     from tideway.native import Producer, TidewayClient
     from tideway.native.group import CoordinatorLink, commit_offsets
-    from topics.models import Queue
 
     data_dir = tempfile.mkdtemp(prefix="tideway-bench-console-groups-")
     port = free_port()
@@ -199,15 +199,15 @@ def search_phase(tenant, count: int) -> dict:
     import asyncio
 
     from asgiref.sync import async_to_sync
+    from tideway_server.controlplane.api.principal import Principal
+    from tideway_server.gateway.catalog import QueueInfo
+    from tideway_server.gateway.operations import browse
+    from tideway_server.tenants.choices import ALL_SCOPES
+    from tideway_server.webui.data import caller_for
 
     from bench.broker import start_broker
     from bench.common import free_port
-    from controlplane.api.principal import Principal
-    from gateway.catalog import QueueInfo
-    from tenants.choices import ALL_SCOPES
     from tideway.native import Producer, TidewayClient
-    from webui import browse
-    from webui.data import caller_for
 
     data_dir = tempfile.mkdtemp(prefix="tideway-bench-console-broker-")
     port = free_port()

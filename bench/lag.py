@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "platform")]
+sys.path[:0] = [str(REPO_ROOT)]
 
 from bench.broker import consume_phase, produce_phase, start_broker  # noqa: E402
 from bench.common import free_port, progress  # noqa: E402
@@ -44,7 +44,7 @@ TENANT = 1
 
 
 def _queues(groups: int):
-    from lag.sampler import QueueRef
+    from tideway_server.lag.sampler import QueueRef
 
     return [QueueRef(tenant_id=TENANT, name=f"q{i}", broker_topic=f"t{TENANT}.q{i}", dead_letter_topic="", partitions=1)
             for i in range(max(1, groups // GROUPS_PER_QUEUE))]
@@ -75,7 +75,8 @@ def _cpu_of(pid: int) -> float:
 
 
 async def sampling_phase(bootstrap: str, groups: int, rounds: int, broker_pid: int) -> tuple[dict, list[dict]]:
-    from lag.sampler import group_key, sample_cluster
+    from tideway_server.lag.sampler import group_key, sample_cluster
+
     from tideway.native import TidewayClient
 
     queues = _queues(groups)
@@ -98,8 +99,9 @@ async def sampling_phase(bootstrap: str, groups: int, rounds: int, broker_pid: i
 
 
 def _look_forever(bootstrap: str, groups: int, interval_s: float) -> None:
-    sys.path[:0] = [str(REPO_ROOT), str(REPO_ROOT / "platform")]
-    from lag.sampler import sample_cluster
+    sys.path[:0] = [str(REPO_ROOT)]
+    from tideway_server.lag.sampler import sample_cluster
+
     from tideway.native import TidewayClient
 
     async def loop() -> None:
@@ -150,10 +152,10 @@ def traffic_phase(bootstrap: str, groups: int, runs: int) -> dict:
 
 
 def evaluation_phase(samples: list[dict], rounds: int) -> dict:
-    from alerts.evaluate import evaluate_all
-    from alerts.models import AlertRule
-    from lag.sampler import group_key
-    from tenants.models import Tenant
+    from tideway_server.alerts.evaluate import evaluate_all
+    from tideway_server.alerts.models import AlertRule
+    from tideway_server.lag.sampler import group_key
+    from tideway_server.tenants.models import Tenant
 
     tenant = Tenant.objects.get(pk=TENANT)
     AlertRule.objects.bulk_create([
@@ -175,7 +177,8 @@ def evaluation_phase(samples: list[dict], rounds: int) -> dict:
 
 async def write_lag(bootstrap: str, samples: list[dict], hours: float, end_ms: int) -> int:
     """Looks every 5 s for ``hours``, the last one just before ``end_ms``."""
-    from lag.store import LAG_SETTINGS, LAG_TOPIC, lag_records
+    from tideway_server.lag.store import LAG_SETTINGS, LAG_TOPIC, lag_records
+
     from tideway.native import Producer, TidewayClient
     from tideway.protocol import errors
 
@@ -204,7 +207,7 @@ async def write_lag(bootstrap: str, samples: list[dict], hours: float, end_ms: i
 
 
 def job_phase(bootstrap: str, samples: list[dict], hours: float) -> dict:
-    from lag.job import run_consumer_lag
+    from tideway_server.lag.job import run_consumer_lag
 
     started = time.perf_counter()
     now_ms = int(time.time() * 1000)
@@ -228,10 +231,10 @@ def main() -> int:
     home = tempfile.mkdtemp(prefix="tideway-bench-lag-home-")
     os.environ["TIDEWAY_HOME"] = home
     os.environ.pop("DATABASE_URL", None)
-    from tideway_cli.django_setup import setup_django
+    from tideway_server.cli.django_setup import setup_django
 
     setup_django(migrate=True)
-    from tenants.actions import do_signup
+    from tideway_server.tenants.actions import do_signup
 
     do_signup(username="bench", password="a long bench password", email="b@example.com", tenant_name="Bench")
     data_dir = tempfile.mkdtemp(prefix="tideway-bench-lag-")

@@ -55,7 +55,7 @@ def _whole(amount: Decimal) -> int:
 
 
 def book_for(period: str):
-    from billing.models import PriceBook
+    from tideway_server.billing.models import PriceBook
 
     year, month = (int(x) for x in period.split("-"))
     book = PriceBook.objects.filter(effective_from__lte=date(year, month, 1)).order_by("-effective_from", "-version").first()
@@ -66,7 +66,7 @@ def book_for(period: str):
 
 def period_usage(tenant, period: str) -> dict[str, int]:
     """The tenant's usage in ``period`` per metric (the job's daily rollups, every queue)."""
-    from billing.models import UsageRollup
+    from tideway_server.billing.models import UsageRollup
 
     out: dict[str, int] = {}
     for metric, value in UsageRollup.objects.filter(tenant=tenant, period=period, granularity="day").values_list("metric", "value"):
@@ -90,7 +90,7 @@ def usage_lines(tenant, period: str, book) -> list[dict]:
 
 def _corrections(tenant, period: str, invoice) -> list[dict]:
     """For every final invoice of an earlier period: what its period's usage costs now minus what was charged."""
-    from billing.models import Invoice, InvoiceLine
+    from tideway_server.billing.models import Invoice, InvoiceLine
 
     out = []
     for earlier in Invoice.objects.filter(tenant=tenant, status=Invoice.FINAL, period__lt=period).order_by("period"):
@@ -118,7 +118,7 @@ def _corrections(tenant, period: str, invoice) -> list[dict]:
 
 def refresh_invoice(tenant, period: str):
     """The tenant's invoice for ``period``, recomputed unless it is final (then returned as it is)."""
-    from billing.models import Invoice, InvoiceLine
+    from tideway_server.billing.models import Invoice, InvoiceLine
 
     book = book_for(period)
     with transaction.atomic():
@@ -138,7 +138,7 @@ def refresh_invoice(tenant, period: str):
 
 
 def finalise_invoice(tenant, period: str):
-    from billing.models import Invoice
+    from tideway_server.billing.models import Invoice
 
     invoice = refresh_invoice(tenant, period)
     if invoice.status != Invoice.FINAL:

@@ -20,7 +20,7 @@ def _master() -> str:
 
 
 def _tenants():
-    from tenants.models import Tenant
+    from tideway_server.tenants.models import Tenant
 
     return Tenant.objects.select_related("plan")
 
@@ -28,8 +28,8 @@ def _tenants():
 @shared_task(name="billing.refresh_current_period")
 def refresh_current_period() -> dict:
     """Roll up this month's usage so far and recompute every tenant's draft invoice."""
-    from billing.pricing import refresh_invoice
-    from billing.usage_job import run_usage_billing
+    from tideway_server.billing.pricing import refresh_invoice
+    from tideway_server.billing.usage_job import run_usage_billing
 
     period = datetime.now(UTC).strftime("%Y-%m")
     summary = run_usage_billing(period, master=_master(), progress=log.info)
@@ -41,9 +41,9 @@ def refresh_current_period() -> dict:
 @shared_task(name="billing.close_last_month")
 def close_last_month() -> dict:
     """Roll up last month once more and finalise its invoices (usage reported later becomes corrections)."""
-    from billing.models import Invoice
-    from billing.pricing import finalise_invoice
-    from billing.usage_job import run_usage_billing
+    from tideway_server.billing.models import Invoice
+    from tideway_server.billing.pricing import finalise_invoice
+    from tideway_server.billing.usage_job import run_usage_billing
 
     period = (datetime.now(UTC).replace(day=1) - timedelta(days=1)).strftime("%Y-%m")
     summary = run_usage_billing(period, master=_master(), progress=log.info)

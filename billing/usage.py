@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controlplane.errors import ActionError
-from controlplane.moments import moment as _moment
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.controlplane.moments import moment as _moment
 
 GRANULARITIES = ("hour", "day")
 GROUPINGS = ("metric", "queue")
@@ -16,7 +16,7 @@ UNITS = {"messages_in": "messages", "messages_out": "messages", "bytes_in": "byt
 
 
 def usage(tenant, *, start: str | None, end: str | None, granularity: str = "day", group_by: str = "metric") -> dict:
-    from billing.models import UsageRollup, UsageRun
+    from tideway_server.billing.models import UsageRollup, UsageRun
 
     if granularity not in GRANULARITIES:
         raise ActionError("invalid_request", f"granularity is {' or '.join(GRANULARITIES)}", details={"field": "granularity"})

@@ -38,7 +38,8 @@ LOOKBACK_MS = 86_400_000
 
 async def _manifest(bootstrap: str, key: str | None, since_ms: int) -> dict[str, list[int]]:
     """Per ``__usage`` partition, [first record written at or after ``since_ms``, end): what a run reads."""
-    from brokers.usage_topic import USAGE_TOPIC
+    from tideway_server.brokers.usage_topic import USAGE_TOPIC
+
     from tideway.native import TidewayClient
     from tideway.native.credentials import ApiKey
     from tideway.protocol import errors
@@ -64,14 +65,13 @@ def run_usage_billing(period: str, *, master: str = "local[*]", bootstrap: str |
     """Run the job for ``period``; ``same_as``: read exactly the offsets an earlier run read (its rows come out the
     same, which the digests show)."""
     from django.db import transaction
-
-    from billing.models import UsageRollup, UsageRun
-    from brokers.usage_topic import USAGE_TOPIC
-    from clusters.admin import bootstrap_of, broker_credentials
-    from clusters.models import Cluster
-    from spark_analytics.session import spark_session
-    from spark_analytics.usage import MALFORMED, usage_rollup
-    from tenants.models import Tenant
+    from tideway_server.billing.models import UsageRollup, UsageRun
+    from tideway_server.brokers.usage_topic import USAGE_TOPIC
+    from tideway_server.clusters.admin import bootstrap_of, broker_credentials
+    from tideway_server.clusters.models import Cluster
+    from tideway_server.spark_analytics.session import spark_session
+    from tideway_server.spark_analytics.usage import MALFORMED, usage_rollup
+    from tideway_server.tenants.models import Tenant
 
     from_ms, to_ms = period_bounds(period)
     key = None if bootstrap else broker_credentials().key

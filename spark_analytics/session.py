@@ -25,7 +25,7 @@ def spark_session(master: str = "local[*]", app: str = "tideway"):
                    .config("spark.sql.shuffle.partitions", "4"))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    from spark_analytics.source import TidewaySource
+    from tideway_server.spark_analytics.source import TidewaySource
 
     session.dataSource.register(TidewaySource)
     return session

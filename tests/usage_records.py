@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from brokers.usage_topic import USAGE_TOPIC
+from tideway_server.brokers.usage_topic import USAGE_TOPIC
+
 from tideway.native import Consumer, TidewayClient
 from tideway.protocol import errors
 from tideway.protocol import messages as m

@@ -12,22 +12,21 @@ from functools import wraps
 
 from django.http import HttpResponseForbidden
 from django.shortcuts import redirect
-
-from controlplane.api.principal import Principal
-from tenants.choices import ALL_SCOPES, ROLE_SCOPES
+from tideway_server.controlplane.api.principal import Principal
+from tideway_server.tenants.choices import ALL_SCOPES, ROLE_SCOPES
 
 SESSION_TENANT = "console_tenant"
 
 
 def memberships(user):
-    from tenants.models import Membership
+    from tideway_server.tenants.models import Membership
 
     return Membership.objects.select_related("tenant", "tenant__plan").filter(user=user).order_by("tenant__name")
 
 
 def console_principal(request) -> Principal | None:
     """The signed-in user acting for the session's tenant (their first one by default); None if none."""
-    from tenants.models import Tenant
+    from tideway_server.tenants.models import Tenant
 
     user = request.user
     if not user.is_authenticated or not user.is_active:
@@ -48,7 +47,7 @@ def console_principal(request) -> Principal | None:
 
 def may_manage_members(principal: Principal) -> bool:
     """Owners and admins (and operators) change members and API keys, as in the API (``members_admin``)."""
-    from tenants.choices import MEMBER_MANAGERS
+    from tideway_server.tenants.choices import MEMBER_MANAGERS
 
     return principal.operator or principal.role in MEMBER_MANAGERS
 

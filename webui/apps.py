@@ -2,5 +2,6 @@ from django.apps import AppConfig
 
 
 class WebUIConfig(AppConfig):
-    name = "webui"
+    name = "tideway_server.webui"
+    label = "webui"
     verbose_name = "Tideway console"

@@ -10,23 +10,18 @@ from __future__ import annotations
 
 from asgiref.sync import SyncToAsync, async_to_sync
 from django.http import Http404
-
-from controlplane.api.principal import Principal
-from gateway import catalog
-from gateway.auth import Caller, Limits
-from gateway.catalog import QueueInfo
-from gateway.errors import GatewayError
+from tideway_server.controlplane.api.principal import Principal
+from tideway_server.gateway.errors import GatewayError
+from tideway_server.gateway.operations.members import Caller, QueueInfo, member_caller, member_queue
 
 
 def caller_for(principal: Principal) -> Caller:
-    plan = principal.tenant.plan
-    return Caller(principal, Limits(plan.max_requests_per_s, plan.max_publish_bytes_per_s,
-                                    plan.max_consume_bytes_per_s, plan.max_message_bytes))
+    return member_caller(principal)
 
 
 def queue_info(principal: Principal, name: str) -> QueueInfo:
     """The ready queue ``name`` of the member's tenant, or 404."""
-    info = catalog.load(principal.tenant.pk, name) if principal.may_touch(name) else None
+    info = member_queue(principal, name)
     if info is None:
         raise Http404(f"queue {name!r} does not exist or is not ready")
     return info

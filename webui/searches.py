@@ -15,9 +15,8 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from gateway.auth import Caller
-from gateway.catalog import QueueInfo
-from webui import browse
+from tideway_server.gateway.operations import browse
+from tideway_server.gateway.operations.members import Caller, QueueInfo
 
 # How long a request waits for its search before showing progress instead (TIDEWAY_CONSOLE_SEARCH_WAIT_S).
 FIRST_WAIT_S = float(os.environ.get("TIDEWAY_CONSOLE_SEARCH_WAIT_S", "0.5"))

@@ -1,8 +1,7 @@
 """Routes of the console, under /console/."""
 
 from django.urls import path, re_path
-
-from webui.views import (
+from tideway_server.webui.views import (
     alerts,
     auth,
     billing,

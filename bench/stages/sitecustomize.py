@@ -40,7 +40,8 @@ if _DIR:
             fd = _files[pid] = os.open(os.path.join(_DIR, f"{pid}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         os.write(fd, f"{time.monotonic_ns()} {name}\n".encode())
 
-    from brokers.server import connection as _server_connection
+    from tideway_server.brokers.server import connection as _server_connection
+
     from tideway.native import conn as _conn
     from tideway.native import consumer as _consumer
     from tideway.native import producer as _producer

@@ -1,6 +1,5 @@
 from django.urls import path
-
-from billing.api import views
+from tideway_server.billing.api import views
 
 urlpatterns = [
     path("usage", views.UsageView.as_view()),

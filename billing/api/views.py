@@ -5,10 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from billing.invoices import invoice_csv, invoice_json
-from billing.usage import usage
-from controlplane.api.errors import not_found
+from tideway_server.billing.invoices import invoice_csv, invoice_json
+from tideway_server.billing.usage import usage
+from tideway_server.controlplane.api.errors import not_found
 
 
 class UsageView(APIView):
@@ -43,14 +42,14 @@ class InvoiceListView(APIView):
 
     @extend_schema(responses={200: dict}, tags=["invoices"])
     def get(self, request):
-        from billing.models import Invoice
+        from tideway_server.billing.models import Invoice
 
         rows = Invoice.objects.filter(tenant=request.auth.tenant).order_by("-period")
         return Response([invoice_json(invoice) for invoice in rows])
 
 
 def _invoice(request, invoice_id: int):
-    from billing.models import Invoice
+    from tideway_server.billing.models import Invoice
 
     invoice = Invoice.objects.filter(tenant=request.auth.tenant, pk=invoice_id).select_related("tenant").first()
     if invoice is None:
@@ -84,7 +83,7 @@ class OperatorInvoiceListView(APIView):
     def get(self, request):
         from datetime import UTC, datetime
 
-        from billing.models import Invoice
+        from tideway_server.billing.models import Invoice
 
         period = request.query_params.get("period") or datetime.now(UTC).strftime("%Y-%m")
         rows = Invoice.objects.filter(period=period).select_related("tenant").order_by("tenant__slug")

@@ -68,7 +68,7 @@ class Migration(migrations.Migration):
 
 
 def first_price_book(apps, schema_editor):
-    from billing.pricing import FIRST_PRICE_BOOK
+    from tideway_server.billing.pricing import FIRST_PRICE_BOOK
 
     PriceBook = apps.get_model("billing", "PriceBook")
     PriceBook.objects.update_or_create(version=1, defaults={"effective_from": "2026-01-01", "currency": "USD",

@@ -2,7 +2,7 @@ from django.db import migrations
 
 
 def create_new_plans(apps, schema_editor):
-    from tenants.models.plans import DEFAULT_PLANS
+    from tideway_server.tenants.models.plans import DEFAULT_PLANS
 
     Plan = apps.get_model("billing", "Plan")
     for plan in DEFAULT_PLANS:

@@ -1,6 +1,6 @@
 """Command-line commands of the data plane: broker, topics, produce, consume, queue, dlq, groups.
 
-``tideway_cli.main`` assembles these with the control plane's commands. Everything here talks to brokers over
+``tideway_server.cli.main`` assembles these with the control plane's commands. Everything here talks to brokers over
 the native protocol only. One module per family of commands; ``options`` holds what they share.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from brokers.cli.broker import add_broker, load_cluster_secret_or_exit
-from brokers.cli.options import (
+from tideway_server.brokers.cli.broker import add_broker, load_cluster_secret_or_exit
+from tideway_server.brokers.cli.options import (
     cli_credentials,
     cli_tls,
     credential_arguments,
@@ -17,9 +17,9 @@ from brokers.cli.options import (
     run_async,
     server_security_arguments,
 )
-from brokers.cli.queues import add_dlq, add_groups, add_queue
-from brokers.cli.records import add_consume, add_produce
-from brokers.cli.topics import add_topics
+from tideway_server.brokers.cli.queues import add_dlq, add_groups, add_queue
+from tideway_server.brokers.cli.records import add_consume, add_produce
+from tideway_server.brokers.cli.topics import add_topics
 
 __all__ = ["add_commands", "cli_credentials", "cli_tls", "credential_arguments", "host_port",
            "load_cluster_secret_or_exit", "run_async", "server_security_arguments"]

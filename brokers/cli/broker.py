@@ -6,13 +6,14 @@ import argparse
 import os
 import sys
 
-from brokers.cli.options import (
+from tideway_server.brokers.cli.options import (
     host_port,
     non_negative_seconds,
     positive_int,
     run_async,
     server_security_arguments,
 )
+
 from tideway.protocol import errors
 
 # -- broker ---------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def load_cluster_secret_or_exit(path: str | None, role: str) -> bytes:
     """The cluster secret for a server process: $TIDEWAY_CLUSTER_SECRET, ``path``, or $TIDEWAY_HOME/cluster-secret (made once)."""
     import logging
 
-    from brokers.security.keys import (
+    from tideway_server.brokers.security.keys import (
         CLUSTER_SECRET_FILE,
         ClusterSecretError,
         load_cluster_secret,
@@ -161,8 +162,8 @@ def load_cluster_secret_or_exit(path: str | None, role: str) -> bytes:
 
 
 def _run_broker(args: argparse.Namespace) -> int:
-    from brokers.server import Broker, BrokerConfig
-    from brokers.server.limits import ConnectionLimits
+    from tideway_server.brokers.server import Broker, BrokerConfig
+    from tideway_server.brokers.server.limits import ConnectionLimits
 
     host, port = args.listen
     if args.internal_listen == "auto":

@@ -80,12 +80,13 @@ def server_security_arguments(parser: argparse.ArgumentParser, *, peers: str) ->
 
 def cli_credentials(args: argparse.Namespace):
     """--api-key, else $TIDEWAY_API_KEY, else this machine's operator key (from the deployment's cluster secret)."""
-    from brokers.security.keys import (
+    from tideway_server.brokers.security.keys import (
         CLUSTER_SECRET_FILE,
         ClusterSecretError,
         load_cluster_secret,
         service_key,
     )
+
     from tideway.native.credentials import ApiKey
 
     if getattr(args, "api_key", None):

@@ -7,12 +7,13 @@ import argparse
 import json
 import sys
 
-from brokers.cli.options import (
+from tideway_server.brokers.cli.options import (
     bootstrap_argument,
     client_for,
     message_json,
     run_async,
 )
+
 from tideway.protocol import errors
 
 

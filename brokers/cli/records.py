@@ -8,11 +8,12 @@ import os
 import sys
 import time
 
-from brokers.cli.options import (
+from tideway_server.brokers.cli.options import (
     bootstrap_argument,
     client_for,
     run_async,
 )
+
 from tideway.protocol import errors
 
 # -- produce ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from brokers.cli.options import (
+from tideway_server.brokers.cli.options import (
     bootstrap_argument,
     run_async,
     with_client,

@@ -33,20 +33,21 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import msgspec
+from tideway_server.brokers.groups.stream import Member, StreamGroup
+from tideway_server.brokers.queues.service import QueueService
+from tideway_server.brokers.queues.state_log import keys_written, replay
+from tideway_server.brokers.replication import Role
+from tideway_server.brokers.storage import TopicConfig
 
-from brokers.groups.stream import Member, StreamGroup
-from brokers.queues.service import QueueService
-from brokers.queues.state_log import keys_written, replay
-from brokers.replication import Role
-from brokers.storage import TopicConfig
 from tideway.aio import cancel_and_wait
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.record.batch import BatchBuilder, decode_records, iter_batches, read_header
 
 if TYPE_CHECKING:
-    from brokers.server.metadata_cache import MetadataCache
-    from brokers.server.replica_manager import ReplicaManager
+    from tideway_server.brokers.server.metadata_cache import MetadataCache
+    from tideway_server.brokers.server.replica_manager import ReplicaManager
+
     from tideway.native.client import TidewayClient
 
 __all__ = ["INTERNAL_TOPIC", "GroupCoordinator", "partition_for_group"]

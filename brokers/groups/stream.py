@@ -26,7 +26,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from brokers.groups.assignor import assign
+from tideway_server.brokers.groups.assignor import assign
+
 from tideway.protocol import errors
 
 __all__ = ["Member", "StreamGroup"]

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from brokers.queues.held import Coordinator, HeldShares, ShareState, settings_of
-from brokers.queues.persistence import StateWriter
-from brokers.queues.share_partition import State
-from brokers.queues.window import WindowReader
-from brokers.storage import TopicConfig
+from tideway_server.brokers.queues.held import Coordinator, HeldShares, ShareState, settings_of
+from tideway_server.brokers.queues.persistence import StateWriter
+from tideway_server.brokers.queues.share_partition import State
+from tideway_server.brokers.queues.window import WindowReader
+from tideway_server.brokers.storage import TopicConfig
+
 from tideway.protocol import errors
 from tideway.protocol.headers import DLQ_HEADERS
 from tideway.protocol.names import own_group_name, split_tenant_prefix

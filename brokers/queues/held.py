@@ -17,15 +17,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from brokers.queues.share_partition import QueueSettings, SharePartition, State
-from brokers.queues.state_log import StateLog
-from brokers.storage import TopicConfig
+from tideway_server.brokers.queues.share_partition import QueueSettings, SharePartition, State
+from tideway_server.brokers.queues.state_log import StateLog
+from tideway_server.brokers.storage import TopicConfig
+
 from tideway.aio import Signal
 from tideway.protocol import messages as m
 from tideway.record.batch import Record
 
 if TYPE_CHECKING:
-    from brokers.replication import Partition
+    from tideway_server.brokers.replication import Partition
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from brokers.queues.held import Coordinator, HeldShares, ShareState
+from tideway_server.brokers.queues.held import Coordinator, HeldShares, ShareState
+
 from tideway.aio import cancel_and_wait
 from tideway.protocol import errors
 

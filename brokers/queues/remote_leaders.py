@@ -15,9 +15,10 @@ import asyncio
 import logging
 import time
 
-from brokers.queues.held import HeldShares, ShareState
-from brokers.queues.window import READ_BYTES, WINDOW_RECORDS_MAX, WindowReader
-from brokers.storage import TopicConfig
+from tideway_server.brokers.queues.held import HeldShares, ShareState
+from tideway_server.brokers.queues.window import READ_BYTES, WINDOW_RECORDS_MAX, WindowReader
+from tideway_server.brokers.storage import TopicConfig
+
 from tideway.aio import Signal, cancel_and_wait
 from tideway.native.client import TidewayClient
 from tideway.protocol import errors

@@ -21,13 +21,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from brokers.queues.dead_letters import DeadLetterWriter
-from brokers.queues.held import Coordinator, HeldShares, ShareState, now_ms, settings_of
-from brokers.queues.persistence import StateWriter
-from brokers.queues.remote_leaders import RemoteLeaderWatch
-from brokers.queues.share_partition import QueueSettings
-from brokers.queues.window import WindowReader
-from brokers.storage import TopicConfig
+from tideway_server.brokers.queues.dead_letters import DeadLetterWriter
+from tideway_server.brokers.queues.held import (
+    Coordinator,
+    HeldShares,
+    ShareState,
+    now_ms,
+    settings_of,
+)
+from tideway_server.brokers.queues.persistence import StateWriter
+from tideway_server.brokers.queues.remote_leaders import RemoteLeaderWatch
+from tideway_server.brokers.queues.share_partition import QueueSettings
+from tideway_server.brokers.queues.window import WindowReader
+from tideway_server.brokers.storage import TopicConfig
+
 from tideway.aio import cancel_and_wait
 from tideway.protocol import errors
 from tideway.protocol import messages as m

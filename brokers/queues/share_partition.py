@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import msgspec
+from tideway_server.brokers.invariants import InvariantError
 
-from brokers.invariants import InvariantError
 from tideway.protocol.errors import InvalidRecordStateError
 
 __all__ = ["Acquired", "QueueSettings", "SharePartition", "State"]

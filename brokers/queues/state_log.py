@@ -17,7 +17,7 @@ the state is the snapshot with every later delta applied in ``seq`` order
 
 from __future__ import annotations
 
-from brokers.queues.share_partition import SharePartition
+from tideway_server.brokers.queues.share_partition import SharePartition
 
 __all__ = ["SLOTS", "StateLog", "keys_written", "replay"]
 

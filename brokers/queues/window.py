@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from brokers.queues.held import Coordinator, ShareState
-from brokers.replication import Role
-from brokers.storage import TopicConfig
+from tideway_server.brokers.queues.held import Coordinator, ShareState
+from tideway_server.brokers.replication import Role
+from tideway_server.brokers.storage import TopicConfig
+
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.headers import DEADLINE_HEADER

@@ -4,7 +4,7 @@
 followers; ``ReplicaFetcher`` is the follower side, pulling from a leader.
 """
 
-from brokers.replication.fetcher import ReplicaFetcher
-from brokers.replication.partition import Partition, Role
+from tideway_server.brokers.replication.fetcher import ReplicaFetcher
+from tideway_server.brokers.replication.partition import Partition, Role
 
 __all__ = ["Partition", "ReplicaFetcher", "Role"]

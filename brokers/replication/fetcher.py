@@ -19,8 +19,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from brokers.invariants import InvariantError
-from brokers.replication.partition import Partition, Role
+from tideway_server.brokers.invariants import InvariantError
+from tideway_server.brokers.replication.partition import Partition, Role
+
 from tideway.aio import cancel_and_wait
 from tideway.native.conn import Connection, connect
 from tideway.protocol import errors

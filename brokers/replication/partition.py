@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from brokers.invariants import InvariantError
-from brokers.storage.log import AppendResult, Log
+from tideway_server.brokers.invariants import InvariantError
+from tideway_server.brokers.storage.log import AppendResult, Log
+
 from tideway.protocol import errors
 
 __all__ = ["FollowerState", "Partition", "Role"]

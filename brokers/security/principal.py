@@ -5,7 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from brokers.security.acl import Grant
+from tideway_server.brokers.security.acl import Grant
+
 from tideway.protocol.names import TenantNames
 
 __all__ = ["Kind", "Principal"]

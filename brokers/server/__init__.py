@@ -1,5 +1,5 @@
 """The broker process: asyncio server speaking the native protocol over the logs."""
 
-from brokers.server.broker import Broker, BrokerConfig
+from tideway_server.brokers.server.broker import Broker, BrokerConfig
 
 __all__ = ["Broker", "BrokerConfig"]

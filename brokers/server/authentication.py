@@ -17,12 +17,12 @@ import hmac
 import logging
 
 import msgspec
+from tideway_server.brokers.security.keys import KEY_PREFIX, SERVICE_KEY_PREFIX, service_name_of
+from tideway_server.brokers.security.principal import Principal
+from tideway_server.brokers.server.connection import Listener, Session
+from tideway_server.brokers.server.credentials import CredentialStore
+from tideway_server.brokers.server.limits import RateLimitedLog
 
-from brokers.security.keys import KEY_PREFIX, SERVICE_KEY_PREFIX, service_name_of
-from brokers.security.principal import Principal
-from brokers.server.connection import Listener, Session
-from brokers.server.credentials import CredentialStore
-from brokers.server.limits import RateLimitedLog
 from tideway.protocol import errors, handshake
 from tideway.protocol import messages as m
 

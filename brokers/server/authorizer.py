@@ -27,10 +27,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from brokers.security.acl import CONSUME, MANAGE, PRODUCE
-from brokers.security.principal import Kind, Principal
-from brokers.server.connection import Listener, Session
-from brokers.server.credentials import CredentialStore
+from tideway_server.brokers.security.acl import CONSUME, MANAGE, PRODUCE
+from tideway_server.brokers.security.principal import Kind, Principal
+from tideway_server.brokers.server.connection import Listener, Session
+from tideway_server.brokers.server.credentials import CredentialStore
+
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey

@@ -32,23 +32,28 @@ import ssl
 import struct
 from dataclasses import dataclass
 
-from brokers.groups.coordinator import GroupCoordinator
-from brokers.replication import Partition, ReplicaFetcher, Role
-from brokers.server.authentication import Authenticator
-from brokers.server.authorizer import Authorizer
-from brokers.server.connection import BrokerConnection, Listener, Session
-from brokers.server.controller_channel import ControllerChannel
-from brokers.server.credentials import CredentialStore
-from brokers.server.limits import ConnectionLimits, ConnectionRegistry, RequestBuffers
-from brokers.server.metadata_cache import MetadataCache, unknown_topic
-from brokers.server.metrics import BrokerMetrics, serve_metrics
-from brokers.server.repair import ReplicaRepair
-from brokers.server.replica_manager import ReplicaManager
-from brokers.server.router import Route, Router
-from brokers.server.usage import UsageMeter
-from brokers.storage import LogManager, TopicConfig, cleaner
-from brokers.storage.config import altered_settings
-from brokers.storage.scrubber import Scrubber
+from tideway_server.brokers.groups.coordinator import GroupCoordinator
+from tideway_server.brokers.replication import Partition, ReplicaFetcher, Role
+from tideway_server.brokers.server.authentication import Authenticator
+from tideway_server.brokers.server.authorizer import Authorizer
+from tideway_server.brokers.server.connection import BrokerConnection, Listener, Session
+from tideway_server.brokers.server.controller_channel import ControllerChannel
+from tideway_server.brokers.server.credentials import CredentialStore
+from tideway_server.brokers.server.limits import (
+    ConnectionLimits,
+    ConnectionRegistry,
+    RequestBuffers,
+)
+from tideway_server.brokers.server.metadata_cache import MetadataCache, unknown_topic
+from tideway_server.brokers.server.metrics import BrokerMetrics, serve_metrics
+from tideway_server.brokers.server.repair import ReplicaRepair
+from tideway_server.brokers.server.replica_manager import ReplicaManager
+from tideway_server.brokers.server.router import Route, Router
+from tideway_server.brokers.server.usage import UsageMeter
+from tideway_server.brokers.storage import LogManager, TopicConfig, cleaner
+from tideway_server.brokers.storage.config import altered_settings
+from tideway_server.brokers.storage.scrubber import Scrubber
+
 from tideway.aio import cancel_and_wait
 from tideway.native.credentials import ClusterPeer
 from tideway.protocol import errors

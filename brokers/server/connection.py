@@ -35,8 +35,9 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from brokers.security.principal import Principal
-from brokers.server.limits import ConnectionRegistry, RequestBuffers
+from tideway_server.brokers.security.principal import Principal
+from tideway_server.brokers.server.limits import ConnectionRegistry, RequestBuffers
+
 from tideway.aio import start_eagerly
 from tideway.protocol import errors
 from tideway.protocol import messages as m

@@ -32,9 +32,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from brokers.security.acl import Grant
-from brokers.security.keys import secret_matches, split_key
-from brokers.security.principal import Principal
+from tideway_server.brokers.security.acl import Grant
+from tideway_server.brokers.security.keys import secret_matches, split_key
+from tideway_server.brokers.security.principal import Principal
+
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 

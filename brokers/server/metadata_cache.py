@@ -18,9 +18,10 @@ import logging
 import os
 from collections.abc import Callable
 
-from brokers.server.connection import Listener
-from brokers.storage import LogManager, TopicConfig
-from brokers.storage.files import write_atomically
+from tideway_server.brokers.server.connection import Listener
+from tideway_server.brokers.storage import LogManager, TopicConfig
+from tideway_server.brokers.storage.files import write_atomically
+
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 

@@ -19,12 +19,11 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
-
-from brokers.security.keys import service_name_of
-from brokers.server.traffic import Traffic
+from tideway_server.brokers.security.keys import service_name_of
+from tideway_server.brokers.server.traffic import Traffic
 
 if TYPE_CHECKING:
-    from brokers.storage import LogManager
+    from tideway_server.brokers.storage import LogManager
 
 __all__ = ["BrokerMetrics", "serve_metrics"]
 

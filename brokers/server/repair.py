@@ -28,9 +28,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from brokers.replication import Partition, Role
-from brokers.server.metrics import BrokerMetrics
-from brokers.storage import Log
+from tideway_server.brokers.replication import Partition, Role
+from tideway_server.brokers.server.metrics import BrokerMetrics
+from tideway_server.brokers.storage import Log
+
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.retry import Backoff

@@ -19,10 +19,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from brokers.replication import Partition, Role
-from brokers.server.metadata_cache import MetadataCache
-from brokers.server.metrics import BrokerMetrics
-from brokers.storage import Log, LogManager
+from tideway_server.brokers.replication import Partition, Role
+from tideway_server.brokers.server.metadata_cache import MetadataCache
+from tideway_server.brokers.server.metrics import BrokerMetrics
+from tideway_server.brokers.storage import Log, LogManager
+
 from tideway.aio import PromptFuture, resolve
 from tideway.protocol import errors
 from tideway.protocol import messages as m

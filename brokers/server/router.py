@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
+from tideway_server.brokers.server.authorizer import Authorizer
+from tideway_server.brokers.server.connection import Session
 
-from brokers.server.authorizer import Authorizer
-from brokers.server.connection import Session
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.errors import BrokerError, InvalidRequestError, UnsupportedVersionError

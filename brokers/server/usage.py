@@ -35,15 +35,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from brokers.replication import Role
-from brokers.server.traffic import Traffic, scope_of
-from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+from tideway_server.brokers.replication import Role
+from tideway_server.brokers.server.traffic import Traffic, scope_of
+from tideway_server.brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.record.batch import iter_batches
 
 if TYPE_CHECKING:
-    from brokers.server.replica_manager import ReplicaManager
+    from tideway_server.brokers.server.replica_manager import ReplicaManager
 
 __all__ = ["METERING_GROUP", "UsageMeter"]
 

@@ -5,8 +5,8 @@
 checkpoints and background retention.
 """
 
-from brokers.storage.config import TopicConfig
-from brokers.storage.log import Log, ReadResult
-from brokers.storage.manager import LogManager
+from tideway_server.brokers.storage.config import TopicConfig
+from tideway_server.brokers.storage.log import Log, ReadResult
+from tideway_server.brokers.storage.manager import LogManager
 
 __all__ = ["Log", "LogManager", "ReadResult", "TopicConfig"]

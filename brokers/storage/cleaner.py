@@ -32,9 +32,10 @@ import os
 import time
 from dataclasses import dataclass
 
-from brokers.storage.files import fsync_directory
-from brokers.storage.log import Log
-from brokers.storage.segment import Segment
+from tideway_server.brokers.storage.files import fsync_directory
+from tideway_server.brokers.storage.log import Log
+from tideway_server.brokers.storage.segment import Segment
+
 from tideway.record.batch import decode_records, iter_batches, read_header, rebuild_batch
 
 __all__ = ["CompactionPlan", "build", "plan", "swap"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_right
 
-from brokers.storage.files import write_atomically
+from tideway_server.brokers.storage.files import write_atomically
 
 __all__ = ["LeaderEpochCache"]
 

@@ -32,13 +32,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-from brokers.invariants import InvariantError
-from brokers.storage.config import TopicConfig
-from brokers.storage.epochs import LeaderEpochCache
-from brokers.storage.files import fsync_directory, write_atomically
-from brokers.storage.open_files import OpenFiles
-from brokers.storage.producers import ProducerStateTable
-from brokers.storage.segment import Segment, header_problem
+from tideway_server.brokers.invariants import InvariantError
+from tideway_server.brokers.storage.config import TopicConfig
+from tideway_server.brokers.storage.epochs import LeaderEpochCache
+from tideway_server.brokers.storage.files import fsync_directory, write_atomically
+from tideway_server.brokers.storage.open_files import OpenFiles
+from tideway_server.brokers.storage.producers import ProducerStateTable
+from tideway_server.brokers.storage.segment import Segment, header_problem
+
 from tideway.protocol import errors
 from tideway.protocol.errors import (
     CorruptRecordError,

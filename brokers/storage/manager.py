@@ -23,11 +23,11 @@ import shutil
 import time
 
 import msgspec
+from tideway_server.brokers.storage.config import TopicConfig, validate_topic_name
+from tideway_server.brokers.storage.files import fsync_directory, write_atomically
+from tideway_server.brokers.storage.log import Log
+from tideway_server.brokers.storage.open_files import OPEN_SEGMENTS_MAX, OpenFiles
 
-from brokers.storage.config import TopicConfig, validate_topic_name
-from brokers.storage.files import fsync_directory, write_atomically
-from brokers.storage.log import Log
-from brokers.storage.open_files import OPEN_SEGMENTS_MAX, OpenFiles
 from tideway.protocol.errors import (
     StorageError,
     TopicAlreadyExistsError,

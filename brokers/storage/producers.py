@@ -19,8 +19,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import msgspec
+from tideway_server.brokers.storage.files import write_atomically
 
-from brokers.storage.files import write_atomically
 from tideway.protocol import errors
 from tideway.protocol.messages import RECENT_BATCHES_MAX
 from tideway.record.batch import BatchHeader

@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from brokers.storage.log import Log
-from brokers.storage.segment import Segment
+from tideway_server.brokers.storage.log import Log
+from tideway_server.brokers.storage.segment import Segment
 
 __all__ = ["Scrubber"]
 

@@ -40,8 +40,8 @@ from bisect import bisect_right
 from typing import TYPE_CHECKING
 
 from crc32c import crc32c
+from tideway_server.brokers.storage.files import write_atomically
 
-from brokers.storage.files import write_atomically
 from tideway.record.batch import (
     BATCH_HEADER_BYTES,
     BATCH_LENGTH_MIN,
@@ -56,7 +56,7 @@ from tideway.record.batch import (
 
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 if TYPE_CHECKING:
-    from brokers.storage.open_files import OpenFiles
+    from tideway_server.brokers.storage.open_files import OpenFiles
 
 __all__ = ["Segment", "segment_file_name"]
 

@@ -8,8 +8,7 @@ import uuid
 from datetime import UTC, datetime
 
 from django.db import IntegrityError, transaction
-
-from alerts.models import (
+from tideway_server.alerts.models import (
     COMPARATORS,
     METRICS,
     MISSING_DATA,
@@ -17,9 +16,9 @@ from alerts.models import (
     Delivery,
     NotificationChannel,
 )
-from controlplane.errors import ActionError
-from controlplane.moments import moment
-from tenants import audit
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.controlplane.moments import moment
+from tideway_server.tenants import audit
 
 MAX_RULES = 200
 MAX_CHANNELS = 50
@@ -74,8 +73,8 @@ def channel_json(channel: NotificationChannel) -> dict:
 
 def do_create_channel(tenant, data: dict, *, acting: str) -> tuple[NotificationChannel, str | None]:
     """The channel and, for a webhook, its signing secret (shown this once)."""
-    from alerts.secrets import new_secret, seal
-    from alerts.webhooks import Refused, resolve_public
+    from tideway_server.alerts.secrets import new_secret, seal
+    from tideway_server.alerts.webhooks import Refused, resolve_public
 
     name = _name(data.get("name"))
     kind = data.get("kind")
@@ -111,7 +110,7 @@ def do_create_channel(tenant, data: dict, *, acting: str) -> tuple[NotificationC
 
 def do_rotate_secret(channel: NotificationChannel, *, acting: str, finish: bool = False) -> str | None:
     """Start a rotation (a new secret first; the previous one stays valid) or finish it (only the newest stays)."""
-    from alerts.secrets import new_secret, seal
+    from tideway_server.alerts.secrets import new_secret, seal
 
     if channel.kind != NotificationChannel.WEBHOOK:
         raise _invalid("kind", "only webhooks have signing secrets")
@@ -135,7 +134,7 @@ def do_delete_channel(channel: NotificationChannel, *, acting: str) -> None:
 
 def do_test_channel(channel: NotificationChannel, *, acting: str) -> Delivery:
     """Send a test notification now (recorded like any delivery)."""
-    from alerts.evaluate import attempt
+    from tideway_server.alerts.evaluate import attempt
 
     now = datetime.now(UTC)
     payload = {"type": "alert.test", "summary": f"test notification to {channel.name}", "channel": channel.name,
@@ -188,7 +187,7 @@ def _rule_fields(tenant, data: dict, rule: AlertRule, *, partial: bool) -> list:
                 raise _invalid(field, f"{field} is a name (or empty: every {field})")
             setattr(rule, field, value)
     if rule.queue:
-        from topics.models import Queue
+        from tideway_server.topics.models import Queue
 
         if not Queue.objects.filter(tenant=tenant, name=rule.queue).exists():
             raise ActionError("queue_not_found", f"queue {rule.queue!r} does not exist")

@@ -26,7 +26,13 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from alerts.models import COMPARATORS, AlertEvent, AlertRule, Delivery, NotificationChannel
+from tideway_server.alerts.models import (
+    COMPARATORS,
+    AlertEvent,
+    AlertRule,
+    Delivery,
+    NotificationChannel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +174,11 @@ def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int, throttled: 
     transition count (another evaluator that got there first wins, and this one records nothing), together with
     its event and deliveries; the rest is written in one bulk update."""
     from django.db import transaction
-
-    from topics.actions import quota_use
+    from tideway_server.topics.actions import quota_use
 
     now = datetime.now(UTC)
     now_ms = int(now.timestamp() * 1000)
-    from tenants.models import Tenant
+    from tideway_server.tenants.models import Tenant
 
     rules = list(AlertRule.objects.filter(enabled=True))
     quotas: dict[int, float] = {}
@@ -225,8 +230,8 @@ def _backoff_s(attempt: int) -> float:
 
 def attempt(delivery: Delivery) -> None:
     """One attempt at a delivery (its row locked by the caller): sent, or scheduled again, or given up."""
-    from alerts.secrets import unseal
-    from alerts.webhooks import Outcome, post, send_email
+    from tideway_server.alerts.secrets import unseal
+    from tideway_server.alerts.webhooks import Outcome, post, send_email
 
     channel = delivery.channel
     started = time.perf_counter()

@@ -15,8 +15,7 @@ def live_samples(tenant_ids: list[int]) -> dict[int, dict[str, dict]]:
     """Each tenant's latest look at its groups (lag.store, in Redis): {tenant id: {group key: sample}}."""
     import redis
     from django.conf import settings
-
-    from lag.store import redis_key
+    from tideway_server.lag.store import redis_key
 
     connection = redis.Redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
     try:
@@ -34,8 +33,7 @@ def recent_throttling(tenant_ids: list[int]) -> dict[int, float] | None:
     """Times each tenant was throttled in the last minute or two (gateway.limits), or None if Redis did not answer."""
     import redis
     from django.conf import settings
-
-    from gateway.limits import throttled_counts
+    from tideway_server.gateway.limits import throttled_counts
 
     if not tenant_ids:
         return {}

@@ -14,10 +14,9 @@ log = logging.getLogger(__name__)
 @shared_task(name="alerts.evaluate")
 def evaluate() -> dict:
     from django.conf import settings
-
-    from alerts.evaluate import evaluate_all, send_due
-    from alerts.inputs import live_samples, recent_throttling
-    from alerts.models import AlertRule
+    from tideway_server.alerts.evaluate import evaluate_all, send_due
+    from tideway_server.alerts.inputs import live_samples, recent_throttling
+    from tideway_server.alerts.models import AlertRule
 
     enabled = AlertRule.objects.filter(enabled=True)
     tenant_ids = sorted(set(enabled.values_list("tenant_id", flat=True)))
@@ -30,6 +29,6 @@ def evaluate() -> dict:
 
 @shared_task(name="alerts.deliver")
 def deliver() -> dict:
-    from alerts.evaluate import send_due
+    from tideway_server.alerts.evaluate import send_due
 
     return {"sent": send_due()}

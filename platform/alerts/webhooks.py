@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-
-from alerts.secrets import secret_bytes
+from tideway_server.alerts.secrets import secret_bytes
 
 TIMEOUT_S = 10.0
 

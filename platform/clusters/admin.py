@@ -16,8 +16,9 @@ import concurrent.futures
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from clusters.choices import BrokerState
-from clusters.models import Cluster
+from tideway_server.clusters.choices import BrokerState
+from tideway_server.clusters.models import Cluster
+
 from tideway.native import TidewayClient
 from tideway.native.credentials import ApiKey
 
@@ -32,7 +33,7 @@ def bootstrap_of(cluster: Cluster) -> str:
     if not addresses and cluster.bootstrap:
         addresses = [a.strip() for a in cluster.bootstrap.split(",") if a.strip()]
     if not addresses:
-        from controlplane.errors import ActionError
+        from tideway_server.controlplane.errors import ActionError
 
         raise ActionError("cluster_unavailable", f"cluster {cluster.name!r} has no live broker")
     return ",".join(addresses)
@@ -41,8 +42,7 @@ def bootstrap_of(cluster: Cluster) -> str:
 def broker_credentials() -> ApiKey:
     """The service key of the control plane: TIDEWAY_SERVICE_KEY, else derived from the deployment's cluster secret."""
     from django.conf import settings
-
-    from brokers.security.keys import (
+    from tideway_server.brokers.security.keys import (
         CLUSTER_SECRET_FILE,
         ClusterSecretError,
         load_cluster_secret,
@@ -54,7 +54,7 @@ def broker_credentials() -> ApiKey:
     try:
         secret = load_cluster_secret(settings.TIDEWAY_HOME / CLUSTER_SECRET_FILE)
     except ClusterSecretError as exc:
-        from controlplane.errors import ActionError
+        from tideway_server.controlplane.errors import ActionError
 
         raise ActionError("cluster_unavailable", f"the control plane has no credentials for the brokers: {exc}") from None
     return ApiKey(service_key(secret, "control-plane"))

@@ -2,9 +2,10 @@ from django.apps import AppConfig
 
 
 class ControlPlaneConfig(AppConfig):
-    name = "controlplane"
+    name = "tideway_server.controlplane"
+    label = "controlplane"
     verbose_name = "Tideway control plane"
 
     def ready(self) -> None:
         # How the API authenticates, for the OpenAPI document (drf-spectacular finds extensions by import).
-        from controlplane.api import openapi  # noqa: F401
+        from tideway_server.controlplane.api import openapi  # noqa: F401

@@ -1,14 +1,10 @@
-"""ASGI entry point of the control plane and gateway (HTTP and WebSocket): ``uvicorn controlplane.asgi:application``."""
+"""ASGI entry point of the control plane and gateway (HTTP and WebSocket):
+``uvicorn tideway_server.controlplane.asgi:application`` (``tideway serve`` runs it)."""
 
 import gc
 import os
-import sys
-from pathlib import Path
 
-_PLATFORM = str(Path(__file__).resolve().parents[1])
-if _PLATFORM not in sys.path:
-    sys.path.insert(0, _PLATFORM)
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tideway_server.controlplane.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
@@ -16,9 +12,8 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 http_application = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-
-from gateway.asgi import GatewayHTTP  # noqa: E402
-from gateway.routing import websocket_urlpatterns  # noqa: E402
+from tideway_server.gateway.asgi import GatewayHTTP  # noqa: E402
+from tideway_server.gateway.routing import websocket_urlpatterns  # noqa: E402
 
 # WebSocket clients authenticate with a key or a short-lived token, never with cookies,
 # so pages of any origin may connect (no origin check).

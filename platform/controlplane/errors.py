@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controlplane.error_codes import lookup
+from tideway_server.controlplane.error_codes import lookup
 
 
 class ActionError(Exception):

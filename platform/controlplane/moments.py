@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from controlplane.errors import ActionError
+from tideway_server.controlplane.errors import ActionError
 
 
 def moment(text: str, name: str) -> datetime:

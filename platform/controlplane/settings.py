@@ -43,7 +43,7 @@ def _signing_key() -> str:
     if not value:
         if PRODUCTION:
             raise ImproperlyConfigured("TIDEWAY_SECRET_KEY must be set when TIDEWAY_ENV=production")
-        from brokers.security.keys import create_secret_file
+        from tideway_server.brokers.security.keys import create_secret_file
 
         create_secret_file(SIGNING_KEY_FILE, 32)
         value = SIGNING_KEY_FILE.read_text().strip()
@@ -64,16 +64,16 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "controlplane.apps.ControlPlaneConfig",
-    "billing",
-    "lag",
-    "alerts",
-    "clusters",
-    "tenants",
-    "topics",
-    "registry",
-    "gateway",
-    "webui",
+    "tideway_server.controlplane.apps.ControlPlaneConfig",
+    "tideway_server.billing",
+    "tideway_server.lag",
+    "tideway_server.alerts",
+    "tideway_server.clusters",
+    "tideway_server.tenants",
+    "tideway_server.topics",
+    "tideway_server.registry",
+    "tideway_server.gateway",
+    "tideway_server.webui",
 ]
 
 MIDDLEWARE = [
@@ -85,8 +85,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
 ]
-ROOT_URLCONF = "controlplane.urls"
-ASGI_APPLICATION = "controlplane.asgi.application"
+ROOT_URLCONF = "tideway_server.controlplane.urls"
+ASGI_APPLICATION = "tideway_server.controlplane.asgi.application"
 STATIC_URL = "static/"
 WHITENOISE_USE_FINDERS = True  # straight from the apps' static folders: no collectstatic step
 
@@ -117,18 +117,18 @@ TEMPLATES = [
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "controlplane.api.auth.ApiKeyAuthentication",
-        "controlplane.api.auth.MemberBasicAuthentication",
-        "controlplane.api.auth.MemberSessionAuthentication",
+        "tideway_server.controlplane.api.auth.ApiKeyAuthentication",
+        "tideway_server.controlplane.api.auth.MemberBasicAuthentication",
+        "tideway_server.controlplane.api.auth.MemberSessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["controlplane.api.permissions.TenantScopePermission"],
-    "EXCEPTION_HANDLER": "controlplane.api.errors.exception_handler",
+    "DEFAULT_PERMISSION_CLASSES": ["tideway_server.controlplane.api.permissions.TenantScopePermission"],
+    "EXCEPTION_HANDLER": "tideway_server.controlplane.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    "DEFAULT_PARSER_CLASSES": ["controlplane.api.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["tideway_server.controlplane.api.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -141,7 +141,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # The data gateway's operations (plain async views, invisible to DRF) join the same document.
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "gateway.openapi.add_data_api"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "tideway_server.gateway.openapi.add_data_api"],
     "DESCRIPTION": "Publish and consume (queues, streams, dead letters); tenants, API keys, queues and topics, "
                    "the schema registry and the audit log of Tideway.",
 }

@@ -6,19 +6,19 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/console/", permanent=False)),
-    path("console/", include("webui.urls")),
-    path("api/v1/", include("gateway.urls")),
-    path("api/v1/", include("tenants.api.urls")),
-    path("api/v1/", include("topics.api.urls")),
-    path("api/v1/", include("clusters.api.urls")),
-    path("api/v1/", include("billing.api.urls")),
-    path("api/v1/", include("lag.api.urls")),
-    path("api/v1/", include("alerts.api.urls")),
-    path("api/v1/registry/", include("registry.api.urls")),
+    path("console/", include("tideway_server.webui.urls")),
+    path("api/v1/", include("tideway_server.gateway.urls")),
+    path("api/v1/", include("tideway_server.tenants.api.urls")),
+    path("api/v1/", include("tideway_server.topics.api.urls")),
+    path("api/v1/", include("tideway_server.clusters.api.urls")),
+    path("api/v1/", include("tideway_server.billing.api.urls")),
+    path("api/v1/", include("tideway_server.lag.api.urls")),
+    path("api/v1/", include("tideway_server.alerts.api.urls")),
+    path("api/v1/registry/", include("tideway_server.registry.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema", authentication_classes=[], permission_classes=[])),
 ]
 
-handler404 = "controlplane.api.errors.json_404"
-handler500 = "controlplane.api.errors.json_500"
+handler404 = "tideway_server.controlplane.api.errors.json_404"
+handler500 = "tideway_server.controlplane.api.errors.json_500"

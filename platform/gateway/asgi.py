@@ -19,8 +19,7 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.urls import Resolver404, URLResolver
 from django.urls.resolvers import RegexPattern
-
-from gateway.errors import GatewayError
+from tideway_server.gateway.errors import GatewayError
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +29,7 @@ GATEWAY_PATH = re.compile(r"^/api/v1/(tokens$|queues/[A-Za-z0-9._-]{1,100}/.)")
 class GatewayHTTP:
     def __init__(self, fallback) -> None:
         self.fallback = fallback
-        self.resolver = URLResolver(RegexPattern(r"^/api/v1/"), "gateway.urls")
+        self.resolver = URLResolver(RegexPattern(r"^/api/v1/"), "tideway_server.gateway.urls")
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or not GATEWAY_PATH.match(scope["path"]):

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from django.core import signing
 from django.utils import timezone
-
-from brokers.security.acl import names_match
-from controlplane.api.principal import Principal
-from gateway.errors import GatewayError
-from tenants.keys import secret_matches, split_key
+from tideway_server.brokers.security.acl import names_match
+from tideway_server.controlplane.api.principal import Principal
+from tideway_server.gateway.errors import GatewayError
+from tideway_server.tenants.keys import secret_matches, split_key
 
 KEY_CACHE_SECONDS = 3.0
 TOKEN_PREFIX = "twt_"
@@ -68,8 +67,7 @@ _keys: dict[str, tuple[float, _KeyRow | None]] = {}
 
 def _load_key(prefix: str) -> _KeyRow | None:
     from django.db import close_old_connections
-
-    from tenants.models import ApiKey
+    from tideway_server.tenants.models import ApiKey
 
     close_old_connections()  # the gateway bypasses Django's per-request connection handling
     row = ApiKey.objects.select_related("tenant", "tenant__plan").filter(prefix=prefix).first()

@@ -46,10 +46,9 @@ def load(tenant_id: int, name: str) -> QueueInfo | None:
 
 def _load(tenant_id: int, name: str) -> QueueInfo | None:
     from django.db import close_old_connections
-
-    from clusters.admin import bootstrap_of
-    from topics.choices import QueueStatus
-    from topics.models import Queue
+    from tideway_server.clusters.admin import bootstrap_of
+    from tideway_server.topics.choices import QueueStatus
+    from tideway_server.topics.models import Queue
 
     close_old_connections()  # the gateway bypasses Django's per-request connection handling
     row = Queue.objects.select_related("cluster").filter(tenant_id=tenant_id, name=name, status=QueueStatus.READY).first()

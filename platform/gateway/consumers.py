@@ -31,13 +31,12 @@ from urllib.parse import parse_qs
 import msgspec
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
-
-from gateway.auth import Caller, authenticate
-from gateway.catalog import QueueInfo, queue_named
-from gateway.errors import GatewayError, invalid, queue_not_found
-from gateway.feeds import LONG_POLL_MS, Feed, feed_for
-from gateway.metering import meter
-from gateway.operations import (
+from tideway_server.gateway.auth import Caller, authenticate
+from tideway_server.gateway.catalog import QueueInfo, queue_named
+from tideway_server.gateway.errors import GatewayError, invalid, queue_not_found
+from tideway_server.gateway.feeds import LONG_POLL_MS, Feed, feed_for
+from tideway_server.gateway.metering import meter
+from tideway_server.gateway.operations import (
     broker_failure,
     check_lock_seconds,
     delivery_json,
@@ -46,8 +45,9 @@ from gateway.operations import (
     require_scope,
     settlement,
 )
-from gateway.publishing import start_publish
-from gateway.wire import ENCODER, OutgoingMessage
+from tideway_server.gateway.publishing import start_publish
+from tideway_server.gateway.wire import ENCODER, OutgoingMessage
+
 from tideway.protocol import errors as broker_errors
 
 log = logging.getLogger(__name__)

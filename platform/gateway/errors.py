@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 
 from django.http import JsonResponse
-
-from controlplane.api.errors import error_body
-from controlplane.error_codes import lookup
+from tideway_server.controlplane.api.errors import error_body
+from tideway_server.controlplane.error_codes import lookup
 
 
 class GatewayError(Exception):

@@ -18,9 +18,10 @@ import asyncio
 import logging
 from typing import Protocol
 
-from gateway import limits
-from gateway.auth import Caller
-from gateway.errors import GatewayError
+from tideway_server.gateway import limits
+from tideway_server.gateway.auth import Caller
+from tideway_server.gateway.errors import GatewayError
+
 from tideway.native.queue import Message, QueueConsumer
 from tideway.protocol import errors as broker_errors
 

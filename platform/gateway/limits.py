@@ -24,9 +24,8 @@ import time
 
 import redis.asyncio as redis
 from django.conf import settings
-
-from gateway.auth import Caller
-from gateway.errors import GatewayError
+from tideway_server.gateway.auth import Caller
+from tideway_server.gateway.errors import GatewayError
 
 log = logging.getLogger(__name__)
 

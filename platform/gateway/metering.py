@@ -17,9 +17,10 @@ import os
 import socket
 import time
 
-from brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
-from gateway import pool
-from gateway.catalog import QueueInfo
+from tideway_server.brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS, USAGE_TOPIC
+from tideway_server.gateway import pool
+from tideway_server.gateway.catalog import QueueInfo
+
 from tideway.protocol import errors
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,8 @@ from what the gateway accepts. Every operation uses the ``apiKey`` scheme:
 from __future__ import annotations
 
 import msgspec
-
-from controlplane.api.openapi import SCHEME, SECURITY_SCHEME
-from gateway import wire
+from tideway_server.controlplane.api.openapi import SCHEME, SECURITY_SCHEME
+from tideway_server.gateway import wire
 
 TAG = "data"
 

@@ -45,7 +45,7 @@ async def client(bootstrap: str) -> TidewayClient:
 
 
 async def _start(key: tuple[int, str], bootstrap: str) -> TidewayClient:
-    from clusters.admin import broker_credentials
+    from tideway_server.clusters.admin import broker_credentials
 
     new = TidewayClient(bootstrap, request_timeout_ms=30_000, credentials=broker_credentials())
     await new.start()

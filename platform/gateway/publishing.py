@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from gateway import catalog, limits, pool, schemas
-from gateway.auth import Caller
-from gateway.catalog import QueueInfo
-from gateway.errors import GatewayError, queue_not_found
-from gateway.wire import OutgoingMessage, prepare
+from tideway_server.gateway import catalog, limits, pool, schemas
+from tideway_server.gateway.auth import Caller
+from tideway_server.gateway.catalog import QueueInfo
+from tideway_server.gateway.errors import GatewayError, queue_not_found
+from tideway_server.gateway.wire import OutgoingMessage, prepare
+
 from tideway.native.producer import wait_records
 from tideway.protocol import errors as broker_errors
+
+__all__ = ["OutgoingMessage", "publish", "start_publish"]  # a message to publish is this module's input
 
 
 async def publish(caller: Caller, queue: QueueInfo, messages: list[OutgoingMessage]) -> list[dict]:

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 import fastavro
 import jsonschema
 from asgiref.sync import sync_to_async
-
-from gateway.catalog import QueueInfo
-from gateway.errors import GatewayError
+from tideway_server.gateway.catalog import QueueInfo
+from tideway_server.gateway.errors import GatewayError
 
 SCHEMA_CACHE_SECONDS = 10.0
 
@@ -55,7 +54,7 @@ def _compile(schema_type: str, text: str) -> _Compiled:
         validator_class = jsonschema.validators.validator_for(schema)
         return _Compiled("JSON", validator_class(schema))
     if schema_type == "PROTOBUF":
-        from registry.protobuf_reader import ProtobufReader
+        from tideway_server.registry.protobuf_reader import ProtobufReader
 
         try:
             return _Compiled("PROTOBUF", None, ProtobufReader(text))
@@ -66,8 +65,7 @@ def _compile(schema_type: str, text: str) -> _Compiled:
 
 def _load(tenant_id: int, subject: str) -> SubjectSchemas:
     from django.db import close_old_connections
-
-    from registry.models import SubjectVersion
+    from tideway_server.registry.models import SubjectVersion
 
     close_old_connections()  # the gateway bypasses Django's per-request connection handling
     found = SubjectSchemas(subject)

@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None, selected: list | None = None) -> dict:
     """Move dead letters of queue ``queue_id`` back to it (all, or the selected [partition, offset] ones);
     safe to run again after a crash (see tideway.native.queue.redrive)."""
-    from clusters.admin import bootstrap_of, broker_credentials
-    from topics.models import Queue
+    from tideway_server.clusters.admin import bootstrap_of, broker_credentials
+    from tideway_server.topics.models import Queue
 
     queue = Queue.objects.select_related("cluster").get(pk=queue_id)
     bootstrap = bootstrap_of(queue.cluster)  # read the database here, not inside the event loop

@@ -1,8 +1,7 @@
 """Routes of the data gateway under /api/v1/ (the WebSocket route is in gateway.routing)."""
 
 from django.urls import re_path
-
-from gateway.views import dead_letters, messages, queue_model, stream, tokens
+from tideway_server.gateway.views import dead_letters, messages, queue_model, stream, tokens
 
 Q = r"^queues/(?P<name>[A-Za-z0-9._-]{1,100})"
 G = r"/groups/(?P<group>[A-Za-z0-9._-]{1,100})"

@@ -16,8 +16,8 @@ from typing import Annotated
 
 import msgspec
 from msgspec import Meta
+from tideway_server.gateway.errors import GatewayError, invalid
 
-from gateway.errors import GatewayError, invalid
 from tideway.native.producer import record_size_estimate
 from tideway.protocol.headers import DEADLINE_HEADER
 from tideway.record.batch import BATCH_HEADER_BYTES

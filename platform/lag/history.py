@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from controlplane.errors import ActionError
-from controlplane.moments import moment
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.controlplane.moments import moment
 
 STEPS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 DEFAULT_SPAN = {"minute": timedelta(hours=1), "hour": timedelta(days=2), "day": timedelta(days=90)}
@@ -18,9 +18,8 @@ def live_sample(tenant_id: int, queue: str, kind: str, group: str) -> dict | Non
     """The latest look at the group (every few seconds), or None when it has not been seen."""
     import redis
     from django.conf import settings
-
-    from lag.sampler import group_key
-    from lag.store import redis_key
+    from tideway_server.lag.sampler import group_key
+    from tideway_server.lag.store import redis_key
 
     connection = redis.Redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
     try:
@@ -52,7 +51,7 @@ def _stamp(moment_: datetime) -> str:
 
 def group_lag(tenant, queue: str, group: str, *, kind: str = "stream", start: str | None = None, end: str | None = None,
               step: str = "minute", partition: int | None = None) -> dict:
-    from lag.models import LagRollup, LagStatus
+    from tideway_server.lag.models import LagRollup, LagStatus
 
     if kind not in ("stream", "queue"):
         raise ActionError("invalid_request", 'kind is "stream" or "queue"', details={"field": "kind"})

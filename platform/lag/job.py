@@ -46,13 +46,12 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
                      progress=print) -> dict:
     from django.db import transaction
     from django.db.models import Max
-
-    from clusters.admin import bootstrap_of, broker_credentials
-    from clusters.models import Cluster
-    from lag.models import LagRollup, LagStatus
-    from lag.status import Sample, judge_group
-    from lag.store import LAG_TOPIC
-    from spark_analytics.lag import (
+    from tideway_server.clusters.admin import bootstrap_of, broker_credentials
+    from tideway_server.clusters.models import Cluster
+    from tideway_server.lag.models import LagRollup, LagStatus
+    from tideway_server.lag.status import Sample, judge_group
+    from tideway_server.lag.store import LAG_TOPIC
+    from tideway_server.spark_analytics.lag import (
         DAY_MS,
         GRANULARITIES,
         HOUR_MS,
@@ -60,8 +59,8 @@ def run_consumer_lag(*, master: str = "local[*]", bootstrap: str | None = None, 
         last_window,
         rollups,
     )
-    from spark_analytics.session import spark_session
-    from tenants.models import Tenant
+    from tideway_server.spark_analytics.session import spark_session
+    from tideway_server.tenants.models import Tenant
 
     started = time.perf_counter()
     key = None if bootstrap else broker_credentials().key

@@ -24,7 +24,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from lag.status import Sample, judge_group
+from tideway_server.lag.status import Sample, judge_group
+
 from tideway.native import TidewayClient
 from tideway.native.group import group_positions, timestamps_at
 from tideway.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP

@@ -40,7 +40,7 @@ async def latest(redis, tenant_ids: list[int]) -> dict[tuple[int, str], dict]:
 
 
 async def save_latest(redis, tenant_ids: list[int], samples: list[dict]) -> None:
-    from lag.sampler import group_key
+    from tideway_server.lag.sampler import group_key
 
     by_tenant: dict[int, dict[str, str]] = {tenant_id: {} for tenant_id in tenant_ids}
     for sample in samples:

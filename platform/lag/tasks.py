@@ -17,11 +17,11 @@ log = logging.getLogger(__name__)
 
 
 def _queues_by_cluster() -> dict:
-    from clusters.admin import bootstrap_of
-    from controlplane.errors import ActionError
-    from lag.sampler import QueueRef
-    from topics.choices import QueueStatus
-    from topics.models import Queue
+    from tideway_server.clusters.admin import bootstrap_of
+    from tideway_server.controlplane.errors import ActionError
+    from tideway_server.lag.sampler import QueueRef
+    from tideway_server.topics.choices import QueueStatus
+    from tideway_server.topics.models import Queue
 
     out: dict[tuple[str, str], list[QueueRef]] = {}
     bootstraps: dict[int, str | None] = {}
@@ -42,9 +42,9 @@ def _queues_by_cluster() -> dict:
 async def _look(clusters: dict, key: str) -> int:
     import redis.asyncio as redis
     from django.conf import settings
+    from tideway_server.lag import store
+    from tideway_server.lag.sampler import sample_cluster
 
-    from lag import store
-    from lag.sampler import sample_cluster
     from tideway.native import TidewayClient
     from tideway.native.credentials import ApiKey
 
@@ -68,7 +68,7 @@ async def _look(clusters: dict, key: str) -> int:
 @shared_task(name="lag.sample")
 def sample() -> dict:
     """Look at every consumer group of every cluster once."""
-    from clusters.admin import broker_credentials
+    from tideway_server.clusters.admin import broker_credentials
 
     started = time.perf_counter()
     clusters = _queues_by_cluster()
@@ -81,6 +81,6 @@ def rollup() -> dict:
     """Run the consumer_lag Spark job (on the ``billing`` queue, with the other Spark jobs)."""
     import os
 
-    from lag.job import run_consumer_lag
+    from tideway_server.lag.job import run_consumer_lag
 
     return run_consumer_lag(master=os.environ.get("TIDEWAY_SPARK_MASTER", "local[2]"), progress=log.info)

@@ -12,11 +12,10 @@ import hashlib
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-
-from controlplane.errors import ActionError
-from registry import compatibility
-from registry.models import CompatibilityConfig, Schema, SubjectVersion
-from tenants import audit
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.registry import compatibility
+from tideway_server.registry.models import CompatibilityConfig, Schema, SubjectVersion
+from tideway_server.tenants import audit
 
 DEFAULT_LEVEL = "BACKWARD"  # Confluent's default
 

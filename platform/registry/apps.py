@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class RegistryConfig(AppConfig):
-    name = "registry"
+    name = "tideway_server.registry"
     label = "registry"
     verbose_name = "Schema registry"
     default_auto_field = "django.db.models.BigAutoField"

@@ -12,12 +12,11 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
-
-from controlplane.errors import ActionError
-from tenants import audit
-from tenants.choices import ALL_SCOPES, Role
-from tenants.keys import new_key
-from tenants.models import ApiKey, Membership, Plan, Tenant
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.tenants import audit
+from tideway_server.tenants.choices import ALL_SCOPES, Role
+from tideway_server.tenants.keys import new_key
+from tideway_server.tenants.models import ApiKey, Membership, Plan, Tenant
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,48}[a-z0-9]?$")
 

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class TenantsConfig(AppConfig):
-    name = "tenants"
+    name = "tideway_server.tenants"
     label = "tenants"
     verbose_name = "Tenants"
     default_auto_field = "django.db.models.BigAutoField"

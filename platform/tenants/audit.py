@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenants.models import AuditEntry
+from tideway_server.tenants.models import AuditEntry
 
 
 def record(tenant, actor: str, action: str, target: str = "", **details) -> AuditEntry:

@@ -1,8 +1,7 @@
 """Choice values of the tenants app."""
 
 from django.db import models
-
-from brokers.security import acl
+from tideway_server.brokers.security import acl
 
 
 class Role(models.TextChoices):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from brokers.security.keys import KEY_PREFIX, hash_secret, secret_matches, split_key
+from tideway_server.brokers.security.keys import KEY_PREFIX, hash_secret, secret_matches, split_key
 
 __all__ = ["KEY_PREFIX", "hash_secret", "new_key", "secret_matches", "split_key"]
 

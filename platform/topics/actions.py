@@ -13,18 +13,18 @@ import logging
 
 from django.db import transaction
 from django.db.models import BigIntegerField, Count, F, Sum
+from tideway_server.clusters import admin
+from tideway_server.clusters.choices import BrokerState
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.tenants import audit
+from tideway_server.tenants.models import Tenant
+from tideway_server.topics.choices import QueueMode, QueueStatus
+from tideway_server.topics.models import Queue
+from tideway_server.topics.placement import choose_cluster
+from tideway_server.topics.quotas import Footprint, check_queue_fits
+from tideway_server.topics.settings import broker_configs, dead_letter_configs
 
-from clusters import admin
-from clusters.choices import BrokerState
-from controlplane.errors import ActionError
-from tenants import audit
-from tenants.models import Tenant
 from tideway.protocol import errors as broker_errors
-from topics.choices import QueueMode, QueueStatus
-from topics.models import Queue
-from topics.placement import choose_cluster
-from topics.quotas import Footprint, check_queue_fits
-from topics.settings import broker_configs, dead_letter_configs
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,12 @@ def quota_use(tenant: Tenant) -> list[dict]:
             for name, value, limit in quotas]
 
 
+def partition_states(queue: Queue) -> dict[int, dict]:
+    """The queue's partitions as their leaders report them (first offset, high watermark, log end, size,
+    segments), by partition; partitions whose leader did not answer are missing."""
+    return admin.partition_states(queue.cluster, queue.broker_topic)
+
+
 def _lock_tenant(tenant: Tenant) -> None:
     """Serialise a tenant's quota checks (inside the caller's transaction)."""
     Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
@@ -66,7 +72,7 @@ def _check_quotas(tenant: Tenant, queue: Queue, *, new_queue: bool) -> None:
 def _check_schema(tenant: Tenant, subject: str) -> None:
     if not subject:
         return
-    from registry.models import SubjectVersion
+    from tideway_server.registry.models import SubjectVersion
 
     if not SubjectVersion.objects.filter(tenant=tenant, subject=subject, deleted=False).exists():
         raise ActionError("unknown_schema_subject", f"schema subject {subject!r} has no registered version")

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class TopicsConfig(AppConfig):
-    name = "topics"
+    name = "tideway_server.topics"
     label = "topics"
     verbose_name = "Queues and topics"
     default_auto_field = "django.db.models.BigAutoField"

@@ -9,13 +9,12 @@ queue fits.
 from __future__ import annotations
 
 from django.db.models import Sum
-
-from clusters.models import Cluster
-from controlplane.errors import ActionError
+from tideway_server.clusters.models import Cluster
+from tideway_server.controlplane.errors import ActionError
 
 
 def used_partitions(cluster: Cluster) -> int:
-    from topics.models import Queue
+    from tideway_server.topics.models import Queue
 
     return Queue.objects.filter(cluster=cluster).aggregate(total=Sum("partitions"))["total"] or 0
 

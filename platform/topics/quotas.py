@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenants.models import Plan
+from tideway_server.tenants.models import Plan
 
 
 class QuotaExceeded(Exception):

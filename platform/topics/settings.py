@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topics.choices import QueueMode
+from tideway_server.topics.choices import QueueMode
 
 
 # Queue fields that map to broker topic settings, and how.

@@ -11,7 +11,7 @@ T0 = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
 def _rule(**values):
-    from alerts.models import AlertRule
+    from tideway_server.alerts.models import AlertRule
 
     fields = {"metric": "lag_seconds", "comparator": ">", "threshold": 30.0, "recovery_threshold": 10.0, "pending_m": 1,
               "pending_n": 1, "missing_data": "insufficient_data", "repeat_interval_s": 0, **values}
@@ -19,7 +19,7 @@ def _rule(**values):
 
 
 def _run(rule, values):
-    from alerts.evaluate import step
+    from tideway_server.alerts.evaluate import step
 
     out = []
     for i, value in enumerate(values):
@@ -62,7 +62,7 @@ def test_a_firing_rule_reminds_every_repeat_interval():
     rule = _rule(repeat_interval_s=20)
     kinds = []
     for i, value in enumerate([40, 40, 40, 40, 40]):
-        from alerts.evaluate import step
+        from tideway_server.alerts.evaluate import step
 
         now = T0 + timedelta(seconds=10 * i)
         kind = step(rule, value, now)

@@ -19,9 +19,10 @@ def _verify(secret: str, message_id: str, stamp: int, body: bytes, header: str) 
 
 
 def test_a_rotation_signs_with_both_secrets_until_it_is_finished(monkeypatch):
-    from alerts.actions import do_create_channel, do_rotate_secret
-    from alerts.secrets import unseal
-    from alerts.webhooks import sign
+    from tideway_server.alerts.actions import do_create_channel, do_rotate_secret
+    from tideway_server.alerts.secrets import unseal
+    from tideway_server.alerts.webhooks import sign
+
     from tests.harness.console import signup
 
     monkeypatch.setenv("TIDEWAY_WEBHOOK_ALLOW_PRIVATE", "true")
@@ -44,7 +45,7 @@ def test_a_rotation_signs_with_both_secrets_until_it_is_finished(monkeypatch):
 @pytest.mark.parametrize("url", ["http://127.0.0.1/x", "http://10.1.2.3/x", "http://169.254.169.254/latest", "http://[::1]/x",
                                  "ftp://example.com/x"])
 def test_private_and_odd_destinations_are_refused(url, monkeypatch):
-    from alerts.webhooks import Refused, post, resolve_public
+    from tideway_server.alerts.webhooks import Refused, post, resolve_public
 
     monkeypatch.delenv("TIDEWAY_WEBHOOK_ALLOW_PRIVATE", raising=False)
     with pytest.raises(Refused):

@@ -28,8 +28,8 @@ import typing
 
 import msgspec
 import pytest
+from tideway_server.brokers.server.authorizer import ACCESS, Access
 
-from brokers.server.authorizer import ACCESS, Access
 from tests.harness.processes import OPERATOR_KEY
 from tideway.native import TidewayClient
 from tideway.native.conn import connect

@@ -32,12 +32,11 @@ def _endpoints() -> list[tuple[str, list[str], dict]]:
     """
     script = r'''
 import json, re, sys
-sys.path.insert(0, "platform")
-from tideway_cli.django_setup import setup_django
+from tideway_server.cli.django_setup import setup_django
 setup_django()
 from django.urls import get_resolver
 from django.urls.resolvers import URLPattern, URLResolver
-from controlplane.api.permissions import required_scope
+from tideway_server.controlplane.api.permissions import required_scope
 out = []
 def walk(patterns, prefix):
     for p in patterns:
@@ -106,7 +105,8 @@ def tenants(control_plane):
                        "subject": subject, "schema_id": schema_id, "version": "1", "group": "g", "partition": 0,
                        "member_id": member, "job_id": job, "rule_id": rule, "channel_id": channel}
     # An invoice each (the usage job makes them; here straight from the pricing code, in the deployment's database).
-    script = ("import json; from billing.pricing import refresh_invoice; from tenants.models import Tenant; "
+    script = ("import json; from tideway_server.billing.pricing import refresh_invoice; "
+              "from tideway_server.tenants.models import Tenant; "
               f"print(json.dumps({{s: refresh_invoice(Tenant.objects.get(slug=s), '2026-10').pk for s in "
               f"{[made['a']['slug'], made['b']['slug']]!r}}}))")
     done = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=REPO_ROOT, env=control_plane.env,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+from tideway_server.brokers.storage.manager import read_topics
 
-from brokers.storage.manager import read_topics
 from tests.harness.waiting import wait_until
 from tideway.native import TidewayClient
 

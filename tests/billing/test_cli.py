@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from tideway_server.billing.pricing import GIB, finalise_invoice
 
-from billing.pricing import GIB, finalise_invoice
 from tests.billing.test_invoices import _use
 from tests.harness.console import signup
-from tideway_cli.main import main
+from tideway_server.cli.main import main
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def test_the_cli_prints_usage_and_invoices(live_server, capsys):
-    from tenants.actions import do_create_api_key
+    from tideway_server.tenants.actions import do_create_api_key
 
     _user, tenant = signup("dora")
     _use(tenant, "2026-10", 4, "bytes_out", 5 * GIB)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from tideway_server.billing.pricing import GIB, cents, finalise_invoice, refresh_invoice
 
-from billing.pricing import GIB, cents, finalise_invoice, refresh_invoice
 from tests.harness.console import signup
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +22,7 @@ def test_free_allowance_then_tiers_per_plan():
 
 
 def _use(tenant, period: str, day: int, metric: str, value: int) -> None:
-    from billing.models import UsageRollup
+    from tideway_server.billing.models import UsageRollup
 
     year, month = (int(x) for x in period.split("-"))
     UsageRollup.objects.create(tenant=tenant, period=period, granularity="day", start=datetime(year, month, day, tzinfo=UTC),
@@ -34,8 +34,8 @@ def _lines(invoice) -> list[tuple]:
 
 
 def test_a_final_invoice_never_changes_and_late_usage_is_corrected_on_the_next():
-    from billing.models import Invoice
-    from tenants.models import Plan
+    from tideway_server.billing.models import Invoice
+    from tideway_server.tenants.models import Plan
 
     _user, tenant = signup("xena")
     tenant.plan = Plan.objects.get(name="team")  # $49 a month, 50 GiB in free
@@ -66,7 +66,7 @@ def test_invoices_over_the_api_in_json_and_csv_for_their_tenant_only(client):
     import csv
     import io
 
-    from tenants.actions import do_create_api_key
+    from tideway_server.tenants.actions import do_create_api_key
 
     _user, tenant = signup("yuri")
     _use(tenant, "2026-10", 2, "bytes_out", 5 * GIB)  # free plan: 2 GiB free, then 5c a GiB

@@ -12,13 +12,13 @@ pytestmark = pytest.mark.django_db
 
 
 def _key(tenant) -> str:
-    from tenants.actions import do_create_api_key
+    from tideway_server.tenants.actions import do_create_api_key
 
     return do_create_api_key(tenant, name="usage", scopes=["consume"], acting="test")[1]
 
 
 def _rollups(tenant) -> None:
-    from billing.models import UsageRollup
+    from tideway_server.billing.models import UsageRollup
 
     rows = []
     for hour, queue, metric, value in [(1, "orders", "messages_in", 10), (1, "orders", "bytes_in", 1000),

@@ -109,7 +109,8 @@ def test_the_client_wheel_installs_alone_and_speaks_rest_websocket_and_native(ga
     assert not set(installed) & SERVER_LIBRARIES
     top_level = {p.name for p in site.iterdir() if p.is_dir() and not p.name.endswith((".dist-info", "__pycache__"))}
     assert not top_level & {"brokers", "gateway", "registry", "alerts", "lag", "topics", "billing", "webui",
-                            "controlplane", "tenants", "clusters", "spark_analytics", "tideway_cli"}, top_level
+                            "controlplane", "tenants", "clusters", "spark_analytics", "tideway_cli",
+                            "tideway_server"}, top_level
 
     ran = subprocess.run([str(python), "-c", PROGRAM, gateway.base_url, key, gateway.deployment.bootstrap, name],
                          capture_output=True, text=True, cwd=tmp_path, env=clean, timeout=300)

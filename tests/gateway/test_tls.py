@@ -19,7 +19,7 @@ async def test_https_and_wss_with_a_configured_certificate(gateway, tenant, tmp_
     name = make_queue(gateway, key, partitions=1)
     cert, private_key = self_signed_certificate(tmp_path)
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate",
+    server = subprocess.Popen([sys.executable, "-m", "tideway_server.cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate",
                                "--certfile", cert, "--keyfile", private_key],
                               cwd=REPO_ROOT, env=gateway.server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

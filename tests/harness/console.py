@@ -11,13 +11,13 @@ _names = itertools.count(1)
 
 
 def signup(name: str):
-    from tenants.actions import do_signup
+    from tideway_server.tenants.actions import do_signup
 
     return do_signup(username=name, password=PASSWORD, email=f"{name}@example.com", tenant_name=f"{name} inc")
 
 
 def make_queue(tenant, cluster, name: str, **values):
-    from topics.models import Queue
+    from tideway_server.topics.models import Queue
 
     return Queue.objects.create(tenant=tenant, cluster=cluster, name=name, status=values.pop("status", "active"), broker_topic=f"t{tenant.id}.{name}",
                                 partitions=values.pop("partitions", 2), replication_factor=3,

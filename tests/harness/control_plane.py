@@ -49,7 +49,7 @@ class ControlPlane:
 
     def create_tenant(self, plan: str = "free") -> tuple[str, str]:
         """(tenant slug, API key with every scope), through `tideway tenant create`."""
-        out = subprocess.run([sys.executable, "-m", "tideway_cli.main", "tenant", "create", self.unique("tenant"),
+        out = subprocess.run([sys.executable, "-m", "tideway_server.cli.main", "tenant", "create", self.unique("tenant"),
                               "--plan", plan, "--json"], cwd=REPO_ROOT, env=self.env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         answer = json.loads(out.stdout)
@@ -84,7 +84,7 @@ def _start_server(home: Path, env: dict, port: int | None = None) -> tuple[subpr
     port = port or free_port()
     log_file = open(home / "server.log", "ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "tideway_cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate"],
+        [sys.executable, "-m", "tideway_server.cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate"],
         cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env,
     )
     log_file.close()
@@ -96,9 +96,9 @@ def start_worker(home: Path, env: dict) -> subprocess.Popen:
     """A Celery worker (dead-letter redrives), as `tideway up` starts one."""
     log_file = open(home / "worker.log", "ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip",
+        [sys.executable, "-m", "celery", "-A", "tideway_server.controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip",
          "--loglevel", "INFO"],
-        cwd=REPO_ROOT / "platform", stdout=log_file, stderr=subprocess.STDOUT, env=env,
+        cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env,
     )
     log_file.close()
     return process

@@ -15,10 +15,10 @@ SAMPLE_S = 1
 def start_monitoring_worker(plane, name: str = "monitoring") -> subprocess.Popen:
     log_file = open(plane.home / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "-Q", "monitoring", "-c", "1", "-B",
+        [sys.executable, "-m", "celery", "-A", "tideway_server.controlplane", "worker", "-Q", "monitoring", "-c", "1", "-B",
          "-s", str(plane.home / f"{name}-beat-schedule"), "-n", f"{name}@%h", "--without-mingle", "--without-gossip",
          "--loglevel", "INFO"],
-        cwd=REPO_ROOT / "platform", stdout=log_file, stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT,
         env={**plane.env, "TIDEWAY_LAG_SAMPLE_S": str(SAMPLE_S)},
         start_new_session=True)  # its own process group: the pool and beat children go with it
     log_file.close()

@@ -23,7 +23,7 @@ CLUSTER_SECRET_HEX = os.environ.setdefault("TIDEWAY_CLUSTER_SECRET", os.urandom(
 
 
 def _operator_key() -> str:
-    from brokers.security.keys import service_key
+    from tideway_server.brokers.security.keys import service_key
 
     return service_key(bytes.fromhex(CLUSTER_SECRET_HEX), "operator")
 
@@ -132,7 +132,7 @@ class BrokerProcess:
             logged_before = log_file.tell()
             self.process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "tideway_cli.main", "--log-level", "INFO",
+                    sys.executable, "-m", "tideway_server.cli.main", "--log-level", "INFO",
                     "broker", "--id", str(self.broker_id), "--data", str(self.data_dir),
                     "--listen", f"127.0.0.1:{self.port}", "--internal-listen", f"127.0.0.1:{self.internal_port}",
                     "--metrics-listen", "off", *self.extra_args,
@@ -186,7 +186,7 @@ class BrokerProcess:
 def run_cli(*args: str, input_bytes: bytes | None = None, timeout_s: float = 120) -> subprocess.CompletedProcess:
     """Run ``tideway ARGS`` as a user would, capturing output."""
     return subprocess.run(
-        [sys.executable, "-m", "tideway_cli.main", *args],
+        [sys.executable, "-m", "tideway_server.cli.main", *args],
         cwd=REPO_ROOT,
         input=input_bytes,
         capture_output=True,
@@ -215,7 +215,7 @@ class ControllerProcess:
         log_file = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "tideway_cli.main", "controller", "--listen", self.address,
+                sys.executable, "-m", "tideway_server.cli.main", "controller", "--listen", self.address,
                 *([] if migrate else ["--no-migrate"]), *self.extra_args,
             ],
             cwd=REPO_ROOT,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 import urllib.request
 
 import pytest
 
 from tests.harness.processes import free_port
+from tests.harness.waiting import wait_until
 from tideway.native.conn import connect
 from tideway.native.credentials import default_credentials
 from tideway.protocol import errors
@@ -60,12 +60,11 @@ def test_connection_limits_refuse_log_and_count(broker_factory):
     for sock in waiting + [extra]:
         sock.close()
 
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+    def scraped() -> str | None:
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-        if 'reason="authentication_timeout"' in metrics:
-            break
-        time.sleep(0.2)
+        return metrics if 'reason="authentication_timeout"' in metrics else None
+
+    metrics = wait_until(scraped, 5, "the authentication timeout counted in /metrics", interval_s=0.2)
     for reason in ("per_principal", "unauthenticated", "authentication_timeout"):
         assert f'tideway_connections_refused_total{{listener="client",reason="{reason}"}}' in metrics
     log = broker.log_text()

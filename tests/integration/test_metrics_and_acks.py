@@ -67,7 +67,7 @@ async def test_an_unauthenticated_scrape_names_no_tenant(broker_factory):
     full = scrape_text(metrics_port)
     assert 'tideway_messages_in_total{topic="t2.ledger"} 1.0' in full
     # The key an operator gives Prometheus (on Kubernetes too): printed from the cluster secret.
-    printed = subprocess.run([sys.executable, "-m", "tideway_cli.main", "cluster", "metrics-token"], cwd=REPO_ROOT,
+    printed = subprocess.run([sys.executable, "-m", "tideway_server.cli.main", "cluster", "metrics-token"], cwd=REPO_ROOT,
                              capture_output=True, text=True, check=True).stdout.strip()
     assert printed.startswith("tws_metrics_")
     assert 'tideway_messages_in_total{topic="t2.ledger"} 1.0' in scrape_text(metrics_port, printed)

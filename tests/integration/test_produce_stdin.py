@@ -24,7 +24,7 @@ def test_produce_reads_every_line_of_a_file(broker, tmp_path):
     path = tmp_path / "input.txt"
     path.write_bytes(b"\n".join(lines))
     with open(path, "rb") as stdin:
-        out = subprocess.run([sys.executable, "-m", "tideway_cli.main", "produce", "--bootstrap", broker.bootstrap,
+        out = subprocess.run([sys.executable, "-m", "tideway_server.cli.main", "produce", "--bootstrap", broker.bootstrap,
                               "--topic", "from-file", "--acks", "all"], cwd=REPO_ROOT, stdin=stdin, capture_output=True,
                              timeout=120)
     assert out.returncode == 0 and b"produced 20002 of 20002" in out.stderr, out.stderr
@@ -42,7 +42,7 @@ def test_produce_reads_every_line_of_a_pipe(broker):
 def test_produce_reads_lines_typed_at_a_terminal(broker):
     assert run_cli("topics", "create", "--bootstrap", broker.bootstrap, "from-tty").returncode == 0
     controller, terminal = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "tideway_cli.main", "produce", "--bootstrap", broker.bootstrap,
+    process = subprocess.Popen([sys.executable, "-m", "tideway_server.cli.main", "produce", "--bootstrap", broker.bootstrap,
                                 "--topic", "from-tty"], cwd=REPO_ROOT, stdin=terminal, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env={**os.environ, "TIDEWAY_LOG_LEVEL": "WARNING"})
     os.close(terminal)

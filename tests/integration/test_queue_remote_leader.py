@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tideway_server.brokers.queues.remote_leaders import WATCH_WAIT_MS
 
-from brokers.queues.remote_leaders import WATCH_WAIT_MS
 from tideway.native import Producer, TidewayClient
 from tideway.native.queue import QueueConsumer
 

@@ -5,13 +5,12 @@ pushes CLUSTER_STATE to the brokers itself, exactly as the controller does:
 to their internal listeners, proving the cluster secret.
 """
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.harness.processes import CLUSTER_SECRET_HEX
+from tests.harness.waiting import eventually
 from tideway.native import Consumer, Producer, TidewayClient
 from tideway.native.conn import connect
 from tideway.native.credentials import ClusterPeer
@@ -64,15 +63,6 @@ async def describe(broker) -> m.PartitionDescription:
         return topic.partitions[0]
 
 
-async def wait_for(predicate, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not reached in time")
-
-
 async def consume_values(bootstrap: str, count: int) -> list[bytes]:
     """The first ``count`` values of the partition, read from the earliest offset."""
     consumer = Consumer(bootstrap)
@@ -108,7 +98,8 @@ async def test_acks_all_replicates_to_every_isr_member_byte_for_byte(cluster):
     # acks=all: every ISR member had the records when they were acknowledged.
     for broker in cluster:
         assert (await describe(broker)).log_end_offset == 3000
-    await wait_for(lambda: _all_equal([segment_bytes(b.data_dir) for b in cluster]))
+    await eventually(lambda: _all_equal([segment_bytes(b.data_dir) for b in cluster]), 20, "every replica's bytes equal",
+                     interval_s=0.05)
     async with TidewayClient(cluster[2].bootstrap) as client:  # metadata from a follower names the leader
         assert client.leader_for(TOPIC, 0) == 1 and client.topics[TOPIC][0].isr == [1, 2, 3]
     assert await consume_values(bootstrap, 3000) == values
@@ -156,7 +147,7 @@ async def test_a_returning_leader_truncates_its_unreplicated_tail(cluster):
     async def caught_up() -> bool:
         return (await describe(b1)).log_end_offset == 800 == (await describe(b2)).log_end_offset
 
-    await wait_for(caught_up)
+    await eventually(caught_up, 20, "the old leader truncated and caught up", interval_s=0.05)
     assert "truncating divergent records 500..699" in b1.log_text()
     assert segment_bytes(b1.data_dir) == segment_bytes(b2.data_dir) == segment_bytes(b3.data_dir)
     assert await consume_values(b2.bootstrap, 800) == committed + after

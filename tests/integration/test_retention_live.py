@@ -1,23 +1,14 @@
 """Retention in a running broker deletes whole segments; reads below the start are refused."""
 
-import asyncio
 import time
 
 import pytest
 
+from tests.harness.waiting import eventually
 from tideway.native import Producer, TidewayClient
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey
-
-
-async def wait_until(predicate, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 async def test_retention_by_time_and_size_in_a_live_broker(broker_factory):
@@ -38,7 +29,7 @@ async def test_retention_by_time_and_size_in_a_live_broker(broker_factory):
             (topic,) = await client.describe_topics(["by-time"])
             return topic.partitions[0].log_start_offset > 0
 
-        assert await wait_until(expired)
+        await eventually(expired, 20, "the oldest segment of by-time deleted", interval_s=0.1)
         (by_time,) = await client.describe_topics(["by-time"])
         assert by_time.partitions[0].log_start_offset <= fresh.offset
         (by_size,) = await client.describe_topics(["by-size"])

@@ -2,8 +2,8 @@
 
 import asyncio
 import glob
-import time
 
+from tests.harness.waiting import eventually
 from tests.unit.test_log_integrity import flip_byte_in_batch
 from tideway.native import Producer, TidewayClient
 
@@ -21,9 +21,6 @@ async def test_the_scrubber_wakes_for_its_next_pass_and_finds_damage_done_since_
     (segment,) = glob.glob(str(broker.data_dir / "kept-0" / "*.log"))
     await asyncio.sleep(0.5)  # the first pass has read them (it began at start-up; 20 small batches)
     damaged = flip_byte_in_batch(segment, 5)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and "found by the scrubber" not in broker.log_text():
-        await asyncio.sleep(0.2)
+    await eventually(lambda: "found by the scrubber" in broker.log_text(), 15, "the scrubber finding the damaged batch")
     log_text = broker.log_text()
-    assert "found by the scrubber" in log_text
     assert f"the batch at offset {damaged} is damaged (CRC mismatch" in log_text

@@ -16,6 +16,7 @@ import sys
 import time
 
 from tests.harness.processes import REPO_ROOT, free_port, wait_for_port
+from tests.harness.waiting import wait_until
 
 
 def free_port_run(count: int, *, also_plus: tuple[int, ...], avoid: set[int]) -> int:
@@ -54,11 +55,11 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         env.pop(name, None)  # `up` starts its own Redis and makes its own secrets
 
     def cli(*args: str, input_bytes: bytes | None = None, extra_env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tideway_cli.main", *args], cwd=REPO_ROOT, input=input_bytes,
+        return subprocess.run([sys.executable, "-m", "tideway_server.cli.main", *args], cwd=REPO_ROOT, input=input_bytes,
                               capture_output=True, timeout=120, env={**env, "TIDEWAY_LOG_LEVEL": "WARNING", **(extra_env or {})})
 
     up = subprocess.Popen(
-        [sys.executable, "-m", "tideway_cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first),
+        [sys.executable, "-m", "tideway_server.cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first),
          "--api-port", str(api_port), "--redis-port", str(redis_port)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
@@ -70,7 +71,7 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         status = None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            status = subprocess.run([sys.executable, "-m", "tideway_cli.main", "cluster", "status"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+            status = subprocess.run([sys.executable, "-m", "tideway_server.cli.main", "cluster", "status"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
             if status.stdout.count(" alive") == 3:
                 break
             time.sleep(0.3)
@@ -94,7 +95,7 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         # Through a broker instead of $TIDEWAY_HOME: its metadata names the controller.
         operator_key = _operator_key(home)
         status = subprocess.run(
-            [sys.executable, "-m", "tideway_cli.main", "cluster", "status", "--bootstrap", bootstrap.split(",")[1]],
+            [sys.executable, "-m", "tideway_server.cli.main", "cluster", "status", "--bootstrap", bootstrap.split(",")[1]],
             cwd=REPO_ROOT, env={**env, "TIDEWAY_HOME": str(tmp_path / "elsewhere"), "TIDEWAY_API_KEY": operator_key},
             capture_output=True, text=True,
         )
@@ -116,9 +117,7 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         # The REST API serves the demo tenant, whose key `up` printed and saved.
         wait_for_port(api_port, timeout_s=60, process=up)
         saved_key = tmp_path / "home" / "demo-api-key"
-        deadline = time.monotonic() + 60
-        while not saved_key.exists() and time.monotonic() < deadline:  # written once the demo queue exists
-            time.sleep(0.2)
+        wait_until(saved_key.exists, 60, "the demo key saved (once the demo queue exists)", interval_s=0.2)
         key = saved_key.read_text().strip()
         with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
             created = api.post("/api/v1/queues/", json={"name": "jobs", "partitions": 2})
@@ -133,9 +132,11 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
             assert api.post("/api/v1/queues/demo/groups/quickstart/ack", json={"receipts": [received[0]["receipt"]]}).status_code == 200
             # The Celery worker runs jobs (a redrive of an empty dead-letter queue moves nothing).
             job = api.post("/api/v1/queues/demo/dead-letters/redrive", json={}).json()
-            deadline = time.monotonic() + 30
-            while (state := api.get(job["status_url"]).json())["state"] != "SUCCESS" and time.monotonic() < deadline:
-                time.sleep(0.2)
+            def succeeded() -> dict | None:
+                state = api.get(job["status_url"]).json()
+                return state if state["state"] == "SUCCESS" else None
+
+            state = wait_until(succeeded, 30, "the redrive job's success", interval_s=0.2)
             assert state == {"job_id": job["job_id"], "state": "SUCCESS", "moved": 0}
             # No debug pages (DEBUG is off): an unknown URL answers the one JSON error shape.
             missing = api.get("/no/such/page")
@@ -240,7 +241,7 @@ def _pid_listening_on(port: int) -> int | None:
 
 def _operator_key(home) -> str:
     """The operator's service key of the deployment under ``home`` (derived from its cluster secret file)."""
-    from brokers.security.keys import service_key
+    from tideway_server.brokers.security.keys import service_key
 
     return service_key(bytes.fromhex((home / "cluster-secret").read_text().strip()), "operator")
 
@@ -258,7 +259,7 @@ def test_tenant_create_without_a_deployment_refuses_instead_of_making_a_new_data
     """Issue 15: it made a new database under the wrong TIDEWAY_HOME and printed a key that then got 401."""
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "nothing-here")}
     env.pop("DATABASE_URL", None)
-    out = subprocess.run([sys.executable, "-m", "tideway_cli.main", "tenant", "create", "acme"], cwd=REPO_ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "tideway_server.cli.main", "tenant", "create", "acme"], cwd=REPO_ROOT, env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "no deployment at" in out.stderr and "tideway up" in out.stderr
     assert "tw_" not in out.stdout

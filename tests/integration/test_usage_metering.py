@@ -7,7 +7,8 @@ import asyncio
 import json
 import time
 
-from brokers.usage_topic import USAGE_TOPIC
+from tideway_server.brokers.usage_topic import USAGE_TOPIC
+
 from tests.usage_records import read_usage, totals
 from tideway.native import Consumer, Producer, TidewayClient
 from tideway.native.traffic import describe_traffic

@@ -28,6 +28,7 @@ from tests.harness.control_plane import running_control_plane
 from tests.harness.gateway import make_queue
 from tests.harness.monitoring import kill_monitoring_worker, start_monitoring_worker
 from tests.harness.processes import free_port
+from tests.harness.waiting import wait_until
 from tideway.native import GroupConsumer, Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, commit_offsets
 
@@ -119,16 +120,6 @@ def alerting(tmp_path_factory):
                 os.environ[name] = value
 
 
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
-
-
 def _other_group_lagging_everywhere(plane) -> None:
     """A tenant's group 30 records behind on each of 6 partitions (two led by each broker)."""
     _slug, key = plane.create_tenant(plan="team")
@@ -187,7 +178,7 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
 
     asyncio.run(produce_and_read_ten())
     crossed_at = sent_ms[10] / 1000 + THRESHOLD_S  # the first record not consumed is this old from then on
-    firing = _wait(lambda: receiver.of("/hook", "firing"), THRESHOLD_S + 40, "the rule fires")
+    firing = wait_until(lambda: receiver.of("/hook", "firing"), THRESHOLD_S + 40, "the rule fires")
     assert firing[0]["at"] - crossed_at <= LIMIT_S, firing[0]["at"] - crossed_at
     assert firing[0]["at"] >= crossed_at - 1  # not before the condition held
 
@@ -197,7 +188,7 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
         return [d for e in events if e["kind"] == kind for d in e["deliveries"]
                 if d["channel"] == channel and d["status"] == "delivered"]
 
-    _wait(lambda: delivered("hook", "firing"), 20, "the firing delivery recorded")
+    wait_until(lambda: delivered("hook", "firing"), 20, "the firing delivery recorded")
     # The monitoring worker (beat and evaluation) dies between firing and resolving, and comes back.
     kill_monitoring_worker(plane.monitoring)
     plane.monitoring = start_monitoring_worker(plane)
@@ -214,7 +205,7 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
 
     asyncio.run(catch_up())
     recovered_at = time.time()
-    resolved = _wait(lambda: receiver.of("/hook", "resolved"), 60, "the rule resolves")
+    resolved = wait_until(lambda: receiver.of("/hook", "resolved"), 60, "the rule resolves")
     assert resolved[0]["at"] - recovered_at <= LIMIT_S + 5, resolved[0]["at"] - recovered_at  # (+ the worker's start)
     time.sleep(12)  # another evaluation or two: nothing more may arrive
 
@@ -222,13 +213,13 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
     assert [r["type"] for r in hooks] == ["alert.firing", "alert.resolved"], hooks  # exactly one of each
     assert all(r["valid"] for r in receiver.received), receiver.received
     assert len({r["id"] for r in hooks}) == 2
-    _wait(lambda: sorted(s.split(":")[0] for _to, s in plane.mailbox.messages) == ["[Tideway] workers behind is firing",
+    wait_until(lambda: sorted(s.split(":")[0] for _to, s in plane.mailbox.messages) == ["[Tideway] workers behind is firing",
                                                                                   "[Tideway] workers behind is resolved"],
           30, f"two e-mails ({plane.mailbox.messages})")
     assert {to for to, _s in plane.mailbox.messages} == {"ops@example.com"}
 
     # The failing receiver: two 500s, then delivered; every attempt in the API.
-    flaky = _wait(lambda: delivered("flaky", "firing"), 60, "the flaky receiver's firing delivered after retries")
+    flaky = wait_until(lambda: delivered("flaky", "firing"), 60, "the flaky receiver's firing delivered after retries")
     assert [a["status_code"] for a in flaky[0]["attempts"]] == [500, 500, 204], flaky
     with plane.client(key) as api:
         listed = api.get(f"/api/v1/notification-channels/{fail.json()['id']}/deliveries").json()
@@ -248,7 +239,7 @@ def test_a_lag_rule_fires_and_resolves_once_through_a_worker_kill_with_signed_we
 
         from tests.harness.processes import REPO_ROOT
 
-        done = subprocess.run([sys.executable, "-m", "tideway_cli.main", *args, "--api", plane.base_url, "--api-key", key],
+        done = subprocess.run([sys.executable, "-m", "tideway_server.cli.main", *args, "--api", plane.base_url, "--api-key", key],
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout

@@ -17,8 +17,8 @@ test did: draining groups with exact estimates, a group falling behind, stopped 
 from __future__ import annotations
 
 import pytest
+from tideway_server.lag.sampler import QueueRef, sample_cluster
 
-from lag.sampler import QueueRef, sample_cluster
 from tests.harness.processes import OPERATOR_KEY
 from tideway.native import Producer, TidewayClient
 from tideway.native.group import CoordinatorLink, commit_offsets

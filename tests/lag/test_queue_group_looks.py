@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from lag.sampler import QueueRef, sample_cluster
+from tideway_server.lag.sampler import QueueRef, sample_cluster
+
 from tideway.native import Producer, TidewayClient
 from tideway.native.queue import QueueConsumer
 

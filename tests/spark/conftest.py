@@ -5,7 +5,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark_analytics.session import spark_session
+    from tideway_server.spark_analytics.session import spark_session
 
     session = spark_session("local[2]", app="tideway-tests")
     yield session

@@ -109,7 +109,7 @@ async def _more(bootstrap: str) -> None:
 
 
 def test_share_out_gives_each_partition_its_part_of_the_budget():
-    from spark_analytics.source import share_out
+    from tideway_server.spark_analytics.source import share_out
 
     start = {"t": {"0": 0, "1": 100, "2": 5}}
     latest = {"t": {"0": 30, "1": 110, "2": 5}}

@@ -10,8 +10,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from tideway_server.brokers.usage_topic import USAGE_TOPIC
 
-from brokers.usage_topic import USAGE_TOPIC
+from tests.harness.waiting import eventually
 from tests.usage_records import read_usage, totals
 from tideway.native import Consumer, Producer, TidewayClient
 from tideway.native.traffic import describe_traffic
@@ -24,8 +25,8 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
                                                                                settings, tmp_path):
     settings.TIDEWAY_HOME = tmp_path  # the Parquet export goes under it
     from django.core.management import call_command
+    from tideway_server.billing.models import UsageRollup, UsageRun
 
-    from billing.models import UsageRollup, UsageRun
     from tests.harness.console import signup
 
     broker = broker_factory(extra_args=["--usage-storage-interval-s", "1"])
@@ -47,9 +48,10 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
                 seen += sum(len(r) for r in (await consumer.getmany(timeout_ms=2000)).values())
             await consumer.stop()
             counters = (await describe_traffic(client, [topic])).topics[topic]
-            deadline = time.monotonic() + 20
-            while totals(await read_usage(client), topic)["messages_out"] < len(sizes) and time.monotonic() < deadline:
-                await asyncio.sleep(0.5)
+            async def all_reads_metered() -> bool:
+                return totals(await read_usage(client), topic)["messages_out"] >= len(sizes)
+
+            await eventually(all_reads_metered, 20, "the broker's usage flush counting every read", interval_s=0.5)
             return counters
 
     counters = asyncio.run(traffic())
@@ -72,7 +74,7 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
     assert hours["bytes_in"] == counters[1] and hours["bytes_out"] == counters[3]
     assert hours["partition_seconds"] > 0 and hours["storage_byte_seconds"] > 0
     assert figures("day") == hours
-    from tenants.actions import do_create_api_key
+    from tideway_server.tenants.actions import do_create_api_key
 
     key = do_create_api_key(tenant, name="usage", scopes=["consume"], acting="test")[1]
     shown = client.get("/api/v1/usage", {"group_by": "queue"}, HTTP_AUTHORIZATION=f"Bearer {key}").json()
@@ -106,8 +108,9 @@ def test_the_job_rolls_up_exactly_what_was_metered_and_a_rerun_changes_nothing(b
 
 def test_closing_last_month_finalises_every_tenants_invoice_once(spark, settings, tmp_path):
     settings.TIDEWAY_HOME = tmp_path
-    from billing.models import Invoice
-    from billing.tasks import close_last_month
+    from tideway_server.billing.models import Invoice
+    from tideway_server.billing.tasks import close_last_month
+
     from tests.harness.console import signup
 
     _user, tenant = signup("olga")
@@ -125,10 +128,10 @@ def test_usage_reported_after_its_invoice_was_final_becomes_a_correction_on_the_
     month, priced as the difference, once."""
     settings.TIDEWAY_HOME = tmp_path
     from django.core.management import call_command
+    from tideway_server.billing.models import Invoice, InvoiceLine
+    from tideway_server.billing.pricing import finalise_invoice
+    from tideway_server.billing.usage_job import period_bounds
 
-    from billing.models import Invoice, InvoiceLine
-    from billing.pricing import finalise_invoice
-    from billing.usage_job import period_bounds
     from tests.harness.console import signup
 
     broker = broker_factory()
@@ -187,9 +190,9 @@ def test_a_run_reads_usage_written_from_a_day_before_its_period_on(broker_factor
     started), so runs do not grow with the topic's history."""
     settings.TIDEWAY_HOME = tmp_path
     from django.core.management import call_command
+    from tideway_server.billing.models import UsageRollup, UsageRun
+    from tideway_server.billing.usage_job import LOOKBACK_MS, period_bounds
 
-    from billing.models import UsageRollup, UsageRun
-    from billing.usage_job import LOOKBACK_MS, period_bounds
     from tests.harness.console import signup
 
     broker = broker_factory()

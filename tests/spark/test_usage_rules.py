@@ -22,7 +22,7 @@ def _frame(spark, values: list[bytes]):
 
 
 def test_duplicates_and_contained_ranges_count_once_and_every_metric_lands_in_its_hour(spark):
-    from spark_analytics.usage import MALFORMED, usage_rollup
+    from tideway_server.spark_analytics.usage import MALFORMED, usage_rollup
 
     records = [
         _record("broker-1:1:1", T0 + 10, ingress=[["t5.orders", 0, 0, 10, 10, 1000]], egress=[["t5.orders", 4, 400]],

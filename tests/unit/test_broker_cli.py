@@ -2,7 +2,7 @@
 
 import pytest
 
-from tideway_cli.main import build_parser
+from tideway_server.cli.main import build_parser
 
 
 def broker_args(*extra: str):

@@ -5,7 +5,8 @@ import random
 import threading
 import time
 
-from brokers.storage import Log, TopicConfig, cleaner
+from tideway_server.brokers.storage import Log, TopicConfig, cleaner
+
 from tideway.record import BatchBuilder
 from tideway.record.batch import decode_records, iter_batches, validate_batches
 
@@ -121,7 +122,7 @@ def test_reads_during_compaction_see_a_consistent_log(tmp_path):
 
 def test_the_cleaner_reading_from_a_slow_disk_does_not_hold_up_appends_and_reads(tmp_path, monkeypatch):
     """The cleaner reads every segment, the active one too, on a worker thread: the loop must not wait for it."""
-    from brokers.storage.open_files import OpenFiles
+    from tideway_server.brokers.storage.open_files import OpenFiles
 
     config = TopicConfig(segment_bytes=2048, cleanup_policy="compact")
     log = Log.open(str(tmp_path / "t-0"), "t", 0, config, recovery_point=None, open_files=OpenFiles(limit=100))

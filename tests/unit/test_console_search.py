@@ -1,6 +1,6 @@
-"""The message browser's JSON-path filter (webui.browse), on decoded values."""
+"""The message browser's JSON-path filter (gateway.operations.browse), on decoded values."""
 
-from webui.browse import _header_matches, _json_matches
+from tideway_server.gateway.operations.browse import _header_matches, _json_matches
 
 
 def test_a_path_matches_when_the_field_exists_or_equals_the_value():
@@ -19,9 +19,8 @@ def test_values_in_confluents_wire_format_are_decoded_with_the_subjects_schema()
     import json
 
     import fastavro
-
-    from gateway.catalog import QueueInfo
-    from gateway.schemas import SubjectSchemas, _compile, decode
+    from tideway_server.gateway.catalog import QueueInfo
+    from tideway_server.gateway.schemas import SubjectSchemas, _compile, decode
 
     schema_text = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
     compiled = _compile("AVRO", schema_text)
@@ -61,10 +60,9 @@ enum Status { NEW = 0; PAID = 1; }
 
 def test_protobuf_values_are_decoded_with_the_message_type_their_indexes_name():
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
-
-    from gateway.catalog import QueueInfo
-    from gateway.schemas import SubjectSchemas, _compile, decode
-    from registry.protobuf_reader import read_message_indexes
+    from tideway_server.gateway.catalog import QueueInfo
+    from tideway_server.gateway.schemas import SubjectSchemas, _compile, decode
+    from tideway_server.registry.protobuf_reader import read_message_indexes
 
     compiled = _compile("PROTOBUF", PROTO)
     assert compiled.reader is not None
@@ -98,7 +96,7 @@ def test_protobuf_values_are_decoded_with_the_message_type_their_indexes_name():
 
 
 def test_a_protobuf_schema_the_reader_cannot_load_still_checks_ids():
-    from gateway.schemas import _compile
+    from tideway_server.gateway.schemas import _compile
 
     compiled = _compile("PROTOBUF", 'syntax = "proto3"; import "other.proto"; message A { other.B b = 1; }')
     assert compiled.schema_type == "PROTOBUF" and compiled.reader is None

@@ -6,7 +6,8 @@ the real search runs against brokers in tests/browser/test_console.py.
 
 import asyncio
 
-from webui import browse, searches
+from tideway_server.gateway.operations import browse
+from tideway_server.webui import searches
 
 
 async def _slow_find(caller, queue, search, progress=None):

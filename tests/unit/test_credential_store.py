@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tideway_server.brokers.security.keys import hash_secret
+from tideway_server.brokers.server import credentials as credentials_module
+from tideway_server.brokers.server.credentials import CredentialStore
 
-from brokers.security.keys import hash_secret
-from brokers.server import credentials as credentials_module
-from brokers.server.credentials import CredentialStore
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 

@@ -7,8 +7,8 @@ import ast
 import re
 
 import pytest
+from tideway_server.controlplane.error_codes import CODES
 
-from controlplane.error_codes import CODES
 from tests.harness.processes import REPO_ROOT
 
 ERROR_CLASSES = {"ActionError", "GatewayError", "error_body"}
@@ -60,8 +60,8 @@ def test_the_docs_table_is_the_registry():
 
 
 def test_the_error_classes_take_their_status_from_the_registry_and_refuse_unknown_codes():
-    from controlplane.errors import ActionError
-    from gateway.errors import GatewayError
+    from tideway_server.controlplane.errors import ActionError
+    from tideway_server.gateway.errors import GatewayError
 
     quota = ActionError("quota_exceeded", "no")
     assert (quota.status, quota.error_code) == (403, 40301)

@@ -11,7 +11,7 @@ import asyncio
 import time
 from types import SimpleNamespace
 
-from brokers.server.replica_manager import FLUSH_IDLE_CHECK_S, ReplicaManager
+from tideway_server.brokers.server.replica_manager import FLUSH_IDLE_CHECK_S, ReplicaManager
 
 
 class FakeLog:

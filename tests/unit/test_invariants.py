@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from tideway_server.brokers.invariants import InvariantError
+from tideway_server.brokers.queues.share_partition import QueueSettings, SharePartition
+from tideway_server.brokers.replication import Partition
+from tideway_server.brokers.replication.fetcher import ReplicaFetcher
+from tideway_server.brokers.storage import Log, TopicConfig
 
-from brokers.invariants import InvariantError
-from brokers.queues.share_partition import QueueSettings, SharePartition
-from brokers.replication import Partition
-from brokers.replication.fetcher import ReplicaFetcher
-from brokers.storage import Log, TopicConfig
 from tideway.record import BatchBuilder
 
 

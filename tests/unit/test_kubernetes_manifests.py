@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
-from clusters.provisioning import ClusterSpec, KubernetesProvisioner, LocalProvisioner
+from tideway_server.clusters.provisioning import (
+    ClusterSpec,
+    KubernetesProvisioner,
+    LocalProvisioner,
+)
 
 
 def test_three_broker_cluster_manifests():

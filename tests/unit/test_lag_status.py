@@ -1,7 +1,7 @@
 """A group's status and time-to-drain from a window of samples (platform/lag/status.py): the rules as the docs
 state them."""
 
-from lag.status import Sample, group_state, judge_group, partition_state
+from tideway_server.lag.status import Sample, group_state, judge_group, partition_state
 
 
 def _window(positions, ends, ages_ms, *, members=1, in_flight=0, step_ms=1000):

@@ -6,9 +6,9 @@ only the CRC can tell (headers, sizes and offsets all still add up).
 
 
 import pytest
+from tideway_server.brokers.storage import Log, TopicConfig
+from tideway_server.brokers.storage.scrubber import Scrubber
 
-from brokers.storage import Log, TopicConfig
-from brokers.storage.scrubber import Scrubber
 from tests.unit.test_storage import decode_records_all, fill
 from tideway.protocol.errors import StorageError
 from tideway.record.batch import BATCH_HEADER_BYTES, iter_batches, read_header
@@ -58,7 +58,7 @@ def test_segments_read_back_intact_are_not_checked_again_unless_they_change(tmp_
     first.close()
 
     scanned = []
-    from brokers.storage.segment import Segment
+    from tideway_server.brokers.storage.segment import Segment
 
     original = Segment.scan
     monkeypatch.setattr(Segment, "scan", lambda self, *a, **k: scanned.append(self.base_offset) or original(self, *a, **k))

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from tideway_server.brokers.replication import Partition
+from tideway_server.brokers.storage import Log, TopicConfig
 
-from brokers.replication import Partition
-from brokers.storage import Log, TopicConfig
 from tideway.protocol import errors
 from tideway.record import BatchBuilder
 

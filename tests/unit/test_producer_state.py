@@ -3,8 +3,8 @@
 import os
 
 import pytest
+from tideway_server.brokers.storage import Log, TopicConfig
 
-from brokers.storage import Log, TopicConfig
 from tideway.protocol import errors
 from tideway.record import BatchBuilder
 

@@ -9,12 +9,12 @@ stand-in connection records what is written (the whole path: tests/integration/t
 from __future__ import annotations
 
 import msgspec
+from tideway_server.brokers.security.acl import CONSUME, Grant
+from tideway_server.brokers.security.principal import Principal
+from tideway_server.brokers.server.authorizer import Authorizer
+from tideway_server.brokers.server.connection import Listener, Session
+from tideway_server.brokers.server.router import Route, Router
 
-from brokers.security.acl import CONSUME, Grant
-from brokers.security.principal import Principal
-from brokers.server.authorizer import Authorizer
-from brokers.server.connection import Listener, Session
-from brokers.server.router import Route, Router
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey
 

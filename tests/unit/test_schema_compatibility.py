@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from registry.compatibility import InvalidSchema, check, parse
+from tideway_server.registry.compatibility import InvalidSchema, check, parse
 
 
 def avro(*fields) -> str:

@@ -13,9 +13,9 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from tideway_server.brokers.queues.share_partition import QueueSettings, SharePartition
+from tideway_server.brokers.queues.state_log import StateLog, replay
 
-from brokers.queues.share_partition import QueueSettings, SharePartition
-from brokers.queues.state_log import StateLog, replay
 from tideway.protocol.errors import InvalidRecordStateError
 
 KEYS = [None, b"a", b"b", b"c"]

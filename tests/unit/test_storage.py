@@ -6,8 +6,8 @@ import os
 import time
 
 import pytest
+from tideway_server.brokers.storage import Log, LogManager, TopicConfig
 
-from brokers.storage import Log, LogManager, TopicConfig
 from tideway.protocol.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
 from tideway.record import BatchBuilder, decode_records
 from tideway.record.batch import stamp_batch
@@ -269,7 +269,7 @@ def test_a_crash_that_lost_the_latest_epochs_rebuilds_them_from_the_log(tmp_path
 
 
 def test_rolled_segments_files_are_closed_beyond_the_limit_and_reopened_to_read(tmp_path):
-    from brokers.storage.open_files import OpenFiles
+    from tideway_server.brokers.storage.open_files import OpenFiles
 
     files = OpenFiles(limit=3)
     config = TopicConfig(segment_bytes=2048)
@@ -300,8 +300,8 @@ def test_an_fsync_waiting_for_the_disk_does_not_hold_up_appends_and_reads(tmp_pa
     """flush: always fsyncs on a flusher thread while the event loop appends: the loop must not wait for the disk."""
     import threading
 
-    from brokers.storage import segment as segment_module
-    from brokers.storage.open_files import OpenFiles
+    from tideway_server.brokers.storage import segment as segment_module
+    from tideway_server.brokers.storage.open_files import OpenFiles
 
     log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(), recovery_point=None, open_files=OpenFiles(limit=10))
     expected = fill(log, batches=3, per_batch=2)
@@ -336,7 +336,7 @@ def test_an_fsync_waiting_for_the_disk_does_not_hold_up_appends_and_reads(tmp_pa
 
 
 def test_a_follower_truncating_into_a_rolled_segment_writes_to_it_again(tmp_path):
-    from brokers.storage.open_files import OpenFiles
+    from tideway_server.brokers.storage.open_files import OpenFiles
 
     files = OpenFiles(limit=1)
     log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(segment_bytes=2048), recovery_point=None, open_files=files)

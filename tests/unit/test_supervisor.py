@@ -4,7 +4,7 @@ import io
 import subprocess
 import sys
 
-from tideway_cli.supervisor import BACKOFF_MAX_S, HEALTHY_AFTER_S, Supervisor
+from tideway_server.cli.supervisor import BACKOFF_MAX_S, HEALTHY_AFTER_S, Supervisor
 
 
 def _crashing() -> subprocess.Popen:

@@ -1,6 +1,6 @@
 """The broker's traffic counters: per topic since start, per tenant by minute over the last hour."""
 
-from brokers.server.traffic import HISTORY_MINUTES, Traffic, scope_of
+from tideway_server.brokers.server.traffic import HISTORY_MINUTES, Traffic, scope_of
 
 
 class Clock:

@@ -2,8 +2,9 @@
 
 import time
 
-from brokers.server.usage import _count, _read_count
-from brokers.storage import Log, TopicConfig
+from tideway_server.brokers.server.usage import _count, _read_count
+from tideway_server.brokers.storage import Log, TopicConfig
+
 from tideway.record import BatchBuilder
 
 

@@ -9,7 +9,7 @@ from tests.harness.console import signup
 
 @pytest.fixture
 def cluster(db):
-    from clusters.models import Cluster
+    from tideway_server.clusters.models import Cluster
 
     return Cluster.objects.create(name="local")
 

@@ -18,7 +18,7 @@ def _form(**changes) -> dict:
 
 
 def test_a_rule_is_created_with_the_form_and_its_mistakes_are_shown_on_it(client, owner_a, cluster):
-    from alerts.models import AlertRule
+    from tideway_server.alerts.models import AlertRule
 
     user, tenant = owner_a
     make_queue(tenant, cluster, "orders")
@@ -65,8 +65,8 @@ def test_a_private_webhook_address_is_refused_unless_allowed(client, owner_a, mo
 
 
 def test_a_viewer_may_look_but_not_change_and_another_tenant_sees_nothing(client, owner_a, owner_b, cluster):
-    from alerts.actions import do_create_rule
-    from tenants.actions import do_add_member
+    from tideway_server.alerts.actions import do_create_rule
+    from tideway_server.tenants.actions import do_add_member
 
     user_a, tenant_a = owner_a
     make_queue(tenant_a, cluster, "orders")

@@ -24,8 +24,8 @@ def _rows(html: str) -> list[tuple[str, int]]:
 
 
 def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
-    from clusters.models import Cluster
-    from topics.models import Queue
+    from tideway_server.clusters.models import Cluster
+    from tideway_server.topics.models import Queue
 
     user, tenant = owner_a
     topic = f"t{tenant.id}.busy"
@@ -82,8 +82,7 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
 
     async def live_figures() -> list[dict]:
         from django.test import AsyncClient
-
-        from webui import live
+        from tideway_server.webui import live
 
         browser = AsyncClient()
         await browser.aforce_login(user)

@@ -23,9 +23,9 @@ def redis_url(tmp_path, settings):
 
 def _throttle(tenant, times: int, **charge) -> int:
     """Take from the tenant's buckets until refused ``times`` times, as the gateway does; how many calls passed."""
-    from gateway import limits
-    from gateway.auth import Limits
-    from gateway.errors import GatewayError
+    from tideway_server.gateway import limits
+    from tideway_server.gateway.auth import Limits
+    from tideway_server.gateway.errors import GatewayError
 
     class Caller:
         tenant_id = tenant.pk
@@ -67,9 +67,9 @@ def test_the_dashboard_shows_how_often_each_limit_held_the_tenant_back(client, o
 
 
 def test_a_throttled_rule_reads_the_tenant_s_recent_refusals(owner_a, redis_url):
-    from alerts.evaluate import Scope, rule_value
-    from alerts.inputs import recent_throttling
-    from alerts.models import AlertRule
+    from tideway_server.alerts.evaluate import Scope, rule_value
+    from tideway_server.alerts.inputs import recent_throttling
+    from tideway_server.alerts.models import AlertRule
 
     _user, tenant = owner_a
     _throttle(tenant, 4)

@@ -75,7 +75,7 @@ def test_queue_list_searches_sorts_pages_and_answers_htmx_with_rows_only(client,
 
 
 def test_the_create_form_shows_the_apis_validation_messages_and_creates_nothing(client, owner_a, cluster):
-    from topics.models import Queue
+    from tideway_server.topics.models import Queue
 
     signed_in(client, owner_a[0])
     form = client.get("/console/create-queue")
@@ -90,7 +90,7 @@ def test_the_create_form_shows_the_apis_validation_messages_and_creates_nothing(
 
 
 def test_the_edit_form_changes_only_what_may_change_with_the_apis_messages(client, owner_a, cluster):
-    from topics.models import Queue
+    from tideway_server.topics.models import Queue
 
     user, tenant = owner_a
     make_queue(tenant, cluster, "orders", partitions=2, status="ready")
@@ -110,8 +110,8 @@ def test_the_edit_form_changes_only_what_may_change_with_the_apis_messages(clien
 
 
 def test_a_viewer_sees_no_controls_and_a_forged_post_is_refused(client, owner_a, cluster):
-    from tenants.actions import do_add_member
-    from topics.models import Queue
+    from tideway_server.tenants.actions import do_add_member
+    from tideway_server.topics.models import Queue
 
     _, tenant = owner_a
     make_queue(tenant, cluster, "orders")
@@ -130,7 +130,7 @@ def test_a_viewer_sees_no_controls_and_a_forged_post_is_refused(client, owner_a,
 
 
 def test_a_queue_page_shows_partitions_from_the_controller_and_says_when_brokers_do_not_answer(client, owner_a, cluster):
-    from clusters.models import Partition, Topic
+    from tideway_server.clusters.models import Partition, Topic
 
     user, tenant = owner_a
     queue = make_queue(tenant, cluster, "orders", partitions=2)
@@ -147,7 +147,7 @@ def test_a_queue_page_shows_partitions_from_the_controller_and_says_when_brokers
 
 def _console_urls() -> list[str]:
     """Every console route, from the URL conf (a new page is covered without touching this test)."""
-    from webui import urls
+    from tideway_server.webui import urls
 
     out = []
     for pattern in urls.urlpatterns:
@@ -172,7 +172,7 @@ def _console_urls() -> list[str]:
 
 def _alerting(tenant, name: str):
     """A rule and an e-mail channel of ``tenant``, for the walks."""
-    from alerts.actions import do_create_channel, do_create_rule
+    from tideway_server.alerts.actions import do_create_channel, do_create_rule
 
     channel, _ = do_create_channel(tenant, {"name": f"{name}-mail", "kind": "email", "email": "ops@example.com"}, acting="t")
     rule = do_create_rule(tenant, {"name": f"{name}-rule", "metric": "lag", "threshold": 5, "channels": [channel.name]},
@@ -181,16 +181,16 @@ def _alerting(tenant, name: str):
 
 
 def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_a, owner_b, cluster):
-    from tenants.actions import do_create_api_key
-    from topics.models import Queue
+    from tideway_server.tenants.actions import do_create_api_key
+    from tideway_server.topics.models import Queue
 
     _, tenant_a = owner_a
     make_queue(tenant_a, cluster, "secret-orders")
     key_a, _ = do_create_api_key(tenant_a, name="a's key", scopes=["consume"], acting="test")
-    from registry.actions import do_register
+    from tideway_server.registry.actions import do_register
 
     do_register(tenant_a, "secret-orders", text=AVRO_V1, acting="test")
-    from billing.pricing import refresh_invoice
+    from tideway_server.billing.pricing import refresh_invoice
 
     invoice_a = refresh_invoice(tenant_a, "2026-10")
     rule_a, channel_a = _alerting(tenant_a, "secret-orders")
@@ -222,9 +222,9 @@ def test_tenant_b_sees_and_changes_nothing_of_tenant_a_on_any_console_url(owner_
 
 def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
     """Every console URL that takes a POST, as a viewer: refused (403), nothing changed, no audit row."""
-    from tenants.actions import do_add_member, do_create_api_key
-    from tenants.models import AuditEntry
-    from topics.models import Queue
+    from tideway_server.tenants.actions import do_add_member, do_create_api_key
+    from tideway_server.tenants.models import AuditEntry
+    from tideway_server.topics.models import Queue
 
     _, tenant = owner_a
     make_queue(tenant, cluster, "orders")
@@ -249,8 +249,8 @@ def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
 
 
 def test_api_keys_are_shown_once_and_revoked_by_owners_only(client, owner_a):
-    from tenants.actions import do_add_member
-    from tenants.models import ApiKey
+    from tideway_server.tenants.actions import do_add_member
+    from tideway_server.tenants.models import ApiKey
 
     user, tenant = owner_a
     signed_in(client, user)
@@ -293,8 +293,7 @@ def test_members_are_managed_by_owners_and_every_change_is_in_the_audit_log(clie
 
 def test_operator_pages_are_for_staff_only(client, owner_a, owner_b, cluster):
     from django.contrib.auth import get_user_model
-
-    from clusters.models import Broker, Partition, Topic
+    from tideway_server.clusters.models import Broker, Partition, Topic
 
     _, tenant = owner_a
     make_queue(tenant, cluster, "orders")
@@ -314,8 +313,8 @@ def test_operator_pages_are_for_staff_only(client, owner_a, owner_b, cluster):
 
 
 def test_message_export_can_be_turned_off_for_the_tenant_by_its_owners(client, owner_a, cluster):
-    from tenants.actions import do_add_member
-    from tenants.models import AuditEntry
+    from tideway_server.tenants.actions import do_add_member
+    from tideway_server.tenants.models import AuditEntry
 
     user, tenant = owner_a
     make_queue(tenant, cluster, "orders")
@@ -332,9 +331,9 @@ def test_message_export_can_be_turned_off_for_the_tenant_by_its_owners(client, o
 
 
 def test_schemas_show_versions_a_diff_and_check_a_new_version_before_registering(client, owner_a):
-    from registry.actions import do_register
-    from registry.models import SubjectVersion
-    from tenants.actions import do_add_member
+    from tideway_server.registry.actions import do_register
+    from tideway_server.registry.models import SubjectVersion
+    from tideway_server.tenants.actions import do_add_member
 
     user, tenant = owner_a
     do_register(tenant, "orders-value", text=AVRO_V1, acting="test")
@@ -358,9 +357,8 @@ def test_schemas_show_versions_a_diff_and_check_a_new_version_before_registering
 def test_an_operator_suspends_a_tenant_and_its_members_and_keys_are_refused_until_resumed(client, owner_a, owner_b):
     from django.contrib.auth import get_user_model
     from rest_framework.exceptions import AuthenticationFailed
-
-    from controlplane.api.auth import principal_for_key
-    from tenants.actions import do_create_api_key
+    from tideway_server.controlplane.api.auth import principal_for_key
+    from tideway_server.tenants.actions import do_create_api_key
 
     user, tenant = owner_a
     _, key = do_create_api_key(tenant, name="ci", scopes=["consume"], acting="test")

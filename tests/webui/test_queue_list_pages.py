@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _key(tenant, **kwargs) -> str:
-    from tenants.actions import do_create_api_key
+    from tideway_server.tenants.actions import do_create_api_key
 
     return do_create_api_key(tenant, name="lister", scopes=["manage"], acting="test", **kwargs)[1]
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 from django.http import Http404, HttpResponseForbidden
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
-
-from controlplane.errors import ActionError
-from webui.access import member_page
-from webui.render import page
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui.access import member_page
+from tideway_server.webui.render import page
 
 COMPARATORS = (">", ">=", "<", "<=")
 
@@ -44,9 +43,9 @@ def _rule_form(post) -> dict:
 
 @member_page()
 def alerts(request):
-    from alerts.actions import channel_json, do_create_rule, rule_json
-    from alerts.models import METRICS, MISSING_DATA, AlertRule, NotificationChannel
-    from topics.models import Queue
+    from tideway_server.alerts.actions import channel_json, do_create_rule, rule_json
+    from tideway_server.alerts.models import METRICS, MISSING_DATA, AlertRule, NotificationChannel
+    from tideway_server.topics.models import Queue
 
     tenant = request.principal.tenant
     error = request.session.pop("channel_error", "")
@@ -69,7 +68,7 @@ def alerts(request):
 
 
 def _rule(request, rule_id: int):
-    from alerts.models import AlertRule
+    from tideway_server.alerts.models import AlertRule
 
     rule = AlertRule.objects.filter(tenant=request.principal.tenant, pk=rule_id).prefetch_related("channels").first()
     if rule is None:
@@ -81,7 +80,7 @@ def _rule(request, rule_id: int):
 def alert_detail(request, rule_id: str):
     from datetime import UTC, datetime, timedelta
 
-    from alerts.actions import do_delete_rule, do_update_rule, event_json, rule_json
+    from tideway_server.alerts.actions import do_delete_rule, do_update_rule, event_json, rule_json
 
     rule = _rule(request, int(rule_id))
     error = ""
@@ -112,7 +111,7 @@ def alert_detail(request, rule_id: str):
 @require_POST
 @member_page()
 def channel_create(request):
-    from alerts.actions import do_create_channel
+    from tideway_server.alerts.actions import do_create_channel
 
     if not _may_change(request):
         return HttpResponseForbidden("creating channels needs the manage scope")
@@ -129,7 +128,7 @@ def channel_create(request):
 
 
 def _channel(request, channel_id: str):
-    from alerts.models import NotificationChannel
+    from tideway_server.alerts.models import NotificationChannel
 
     channel = NotificationChannel.objects.filter(tenant=request.principal.tenant, pk=int(channel_id)).select_related("tenant").first()
     if channel is None:
@@ -140,7 +139,7 @@ def _channel(request, channel_id: str):
 @require_POST
 @member_page()
 def channel_action(request, channel_id: str, action: str):
-    from alerts.actions import do_delete_channel, do_rotate_secret, do_test_channel
+    from tideway_server.alerts.actions import do_delete_channel, do_rotate_secret, do_test_channel
 
     if not _may_change(request):
         return HttpResponseForbidden("changing channels needs the manage scope")
@@ -163,8 +162,8 @@ def channel_action(request, channel_id: str, action: str):
 @require_safe
 @member_page()
 def channel_deliveries(request, channel_id: str):
-    from alerts.actions import channel_json, delivery_json
-    from alerts.models import Delivery
+    from tideway_server.alerts.actions import channel_json, delivery_json
+    from tideway_server.alerts.models import Delivery
 
     channel = _channel(request, channel_id)
     rows = Delivery.objects.filter(channel=channel).select_related("channel").order_by("-created")[:200]
@@ -176,10 +175,10 @@ def channel_deliveries(request, channel_id: str):
 @member_page()
 def preview(request):
     """The metric's values now (from the latest looks) and over the last hour (minute rollups), for the create form."""
-    from alerts.evaluate import Scope, rule_value
-    from alerts.inputs import live_samples, recent_throttling
-    from alerts.models import METRICS, AlertRule
-    from lag.models import LagRollup
+    from tideway_server.alerts.evaluate import Scope, rule_value
+    from tideway_server.alerts.inputs import live_samples, recent_throttling
+    from tideway_server.alerts.models import METRICS, AlertRule
+    from tideway_server.lag.models import LagRollup
 
     metric = request.GET.get("metric", "lag_seconds")
     if metric not in METRICS:
@@ -189,7 +188,7 @@ def preview(request):
                       comparator=">", threshold=0)
     import time
 
-    from topics.actions import quota_use
+    from tideway_server.topics.actions import quota_use
 
     now = rule_value(probe, Scope(live_samples([tenant.pk]).get(tenant.pk, {})), int(time.time() * 1000), 60_000,
                      quota_percent=lambda: max(q["percent"] for q in quota_use(tenant)),

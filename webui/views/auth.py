@@ -9,10 +9,9 @@ from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
-
-from controlplane.errors import ActionError
-from webui import throttle
-from webui.access import SESSION_TENANT, memberships
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui import throttle
+from tideway_server.webui.access import SESSION_TENANT, memberships
 
 
 class SigninForm(forms.Form):
@@ -57,7 +56,7 @@ def signin(request):
 
 
 def signup(request):
-    from tenants.actions import do_signup
+    from tideway_server.tenants.actions import do_signup
 
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

@@ -7,18 +7,17 @@ from datetime import UTC, datetime
 
 from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_safe
-
-from controlplane.errors import ActionError
-from webui.access import member_page
-from webui.render import page
-from webui.views.operators import operator_page
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui.access import member_page
+from tideway_server.webui.render import page
+from tideway_server.webui.views.operators import operator_page
 
 
 @require_safe
 @member_page()
 def usage(request):
-    from billing.usage import usage as tenant_usage
-    from topics.actions import quota_use
+    from tideway_server.billing.usage import usage as tenant_usage
+    from tideway_server.topics.actions import quota_use
 
     tenant = request.principal.tenant
     get = request.GET
@@ -41,7 +40,7 @@ def usage(request):
 
 
 def _invoice(request, invoice_id: int):
-    from billing.models import Invoice
+    from tideway_server.billing.models import Invoice
 
     invoice = Invoice.objects.filter(tenant=request.principal.tenant, pk=invoice_id).select_related("tenant").first()
     if invoice is None:
@@ -52,7 +51,7 @@ def _invoice(request, invoice_id: int):
 @require_safe
 @member_page()
 def invoices(request):
-    from billing.models import Invoice
+    from tideway_server.billing.models import Invoice
 
     rows = Invoice.objects.filter(tenant=request.principal.tenant).order_by("-period")
     return page(request, "invoices.html", {"invoices": rows})
@@ -67,7 +66,7 @@ def invoice(request, invoice_id: int):
 @require_safe
 @member_page()
 def invoice_csv(request, invoice_id: int):
-    from billing.invoices import invoice_csv as as_csv
+    from tideway_server.billing.invoices import invoice_csv as as_csv
 
     found = _invoice(request, invoice_id)
     answer = HttpResponse(as_csv(found), content_type="text/csv")
@@ -78,7 +77,7 @@ def invoice_csv(request, invoice_id: int):
 @require_safe
 @operator_page
 def revenue(request):
-    from billing.models import Invoice
+    from tideway_server.billing.models import Invoice
 
     period = request.GET.get("period") or datetime.now(UTC).strftime("%Y-%m")
     rows = Invoice.objects.filter(period=period).select_related("tenant", "tenant__plan").order_by("-total_cents")

@@ -4,9 +4,8 @@ quota use, how often the plan's rate limits held the tenant back, and recent aud
 from __future__ import annotations
 
 from django.views.decorators.http import require_safe
-
-from webui.access import member_page
-from webui.render import page
+from tideway_server.webui.access import member_page
+from tideway_server.webui.render import page
 
 BEHIND_QUEUES_MAX = 25  # queues looked at for "furthest behind" (each asks the brokers about its groups)
 BEHIND_SHOWN = 10
@@ -16,8 +15,8 @@ DEAD_LETTER_QUEUES_MAX = 100  # queue-mode queues looked at for dead letters (mo
 @require_safe
 @member_page()
 def dashboard(request):
-    from tenants.models import AuditEntry
-    from topics.actions import quota_use
+    from tideway_server.tenants.models import AuditEntry
+    from tideway_server.topics.actions import quota_use
 
     tenant = request.principal.tenant
     plan = tenant.plan
@@ -31,9 +30,9 @@ def dashboard(request):
 @member_page(scope="consume")
 def behind(request):
     """The groups furthest behind, in seconds, over the tenant's most recently changed queues (HTMX loads it)."""
-    from topics.models import Queue
-    from webui import data
-    from webui.groups import groups_of
+    from tideway_server.topics.models import Queue
+    from tideway_server.webui import data
+    from tideway_server.webui.groups import groups_of
 
     rows, error = [], ""
     names = Queue.objects.filter(tenant=request.principal.tenant, status="ready").order_by("-updated") \
@@ -59,25 +58,20 @@ def behind(request):
 def traffic(request):
     """The tenant's messages and bytes in and out, minute by minute over the last hour (JSON for the chart)."""
     from django.http import JsonResponse
-
-    from clusters.admin import bootstrap_of
-    from clusters.models import Cluster
-    from webui import data
-    from webui.traffic import tenant_last_hour
+    from tideway_server.gateway.operations.traffic import tenant_bootstraps, tenant_last_hour
+    from tideway_server.webui import data
 
     tenant = request.principal.tenant
-    clusters = Cluster.objects.filter(queues__tenant=tenant).distinct()
-    bootstraps = sorted({bootstrap_of(cluster) for cluster in clusters})
-    return JsonResponse(data.run(tenant_last_hour, tenant.pk, bootstraps))
+    return JsonResponse(data.run(tenant_last_hour, tenant.pk, tenant_bootstraps(tenant.pk)))
 
 
 @require_safe
 @member_page(scope="consume")
 def dead_letter_totals(request):
     """Dead letters waiting, per queue and in all, over the tenant's most recently changed queue-mode queues."""
-    from gateway import operations
-    from topics.models import Queue
-    from webui import data
+    from tideway_server.gateway import operations
+    from tideway_server.topics.models import Queue
+    from tideway_server.webui import data
 
     rows, error = [], ""
     names = Queue.objects.filter(tenant=request.principal.tenant, status="ready", mode="queue").order_by("-updated") \
@@ -101,20 +95,15 @@ def dead_letter_totals(request):
 @member_page()
 def throttling(request):
     """The plan's rate limits and how often each held the tenant back: the last minute, hour and day (from Redis)."""
-    import redis
-    from django.conf import settings
-
-    from gateway.limits import throttled_counts
+    from tideway_server.gateway.errors import GatewayError
+    from tideway_server.gateway.operations.traffic import tenant_throttling
 
     plan = request.principal.tenant.plan
     error, counts = "", None
-    connection = redis.Redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
     try:
-        counts = throttled_counts(connection, [request.principal.tenant.pk])[request.principal.tenant.pk]
-    except (redis.RedisError, OSError) as exc:
-        error = f"the rate limiter (Redis) did not answer: {exc}"
-    finally:
-        connection.close()
+        counts = tenant_throttling(request.principal.tenant.pk)
+    except GatewayError as exc:
+        error = exc.message
     rates = {"requests": f"{plan.max_requests_per_s:,} requests/s",
              "publish_bytes": f"{plan.max_publish_bytes_per_s / (1 << 20):,.0f} MiB/s published",
              "consume_bytes": f"{plan.max_consume_bytes_per_s / (1 << 20):,.0f} MiB/s consumed"}

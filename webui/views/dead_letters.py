@@ -6,12 +6,11 @@ from urllib.parse import urlencode
 
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
-
-from gateway import operations
-from gateway.errors import GatewayError
-from webui import data
-from webui.access import member_page
-from webui.render import page
+from tideway_server.gateway import operations
+from tideway_server.gateway.errors import GatewayError
+from tideway_server.webui import data
+from tideway_server.webui.access import member_page
+from tideway_server.webui.render import page
 
 LIST_MAX = 500
 
@@ -84,17 +83,11 @@ def redrive_job(request, name: str, job_id: str):
     from celery.result import AsyncResult
 
     info = data.queue_info(request.principal, name)
-    exists = data.run(_job_exists, info.id, job_id)
+    exists = data.run(operations.redrive_job_exists, info.id, job_id)
     result = AsyncResult(job_id) if exists else None
     return page(request, "dead_letters.html", {"queue": info, "job": job_id, "result": result,
                                                "moved": result.result.get("moved") if result is not None and result.successful() else None},
                 partial="redrive_job.html")
-
-
-async def _job_exists(queue_id: int, job_id: str) -> bool:
-    from gateway import limits
-
-    return bool(await limits.connection().exists(operations.redrive_job_key(queue_id, job_id)))
 
 
 @member_page(scope="manage")

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from django.http import Http404
 from django.shortcuts import redirect
-
-from controlplane.errors import ActionError
-from webui.access import may_manage_members, member_page
-from webui.render import page
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui.access import may_manage_members, member_page
+from tideway_server.webui.render import page
 
 SCOPES = ("produce", "consume", "manage")
 
 
 @member_page(scope="manage", managers_only=True)
 def keys(request):
-    from tenants.actions import do_create_api_key
-    from tenants.models import ApiKey
+    from tideway_server.tenants.actions import do_create_api_key
+    from tideway_server.tenants.models import ApiKey
 
     tenant = request.principal.tenant
     created, error = None, ""
@@ -41,8 +40,8 @@ def keys(request):
 
 @member_page(scope="manage", managers_only=True)
 def revoke(request, prefix: str):
-    from tenants.actions import do_revoke_api_key
-    from tenants.models import ApiKey
+    from tideway_server.tenants.actions import do_revoke_api_key
+    from tideway_server.tenants.models import ApiKey
 
     if request.method != "POST":
         return redirect("/console/keys")

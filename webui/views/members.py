@@ -7,10 +7,9 @@ import csv
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.views.decorators.http import require_safe
-
-from controlplane.errors import ActionError
-from webui.access import may_manage_members, member_page
-from webui.render import page
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui.access import may_manage_members, member_page
+from tideway_server.webui.render import page
 
 ROLES = ("owner", "admin", "developer", "viewer")
 AUDIT_PAGE = 100
@@ -19,8 +18,8 @@ EXPORT_MAX = 10_000
 
 @member_page(managers_only=True)
 def members(request):
-    from tenants.actions import do_add_member, do_change_role, do_remove_member
-    from tenants.models import Membership
+    from tideway_server.tenants.actions import do_add_member, do_change_role, do_remove_member
+    from tideway_server.tenants.models import Membership
 
     tenant = request.principal.tenant
     error = notice = ""
@@ -59,7 +58,7 @@ def members(request):
 @member_page(managers_only=True)
 def settings(request):
     """Tenant settings the console owns: whether members may export messages."""
-    from tenants.actions import do_set_message_export
+    from tideway_server.tenants.actions import do_set_message_export
 
     tenant = request.principal.tenant
     saved = False
@@ -71,7 +70,7 @@ def settings(request):
 
 
 def _audit_rows(request):
-    from tenants.models import AuditEntry
+    from tideway_server.tenants.models import AuditEntry
 
     rows = AuditEntry.objects.filter(tenant=request.principal.tenant).order_by("-created", "-id")
     action = request.GET.get("action", "").strip()

@@ -11,13 +11,12 @@ from urllib.parse import urlencode
 from django.http import HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
-
-from gateway.errors import GatewayError
-from gateway.publishing import publish
-from gateway.wire import OutgoingMessage
-from webui import browse, data, searches
-from webui.access import member_page
-from webui.render import page
+from tideway_server.gateway.errors import GatewayError
+from tideway_server.gateway.operations import browse
+from tideway_server.gateway.publishing import OutgoingMessage, publish
+from tideway_server.webui import data, searches
+from tideway_server.webui.access import member_page
+from tideway_server.webui.render import page
 
 COUNT_MAX = 500
 
@@ -116,7 +115,7 @@ def search_job(request, name: str, job_id: str):
 @member_page(scope="consume")
 def export(request, name: str):
     """The messages the browser shows for these search parameters, as JSON or CSV (unless the tenant turned it off)."""
-    from tenants import audit
+    from tideway_server.tenants import audit
 
     tenant = request.principal.tenant
     if not tenant.message_export:

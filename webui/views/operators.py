@@ -8,9 +8,8 @@ from django.db.models import Count, F, Q, Sum
 from django.http import HttpResponseForbidden
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
-
-from webui.access import console_principal
-from webui.render import page
+from tideway_server.webui.access import console_principal
+from tideway_server.webui.render import page
 
 
 def operator_page(view):
@@ -29,7 +28,7 @@ def operator_page(view):
 @require_safe
 @operator_page
 def clusters(request):
-    from clusters.models import Broker, Cluster, Partition
+    from tideway_server.clusters.models import Broker, Cluster, Partition
 
     rows = []
     for cluster in Cluster.objects.order_by("name"):
@@ -44,7 +43,7 @@ def clusters(request):
 @require_safe
 @operator_page
 def tenants(request):
-    from tenants.models import Tenant
+    from tideway_server.tenants.models import Tenant
 
     rows = (Tenant.objects.select_related("plan").order_by("slug")
             .annotate(queue_count=Count("queues", distinct=True), partition_total=Sum("queues__partitions"),
@@ -57,9 +56,8 @@ def tenants(request):
 def suspend(request, slug: str):
     """Suspend or resume a tenant (POST ``suspended`` = 1 or 0)."""
     from django.http import Http404
-
-    from tenants.actions import do_suspend_tenant
-    from tenants.models import Tenant
+    from tideway_server.tenants.actions import do_suspend_tenant
+    from tideway_server.tenants.models import Tenant
 
     if request.method != "POST":
         return redirect("/console/operator/tenants")
@@ -73,6 +71,6 @@ def suspend(request, slug: str):
 @require_safe
 @operator_page
 def plans(request):
-    from tenants.models import Plan
+    from tideway_server.tenants.models import Plan
 
     return page(request, "operator_plans.html", {"plans": Plan.objects.order_by("monthly_price_cents")})

@@ -12,10 +12,9 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
-
-from controlplane.errors import ActionError
-from webui.access import member_page
-from webui.render import page
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui.access import member_page
+from tideway_server.webui.render import page
 
 PAGE_SIZE = 50
 SORTS = {"name": "name", "-name": "-name", "created": "created", "-created": "-created",
@@ -28,7 +27,7 @@ BOOLEAN_FIELDS = {"compaction", "fifo"}
 
 
 def _queue(request, name: str):
-    from topics.models import Queue
+    from tideway_server.topics.models import Queue
 
     queue = Queue.objects.filter(tenant=request.principal.tenant, name=name).select_related("cluster").first()
     if queue is None or not request.principal.may_touch(name):
@@ -39,7 +38,7 @@ def _queue(request, name: str):
 @require_safe
 @member_page()
 def queue_list(request):
-    from topics.models import Queue
+    from tideway_server.topics.models import Queue
 
     search = request.GET.get("q", "").strip()
     sort = SORTS.get(request.GET.get("sort", "name"), "name")
@@ -54,8 +53,8 @@ def queue_list(request):
 
 @member_page(scope="manage")
 def queue_create(request):
-    from topics import actions
-    from topics.api.serializers import QueueSerializer
+    from tideway_server.topics import actions
+    from tideway_server.topics.api.serializers import QueueSerializer
 
     values = {"mode": "queue", "partitions": "3", "replication_factor": "3"}
     errors: dict[str, list[str]] = {}
@@ -85,8 +84,8 @@ EDITABLE = ["partitions", "retention_ms", "retention_bytes", "compaction", "max_
 @member_page(scope="manage")
 def queue_edit(request, name: str):
     """Change what may change, through the API's serializer and the control plane's action (same checks, same audit)."""
-    from topics import actions
-    from topics.api.serializers import QueueSerializer, QueueUpdateSerializer
+    from tideway_server.topics import actions
+    from tideway_server.topics.api.serializers import QueueSerializer, QueueUpdateSerializer
 
     queue = _queue(request, name)
     values = {field: value for field, value in QueueSerializer(queue).data.items() if field in FIELDS}
@@ -115,7 +114,7 @@ def queue_edit(request, name: str):
 @require_safe
 @member_page()
 def queue_detail(request, name: str):
-    from topics.api.serializers import QueueSerializer
+    from tideway_server.topics.api.serializers import QueueSerializer
 
     queue = _queue(request, name)
     settings = QueueSerializer(queue).data
@@ -127,8 +126,8 @@ def queue_detail(request, name: str):
 def queue_groups(request, name: str):
     """One page of the queue's consumer groups, furthest behind first, with lag and time-to-drain (HTMX refreshes it;
     ``q`` searches the names, ``page`` picks the page)."""
-    from webui import data
-    from webui.groups import GroupPage, groups_of
+    from tideway_server.webui import data
+    from tideway_server.webui.groups import GroupPage, groups_of
 
     info = data.queue_info(request.principal, name)
     search = request.GET.get("q", "").strip()[:100]
@@ -149,9 +148,9 @@ def queue_groups(request, name: str):
 @member_page(scope="consume")
 def group_detail(request, name: str, group: str):
     """One group on one queue: its members and their partitions, and per partition its position and lag."""
-    from gateway import operations
-    from gateway.errors import GatewayError
-    from webui import data
+    from tideway_server.gateway import operations
+    from tideway_server.gateway.errors import GatewayError
+    from tideway_server.webui import data
 
     info = data.queue_info(request.principal, name)
     kind = request.GET.get("kind") or ("queue" if info.is_queue else "stream")
@@ -174,7 +173,7 @@ LAG_RANGES = {"hour": "minute", "2days": "hour", "90days": "day"}
 
 def _lag_history(request, info, group: str, kind: str) -> dict:
     """The group's status, time-to-drain and lag over a range (the consumer_lag job's; lag.history)."""
-    from lag.history import group_lag
+    from tideway_server.lag.history import group_lag
 
     span = request.GET.get("range", "hour")
     step = LAG_RANGES.get(span, "minute")
@@ -188,13 +187,13 @@ def _lag_history(request, info, group: str, kind: str) -> dict:
 
 @member_page(scope="consume")
 def group_reset(request, name: str, group: str):
-    """Move a stream group with no members to the earliest, the latest, an offset or a time (gateway.operations.seek)."""
+    """Move a stream group with no members to the earliest, the latest, an offset or a time
+    (gateway.operations.groups.reset_idle_group)."""
     from datetime import UTC, datetime
 
-    from gateway import operations, pool
-    from gateway.errors import GatewayError
-    from tideway.native.group import describe_group
-    from webui import data
+    from tideway_server.gateway.errors import GatewayError
+    from tideway_server.gateway.operations.groups import reset_idle_group
+    from tideway_server.webui import data
 
     if request.method != "POST":
         return redirect(f"/console/queues/{name}")
@@ -216,16 +215,8 @@ def group_reset(request, name: str, group: str):
         return page(request, "group_reset.html", {"queue": info, "group": group, "error": "give an offset or a time (UTC)"},
                     status=400)
 
-    async def reset() -> dict[int, int]:
-        client = await pool.client(info.bootstrap)
-        described = await describe_group(client, operations.broker_group(caller, group, "stream"), "stream")
-        if described.members:
-            raise GatewayError("group_busy", f"group {group!r} has {len(described.members)} member(s): stop its consumers "
-                               "before moving its positions")
-        return await operations.seek(caller, info, group, **kwargs)
-
     try:
-        positions = data.run(reset)
+        positions = data.run(reset_idle_group, caller, info, group, **kwargs)
     except GatewayError as exc:
         return page(request, "group_reset.html", {"queue": info, "group": group, "error": data.refusal(exc)}, status=exc.status)
     return page(request, "group_reset.html", {"queue": info, "group": group, "positions": sorted(positions.items())})
@@ -237,7 +228,7 @@ def queue_counters(request, name: str):
     """The queue's traffic counters since the brokers started (messages and bytes in and out), with the server's
     time, as server-sent events: one a second for ``live.STREAM_S`` (the browser's EventSource then reconnects,
     which checks the member again)."""
-    from webui import data, live
+    from tideway_server.webui import data, live
 
     info = data.queue_info(request.principal, name)
     return live.counter_events(info, request.user.pk)
@@ -256,12 +247,12 @@ UNKNOWN_STATE = {"first": None, "high_watermark": None, "log_end": None, "size_b
 
 def partition_table(queue) -> dict:
     """Leader, replicas and ISR from the controller's records; offsets and sizes from the leaders (when they answer)."""
-    from clusters.admin import partition_states
-    from clusters.models import Partition
+    from tideway_server.clusters.models import Partition
+    from tideway_server.topics.actions import partition_states
 
     rows = list(Partition.objects.filter(topic__cluster=queue.cluster, topic__name=queue.broker_topic).order_by("index"))
     try:
-        states = partition_states(queue.cluster, queue.broker_topic)
+        states = partition_states(queue)
         error = "" if len(states) >= len(rows) else "some partitions have no leader that answered"
     except Exception as exc:  # noqa: BLE001 - the page shows what it knows and says why the rest is missing
         states, error = {}, f"the brokers did not answer: {exc}"
@@ -273,7 +264,7 @@ def partition_table(queue) -> dict:
 
 @member_page(scope="manage")
 def queue_delete(request, name: str):
-    from topics import actions
+    from tideway_server.topics import actions
 
     queue = _queue(request, name)
     error = ""

@@ -9,10 +9,9 @@ import json
 from django.db.models import Count, Max
 from django.http import Http404
 from django.views.decorators.http import require_safe
-
-from controlplane.errors import ActionError
-from webui.access import member_page
-from webui.render import page
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui.access import member_page
+from tideway_server.webui.render import page
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")
 
@@ -27,8 +26,8 @@ def _pretty(text: str) -> list[str]:
 @require_safe
 @member_page()
 def subjects(request):
-    from registry.actions import level_for
-    from registry.models import SubjectVersion
+    from tideway_server.registry.actions import level_for
+    from tideway_server.registry.models import SubjectVersion
 
     rows = (SubjectVersion.objects.filter(tenant=request.principal.tenant, deleted=False).values("subject")
             .annotate(versions=Count("id"), latest=Max("version")).order_by("subject"))
@@ -38,8 +37,8 @@ def subjects(request):
 
 @member_page()
 def subject(request, subject: str):
-    from registry import compatibility
-    from registry.actions import (
+    from tideway_server.registry import compatibility
+    from tideway_server.registry.actions import (
         do_register,
         do_set_level,
         incompatibilities,

@@ -32,13 +32,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options["job"] == "consumer_lag":
-            from lag.job import run_consumer_lag
+            from tideway_server.lag.job import run_consumer_lag
 
             summary = run_consumer_lag(master=options["master"], bootstrap=options["bootstrap"],
                                        progress=lambda line: self.stderr.write(line))
             self.stdout.write(json.dumps(summary))
             return
-        from billing.usage_job import run_usage_billing
+        from tideway_server.billing.usage_job import run_usage_billing
 
         try:
             summary = run_usage_billing(options["period"], master=options["master"], bootstrap=options["bootstrap"],
@@ -46,8 +46,8 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if options["invoices"]:
-            from billing.pricing import refresh_invoice
-            from tenants.models import Tenant
+            from tideway_server.billing.pricing import refresh_invoice
+            from tideway_server.tenants.models import Tenant
 
             invoices = [refresh_invoice(tenant, options["period"]) for tenant in Tenant.objects.select_related("plan")]
             summary["invoices"] = len(invoices)

@@ -1,6 +1,5 @@
 from django.urls import path
-
-from alerts.api import views
+from tideway_server.alerts.api import views
 
 urlpatterns = [
     path("alerts/", views.RuleListView.as_view()),

@@ -7,10 +7,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from alerts import actions
-from alerts.models import AlertRule, Delivery, NotificationChannel
-from controlplane.api.errors import not_found
+from tideway_server.alerts import actions
+from tideway_server.alerts.models import AlertRule, Delivery, NotificationChannel
+from tideway_server.controlplane.api.errors import not_found
 
 RULES, CHANNELS = ["alerts"], ["notification channels"]
 HISTORY_LIMIT = 200
@@ -18,7 +17,7 @@ HISTORY_LIMIT = 200
 
 def _body(request) -> dict:
     """The JSON object sent (400 when it is anything else)."""
-    from controlplane.errors import ActionError
+    from tideway_server.controlplane.errors import ActionError
 
     if not isinstance(request.data, dict):
         raise ActionError("invalid_request", "the body is a JSON object")

@@ -1,6 +1,5 @@
 from django.urls import path, re_path
-
-from clusters.api import views
+from tideway_server.clusters.api import views
 
 urlpatterns = [
     path("operator/clusters/", views.ClusterListView.as_view()),

@@ -7,13 +7,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from clusters.choices import ProvisionerKind
-from clusters.models import Cluster
-from clusters.provisioning import ClusterSpec, KubernetesProvisioner
-from controlplane.api.errors import not_found
-from controlplane.errors import ActionError
-from tenants import audit
+from tideway_server.clusters.choices import ProvisionerKind
+from tideway_server.clusters.models import Cluster
+from tideway_server.clusters.provisioning import ClusterSpec, KubernetesProvisioner
+from tideway_server.controlplane.api.errors import not_found
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.tenants import audit
 
 TAG = ["operators"]
 
@@ -37,7 +36,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         return value
 
     def get_used_partitions(self, cluster: Cluster) -> int:
-        from topics.placement import used_partitions
+        from tideway_server.topics.placement import used_partitions
 
         return used_partitions(cluster)
 

@@ -20,11 +20,11 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from tideway_server.brokers.storage.config import TopicConfig, altered_settings, validate_topic_name
+from tideway_server.clusters.choices import BrokerState
+from tideway_server.clusters.controller.placement import assign_replicas
+from tideway_server.clusters.models import Broker, Cluster, ControllerLease, Partition, Topic
 
-from brokers.storage.config import TopicConfig, altered_settings, validate_topic_name
-from clusters.choices import BrokerState
-from clusters.controller.placement import assign_replicas
-from clusters.models import Broker, Cluster, ControllerLease, Partition, Topic
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 
@@ -346,7 +346,7 @@ def describe(lease: Lease) -> m.DescribeClusterResponse:
 
 def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
     """What a broker needs to check an API key: its secret's digest, tenant, scopes, patterns, revocation."""
-    from tenants.models import ApiKey
+    from tideway_server.tenants.models import ApiKey
 
     row = (ApiKey.objects.filter(prefix=prefix).select_related("tenant__plan")
            .only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at", "tenant__suspended_at",

@@ -40,13 +40,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from brokers.server.authentication import Authenticator
-from brokers.server.authorizer import Authorizer
-from brokers.server.connection import BrokerConnection, Listener
-from brokers.server.limits import ConnectionLimits, ConnectionRegistry
-from brokers.server.router import Route, Router
-from clusters.controller import actions
-from clusters.controller.actions import Lease, LostLease
+from tideway_server.brokers.server.authentication import Authenticator
+from tideway_server.brokers.server.authorizer import Authorizer
+from tideway_server.brokers.server.connection import BrokerConnection, Listener
+from tideway_server.brokers.server.limits import ConnectionLimits, ConnectionRegistry
+from tideway_server.brokers.server.router import Route, Router
+from tideway_server.clusters.controller import actions
+from tideway_server.clusters.controller.actions import Lease, LostLease
+
 from tideway.aio import cancel_and_wait
 from tideway.native.conn import Connection, connect
 from tideway.native.credentials import ClusterPeer

@@ -1,6 +1,5 @@
 from django.db import models
-
-from clusters.choices import BrokerState
+from tideway_server.clusters.choices import BrokerState
 
 
 class Broker(models.Model):

@@ -1,6 +1,5 @@
 from django.db import models
-
-from clusters.choices import ProvisionerKind
+from tideway_server.clusters.choices import ProvisionerKind
 
 
 class Cluster(models.Model):

@@ -7,8 +7,8 @@
   Service) that run the same cluster on Kubernetes; ``kubectl apply`` them.
 """
 
-from clusters.provisioning.base import ClusterSpec, Provisioner
-from clusters.provisioning.kubernetes import KubernetesProvisioner
-from clusters.provisioning.local import LocalProvisioner
+from tideway_server.clusters.provisioning.base import ClusterSpec, Provisioner
+from tideway_server.clusters.provisioning.kubernetes import KubernetesProvisioner
+from tideway_server.clusters.provisioning.local import LocalProvisioner
 
 __all__ = ["ClusterSpec", "KubernetesProvisioner", "LocalProvisioner", "Provisioner"]

@@ -27,8 +27,7 @@ operator keeps it in a Secret for Prometheus, docs/operations.md).
 from __future__ import annotations
 
 import yaml
-
-from clusters.provisioning.base import ClusterSpec
+from tideway_server.clusters.provisioning.base import ClusterSpec
 
 BROKER_PORT = 9092
 METRICS_PORT = 9093

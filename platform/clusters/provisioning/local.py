@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters.provisioning.base import ClusterSpec
+from tideway_server.clusters.provisioning.base import ClusterSpec
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class LocalProvisioner:
         started = []
         for plan in self.plan(spec):
             log_file = open(logs / f"{plan.name}.log", "ab")  # noqa: SIM115 - the child owns it
-            process = subprocess.Popen([self.python, "-m", "tideway_cli.main", *plan.arguments],
+            process = subprocess.Popen([self.python, "-m", "tideway_server.cli.main", *plan.arguments],
                                        stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
             started.append((plan.name, process))
         return started

@@ -12,10 +12,9 @@ from datetime import timedelta
 from django.contrib.auth import authenticate
 from django.utils import timezone
 from rest_framework import authentication, exceptions
-
-from controlplane.api.principal import Principal
-from tenants.choices import ALL_SCOPES, ROLE_SCOPES
-from tenants.keys import KEY_PREFIX, secret_matches, split_key
+from tideway_server.controlplane.api.principal import Principal
+from tideway_server.tenants.choices import ALL_SCOPES, ROLE_SCOPES
+from tideway_server.tenants.keys import KEY_PREFIX, secret_matches, split_key
 
 TENANT_HEADER = "HTTP_X_TIDEWAY_TENANT"  # X-Tideway-Tenant: which tenant a member or operator acts for
 LAST_USED_WRITE_INTERVAL = timedelta(minutes=1)
@@ -35,7 +34,7 @@ def _basic_credentials(request) -> tuple[str, str] | None:
 
 def principal_for_key(key: str) -> Principal:
     """The principal of an API key string; AuthenticationFailed when it is not a live key."""
-    from tenants.models import ApiKey
+    from tideway_server.tenants.models import ApiKey
 
     parts = split_key(key)
     if parts is None:
@@ -62,7 +61,7 @@ def principal_for_key(key: str) -> Principal:
 
 def principal_for_user(request, user) -> Principal:
     """A signed-in user acts for the tenant named in X-Tideway-Tenant, or their only tenant."""
-    from tenants.models import Membership, Tenant
+    from tideway_server.tenants.models import Membership, Tenant
 
     wanted = request.META.get(TENANT_HEADER, "").strip()
     if user.is_staff:

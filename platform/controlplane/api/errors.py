@@ -17,11 +17,11 @@ import logging
 from django.http import JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
+from tideway_server.controlplane.error_codes import lookup
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.topics.quotas import QuotaExceeded
 
-from controlplane.error_codes import lookup
-from controlplane.errors import ActionError
 from tideway.protocol.errors import BrokerError
-from topics.quotas import QuotaExceeded
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ SECURITY_SCHEME = {
 class ApiKeyScheme(OpenApiAuthenticationExtension):
     """Tells drf-spectacular how ``ApiKeyAuthentication`` authenticates (it cannot guess a custom class)."""
 
-    target_class = "controlplane.api.auth.ApiKeyAuthentication"
+    target_class = "tideway_server.controlplane.api.auth.ApiKeyAuthentication"
     name = SCHEME
 
     def get_security_definition(self, auto_schema):
@@ -25,7 +25,7 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
 
 
 class MemberBasicScheme(OpenApiAuthenticationExtension):
-    target_class = "controlplane.api.auth.MemberBasicAuthentication"
+    target_class = "tideway_server.controlplane.api.auth.MemberBasicAuthentication"
     name = "memberBasic"
 
     def get_security_definition(self, auto_schema):
@@ -33,7 +33,7 @@ class MemberBasicScheme(OpenApiAuthenticationExtension):
 
 
 class MemberSessionScheme(OpenApiAuthenticationExtension):
-    target_class = "controlplane.api.auth.MemberSessionAuthentication"
+    target_class = "tideway_server.controlplane.api.auth.MemberSessionAuthentication"
     name = "memberSession"
 
     def get_security_definition(self, auto_schema):

@@ -54,7 +54,7 @@ class TenantScopePermission(permissions.BasePermission):
                 if scope != ANY_SCOPE else "this API key has no scope"
             )
         if getattr(view, "members_admin", False) and request.method not in READ_METHODS and principal.user is not None:
-            from tenants.choices import MEMBER_MANAGERS
+            from tideway_server.tenants.choices import MEMBER_MANAGERS
 
             if principal.role not in MEMBER_MANAGERS and not principal.operator:
                 raise exceptions.PermissionDenied("only owners and admins may change members and keys")

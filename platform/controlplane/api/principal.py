@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from brokers.security.acl import names_match
+from tideway_server.brokers.security.acl import names_match
 
 
 @dataclass(frozen=True)

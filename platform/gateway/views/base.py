@@ -16,13 +16,13 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, JsonResponse
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
+from tideway_server.gateway import limits, operations
+from tideway_server.gateway.auth import Caller, authenticate
+from tideway_server.gateway.catalog import QueueInfo, queue_named
+from tideway_server.gateway.errors import GatewayError, invalid, queue_not_found
+from tideway_server.gateway.metering import meter
+from tideway_server.gateway.wire import ENCODER
 
-from gateway import limits, operations
-from gateway.auth import Caller, authenticate
-from gateway.catalog import QueueInfo, queue_named
-from gateway.errors import GatewayError, invalid, queue_not_found
-from gateway.metering import meter
-from gateway.wire import ENCODER
 from tideway.protocol import errors as broker_errors
 
 log = logging.getLogger(__name__)

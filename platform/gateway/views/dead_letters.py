@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
-
-from gateway import limits, operations
-from gateway.errors import GatewayError
-from gateway.views.base import GatewayView, int_param, json_response
-from gateway.wire import RedriveBody, decode
+from tideway_server.gateway import limits, operations
+from tideway_server.gateway.errors import GatewayError
+from tideway_server.gateway.views.base import GatewayView, int_param, json_response
+from tideway_server.gateway.wire import RedriveBody, decode
 
 
 class DeadLettersView(GatewayView):

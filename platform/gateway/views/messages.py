@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gateway import operations
-from gateway.publishing import publish
-from gateway.views.base import GatewayView, int_param, json_response
-from gateway.wire import PublishBody, decode
+from tideway_server.gateway import operations
+from tideway_server.gateway.publishing import publish
+from tideway_server.gateway.views.base import GatewayView, int_param, json_response
+from tideway_server.gateway.wire import PublishBody, decode
 
 
 class MessagesView(GatewayView):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from gateway import operations
-from gateway.pool import REST_ACK_LINGER_MS
-from gateway.views.base import GatewayView, json_response
-from gateway.wire import ReceiptsBody, ReceiveBody, decode
+from tideway_server.gateway import operations
+from tideway_server.gateway.pool import REST_ACK_LINGER_MS
+from tideway_server.gateway.views.base import GatewayView, json_response
+from tideway_server.gateway.wire import ReceiptsBody, ReceiveBody, decode
 
 
 class ReceiveView(GatewayView):

@@ -8,10 +8,11 @@ keep them, reading and committing each one.
 
 from __future__ import annotations
 
-from gateway import limits, operations, pool
-from gateway.errors import invalid
-from gateway.views.base import Call, GatewayView, int_param, json_response
-from gateway.wire import CommitBody, HeartbeatBody, SeekBody, decode, message_json
+from tideway_server.gateway import limits, operations, pool
+from tideway_server.gateway.errors import invalid
+from tideway_server.gateway.views.base import Call, GatewayView, int_param, json_response
+from tideway_server.gateway.wire import CommitBody, HeartbeatBody, SeekBody, decode, message_json
+
 from tideway.native.group import fetch_committed
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey

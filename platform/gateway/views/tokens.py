@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from brokers.security.acl import names_match
-from gateway.auth import TOKEN_TTL_MAX_S, issue_token
-from gateway.errors import GatewayError, invalid
-from gateway.views.base import GatewayView, json_response
-from gateway.wire import TokenBody, decode
+from tideway_server.brokers.security.acl import names_match
+from tideway_server.gateway.auth import TOKEN_TTL_MAX_S, issue_token
+from tideway_server.gateway.errors import GatewayError, invalid
+from tideway_server.gateway.views.base import GatewayView, json_response
+from tideway_server.gateway.wire import TokenBody, decode
 
 
 class TokensView(GatewayView):

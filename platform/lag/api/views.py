@@ -5,10 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from controlplane.api.errors import not_found
-from controlplane.errors import ActionError
-from lag.history import group_lag
+from tideway_server.controlplane.api.errors import not_found
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.lag.history import group_lag
 
 
 class GroupLagView(APIView):
@@ -26,7 +25,7 @@ class GroupLagView(APIView):
         responses={200: dict}, tags=["lag"],
     )
     def get(self, request, name: str, group: str):
-        from topics.models import Queue
+        from tideway_server.topics.models import Queue
 
         if not request.auth.may_touch(name) or not Queue.objects.filter(tenant=request.auth.tenant, name=name).exists():
             raise not_found(f"queue {name!r}", code="queue_not_found")

@@ -1,6 +1,5 @@
 from django.urls import path, re_path
-
-from registry.api import views
+from tideway_server.registry.api import views
 
 SUBJECT = r"(?P<subject>[^/]{1,255})"
 VERSION = r"(?P<version>[^/]{1,32})"

@@ -12,12 +12,16 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from controlplane.api.permissions import ANY_SCOPE
-from controlplane.errors import ActionError
-from registry import actions
-from registry.actions import live_versions, schema_not_found, subject_not_found, version_not_found
-from registry.models import Schema, SubjectVersion
+from tideway_server.controlplane.api.permissions import ANY_SCOPE
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.registry import actions
+from tideway_server.registry.actions import (
+    live_versions,
+    schema_not_found,
+    subject_not_found,
+    version_not_found,
+)
+from tideway_server.registry.models import Schema, SubjectVersion
 
 TAG = ["schema registry"]
 MAX_VERSION = 2**31 - 1
@@ -246,7 +250,7 @@ class SubjectConfigView(APIView):
     @extend_schema(parameters=[OpenApiParameter("defaultToGlobal", bool)],
                    responses={200: inline_serializer("SubjectCompatibilityLevel", {"compatibilityLevel": serializers.CharField()})})
     def get(self, request, subject: str):
-        from registry.models import CompatibilityConfig
+        from tideway_server.registry.models import CompatibilityConfig
 
         row = CompatibilityConfig.objects.filter(tenant=request.auth.tenant, subject=subject).first()
         if row is None:

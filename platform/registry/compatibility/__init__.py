@@ -13,8 +13,8 @@ are built on that one question:
 
 from __future__ import annotations
 
-from registry.compatibility import avro, json_schema, protobuf
-from registry.compatibility.errors import InvalidSchema
+from tideway_server.registry.compatibility import avro, json_schema, protobuf
+from tideway_server.registry.compatibility.errors import InvalidSchema
 
 __all__ = ["InvalidSchema", "LEVELS", "SCHEMA_TYPES", "check", "parse"]
 

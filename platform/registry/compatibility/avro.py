@@ -16,8 +16,7 @@ import json
 
 import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
-
-from registry.compatibility.errors import InvalidSchema
+from tideway_server.registry.compatibility.errors import InvalidSchema
 
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 PROMOTIONS = {"int": {"long", "float", "double"}, "long": {"float", "double"}, "float": {"double"},

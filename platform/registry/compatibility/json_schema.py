@@ -18,8 +18,7 @@ import json
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
-
-from registry.compatibility.errors import InvalidSchema
+from tideway_server.registry.compatibility.errors import InvalidSchema
 
 MODELLED = {"type", "properties", "required", "additionalProperties", "enum", "items", "$ref", "$schema", "$id",
             "title", "description", "default", "examples", "definitions", "$defs", "minimum", "maximum",

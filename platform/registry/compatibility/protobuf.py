@@ -15,8 +15,7 @@ from __future__ import annotations
 from antlr4.error.ErrorListener import ErrorListener
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
-
-from registry.compatibility.errors import InvalidSchema
+from tideway_server.registry.compatibility.errors import InvalidSchema
 
 WIRE_GROUPS = [{"int32", "int64", "uint32", "uint64", "bool"}, {"sint32", "sint64"}, {"fixed32", "sfixed32"},
                {"fixed64", "sfixed64"}, {"string", "bytes"}, {"float"}, {"double"}]

@@ -1,3 +1,3 @@
-from registry.models.schemas import CompatibilityConfig, Schema, SubjectVersion
+from tideway_server.registry.models.schemas import CompatibilityConfig, Schema, SubjectVersion
 
 __all__ = ["CompatibilityConfig", "Schema", "SubjectVersion"]

@@ -1,7 +1,6 @@
 from rest_framework import serializers
-
-from tenants.choices import Role, Scope
-from tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
+from tideway_server.tenants.choices import Role, Scope
+from tideway_server.tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
 
 
 class PlanSerializer(serializers.ModelSerializer):

@@ -1,6 +1,5 @@
 from django.urls import path, re_path
-
-from tenants.api import views
+from tideway_server.tenants.api import views
 
 urlpatterns = [
     path("signup", views.SignupView.as_view()),

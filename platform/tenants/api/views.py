@@ -6,11 +6,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from controlplane.api.errors import not_found
-from controlplane.api.permissions import ANY_SCOPE
-from tenants import actions
-from tenants.api.serializers import (
+from tideway_server.controlplane.api.errors import not_found
+from tideway_server.controlplane.api.permissions import ANY_SCOPE
+from tideway_server.tenants import actions
+from tideway_server.tenants.api.serializers import (
     ApiKeySerializer,
     AuditEntrySerializer,
     CurrentTenantSerializer,
@@ -22,7 +21,7 @@ from tenants.api.serializers import (
     SignupSerializer,
     TenantSerializer,
 )
-from tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
+from tideway_server.tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
 
 AUDIT_LIMIT_MAX = 1000
 
@@ -30,8 +29,7 @@ AUDIT_LIMIT_MAX = 1000
 def _throttled(tenant_id: int) -> dict | None:
     import redis
     from django.conf import settings
-
-    from gateway.limits import throttled_counts
+    from tideway_server.gateway.limits import throttled_counts
 
     connection = redis.Redis.from_url(settings.TIDEWAY_REDIS_URL, socket_timeout=2, socket_connect_timeout=1)
     try:
@@ -47,7 +45,7 @@ class CurrentTenantView(APIView):
 
     @extend_schema(responses=CurrentTenantSerializer, tags=["tenant"])
     def get(self, request):
-        from topics.actions import footprint
+        from tideway_server.topics.actions import footprint
 
         tenant = request.auth.tenant
         used = footprint(tenant)

@@ -1,7 +1,7 @@
-from tenants.models.api_keys import ApiKey
-from tenants.models.audit import AuditEntry
-from tenants.models.members import Membership
-from tenants.models.plans import Plan
-from tenants.models.tenants import Tenant
+from tideway_server.tenants.models.api_keys import ApiKey
+from tideway_server.tenants.models.audit import AuditEntry
+from tideway_server.tenants.models.members import Membership
+from tideway_server.tenants.models.plans import Plan
+from tideway_server.tenants.models.tenants import Tenant
 
 __all__ = ["ApiKey", "AuditEntry", "Membership", "Plan", "Tenant"]

@@ -1,7 +1,6 @@
 from django.conf import settings
 from django.db import models
-
-from tenants.choices import Role
+from tideway_server.tenants.choices import Role
 
 
 class Membership(models.Model):

@@ -1,8 +1,8 @@
 from rest_framework import serializers
+from tideway_server.topics.choices import QueueMode, SchemaEncoding
+from tideway_server.topics.models import Queue
 
 from tideway.protocol.names import split_tenant_prefix
-from topics.choices import QueueMode, SchemaEncoding
-from topics.models import Queue
 
 HOUR_MS = 3600 * 1000
 NAME = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$"

@@ -1,6 +1,5 @@
 from django.urls import path, re_path
-
-from topics.api import views
+from tideway_server.topics.api import views
 
 urlpatterns = [
     path("queues/", views.QueueListView.as_view()),

@@ -9,12 +9,11 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-from controlplane.api.errors import not_found
-from topics import actions
-from topics.api.serializers import QueueSerializer, QueueUpdateSerializer
-from topics.choices import QueueMode
-from topics.models import Queue
+from tideway_server.controlplane.api.errors import not_found
+from tideway_server.topics import actions
+from tideway_server.topics.api.serializers import QueueSerializer, QueueUpdateSerializer
+from tideway_server.topics.choices import QueueMode
+from tideway_server.topics.models import Queue
 
 TAG = ["queues"]
 DEAD_LETTER_SUFFIX = ".dlq"

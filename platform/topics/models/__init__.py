@@ -1,3 +1,3 @@
-from topics.models.queues import Queue
+from tideway_server.topics.models.queues import Queue
 
 __all__ = ["Queue"]

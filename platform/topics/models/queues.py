@@ -1,6 +1,5 @@
 from django.db import models
-
-from topics.choices import QueueMode, QueueStatus, SchemaEncoding
+from tideway_server.topics.choices import QueueMode, QueueStatus, SchemaEncoding
 
 
 class Queue(models.Model):

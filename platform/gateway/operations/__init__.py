@@ -7,6 +7,11 @@ or builds a broker-side name on its own. Publishing lives in
 ``publishing.py`` (with its dedup and schema checks) and is used the same way.
 Refusals raise ``GatewayError``; broker errors are translated by
 ``broker_failure``.
+
+The console's reads of broker data are operations too, in this package's modules: ``browse`` (the message
+search), ``groups`` (every group's lag, a reset of an idle group), ``traffic`` (traffic counters, throttling)
+and ``members`` (a console member as a ``Caller``, the member's queues). The console reaches the brokers, the
+gateway's pool and its Redis only through them (tests/unit/test_import_rules.py).
 """
 
 from __future__ import annotations
@@ -16,12 +21,12 @@ import time
 import uuid
 
 from asgiref.sync import sync_to_async
+from tideway_server.gateway import limits, pool
+from tideway_server.gateway.auth import Caller
+from tideway_server.gateway.catalog import QueueInfo
+from tideway_server.gateway.errors import GatewayError, invalid
+from tideway_server.gateway.wire import add_body, message_json
 
-from gateway import limits, pool
-from gateway.auth import Caller
-from gateway.catalog import QueueInfo
-from gateway.errors import GatewayError, invalid
-from gateway.wire import add_body, message_json
 from tideway.native.group import commit_offsets, describe_group, timestamp_at
 from tideway.native.queue import (
     count_dead_letters,
@@ -208,6 +213,11 @@ async def purge(caller: Caller, queue: QueueInfo) -> int:
     return await purge_dead_letters(await pool.client(queue.bootstrap), queue.dead_letter_topic)
 
 
+async def redrive_job_exists(queue_id: int, job_id: str) -> bool:
+    """Whether ``job_id`` is a redrive of this queue (its key outlives the job for REDRIVE_JOB_MEMORY_S)."""
+    return bool(await limits.connection().exists(redrive_job_key(queue_id, job_id)))
+
+
 def redrive_job_key(queue_id: int, job_id: str) -> str:
     return f"tw:redrive:{queue_id}:{job_id}"
 
@@ -228,7 +238,7 @@ async def start_redrive(caller: Caller, queue: QueueInfo, *, rate_per_s: float, 
         if not 0 <= partition < queue.partitions:
             raise invalid(f"dead letters are in partitions 0..{queue.partitions - 1}; there is no partition {partition}",
                           partition=partition)
-    from gateway.tasks import redrive_dead_letters
+    from tideway_server.gateway.tasks import redrive_dead_letters
 
     job_id = uuid.uuid4().hex
     await limits.connection().set(redrive_job_key(queue.id, job_id), 1, ex=REDRIVE_JOB_MEMORY_S)

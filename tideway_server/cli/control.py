@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from brokers.cli import (
+from tideway.protocol import errors
+from tideway_server.brokers.cli import (
     cli_credentials,
     cli_tls,
     credential_arguments,
@@ -21,7 +22,6 @@ from brokers.cli import (
     run_async,
     server_security_arguments,
 )
-from tideway.protocol import errors
 
 DEPLOYMENT_FILE = "deployment.json"
 
@@ -89,10 +89,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_controller(args: argparse.Namespace) -> int:
-    from tideway_cli.django_setup import setup_django
+    from tideway_server.cli.django_setup import setup_django
 
     setup_django(migrate=not args.no_migrate)
-    from clusters.controller.service import Controller, ControllerConfig
+    from tideway_server.clusters.controller.service import Controller, ControllerConfig
 
     host, port = args.listen
     if bool(args.certfile) != bool(args.keyfile):
@@ -128,14 +128,14 @@ def _run_controller(args: argparse.Namespace) -> int:
 
 
 def _run_up(args: argparse.Namespace) -> int:
-    from tideway_cli.django_setup import setup_django
+    from tideway_server.cli.django_setup import setup_django
 
     home = tideway_home()
     home.mkdir(parents=True, exist_ok=True)
     os.environ["TIDEWAY_HOME"] = str(home)  # every process of the deployment finds its secrets there
     secrets = _deployment_secrets(home)
     setup_django(migrate=True)  # once, before any controller starts
-    from clusters.provisioning import ClusterSpec, LocalProvisioner
+    from tideway_server.clusters.provisioning import ClusterSpec, LocalProvisioner
 
     provisioner = LocalProvisioner(home=home)
     spec = ClusterSpec(name="local", brokers=args.brokers, controller_port=args.controller_port,
@@ -147,19 +147,19 @@ def _run_up(args: argparse.Namespace) -> int:
     if redis_process is not None:
         processes.insert(0, ("redis", redis_process))  # stopped last
     api_address = f"127.0.0.1:{args.api_port}"
-    for name, command in (("api", ["tideway_cli.main", "serve", "--listen", api_address, "--no-migrate"]),
-                          ("worker", ["celery", "-A", "controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip"]),
+    for name, command in (("api", ["tideway_server.cli.main", "serve", "--listen", api_address, "--no-migrate"]),
+                          ("worker", ["celery", "-A", "tideway_server.controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip"]),
                           # Lag looks and alert rules, every few seconds: never behind a redrive or a Spark job.
-                          ("monitoring", ["celery", "-A", "controlplane", "worker", "-Q", "monitoring", "-c", "1",
+                          ("monitoring", ["celery", "-A", "tideway_server.controlplane", "worker", "-Q", "monitoring", "-c", "1",
                                           "-n", "monitoring@%h", "--without-mingle", "--without-gossip"]),
                           # Usage and invoices (Spark jobs) on their own queue, with the beat that schedules them.
-                          ("billing", ["celery", "-A", "controlplane", "worker", "-Q", "billing", "-c", "1", "-B",
+                          ("billing", ["celery", "-A", "tideway_server.controlplane", "worker", "-Q", "billing", "-c", "1", "-B",
                                        "-s", str(home / "celerybeat-schedule"), "-n", "billing@%h",
                                        "--without-mingle", "--without-gossip"])):
         log_file = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         processes.append((name, subprocess.Popen([sys.executable, "-m", *command], stdout=log_file, stderr=subprocess.STDOUT,
                                                  start_new_session=True)))
-    from tideway_cli.supervisor import Supervisor
+    from tideway_server.cli.supervisor import Supervisor
 
     supervisor = Supervisor(processes, logs)  # a process that exits is restarted; the others keep serving
     controller_address = provisioner.controller_address(spec)
@@ -215,7 +215,11 @@ def _run_up(args: argparse.Namespace) -> int:
 
 def _deployment_secrets(home: Path) -> list[Path]:
     """The deployment's cluster secret and token-signing key under ``home`` (0600), generated the first time."""
-    from brokers.security.keys import CLUSTER_SECRET_BYTES, CLUSTER_SECRET_FILE, create_secret_file
+    from tideway_server.brokers.security.keys import (
+        CLUSTER_SECRET_BYTES,
+        CLUSTER_SECRET_FILE,
+        create_secret_file,
+    )
 
     paths = [home / CLUSTER_SECRET_FILE, home / "signing-key"]
     for path in paths:
@@ -229,7 +233,7 @@ def _deployment_secrets(home: Path) -> list[Path]:
 
 
 def _print_metrics_token(args: argparse.Namespace) -> int:
-    from brokers.security.keys import (
+    from tideway_server.brokers.security.keys import (
         CLUSTER_SECRET_FILE,
         ClusterSecretError,
         load_cluster_secret,
@@ -248,7 +252,11 @@ def _print_metrics_token(args: argparse.Namespace) -> int:
 def _metrics_token(home: Path) -> Path:
     """A service key for Prometheus (``authorization: credentials_file``) in home/metrics-token (0600): brokers give
     tenants' per-topic metrics only to a bearer of one (brokers/server/metrics.py)."""
-    from brokers.security.keys import CLUSTER_SECRET_FILE, load_cluster_secret, service_key
+    from tideway_server.brokers.security.keys import (
+        CLUSTER_SECRET_FILE,
+        load_cluster_secret,
+        service_key,
+    )
 
     path = home / "metrics-token"
     token = service_key(load_cluster_secret(home / CLUSTER_SECRET_FILE), "metrics")
@@ -261,12 +269,12 @@ def _metrics_token(home: Path) -> Path:
 
 def _demo_tenant(home: Path, brokers: int) -> str:
     """The demo tenant's API key: the tenant, its queue 'demo' and the key (kept in home/demo-api-key) made the first time."""
-    from clusters.choices import BrokerState
-    from clusters.models import Broker
-    from controlplane.errors import ActionError
-    from tenants.actions import do_create_api_key, do_create_tenant
-    from tenants.models import Tenant
-    from topics.actions import do_create_queue
+    from tideway_server.clusters.choices import BrokerState
+    from tideway_server.clusters.models import Broker
+    from tideway_server.controlplane.errors import ActionError
+    from tideway_server.tenants.actions import do_create_api_key, do_create_tenant
+    from tideway_server.tenants.models import Tenant
+    from tideway_server.topics.actions import do_create_queue
 
     saved = home / "demo-api-key"
     existing = Tenant.objects.filter(slug="demo").first()
@@ -301,7 +309,7 @@ def _demo_member(home: Path, tenant) -> None:
 
     from django.contrib.auth import get_user_model
 
-    from tenants.actions import do_add_member
+    from tideway_server.tenants.actions import do_add_member
 
     saved = home / "demo-password"
     if get_user_model().objects.filter(username=DEMO_USER).exists():

@@ -7,8 +7,8 @@ import logging
 import os
 import sys
 
-from brokers import cli as broker_cli
-from tideway_cli import alerts, billing, control, tenants
+from tideway_server.brokers import cli as broker_cli
+from tideway_server.cli import alerts, billing, control, tenants
 
 __all__ = ["main"]
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from datetime import UTC, datetime, timedelta
 
-from tideway_cli.api import api_options, call
+from tideway_server.cli.api import api_options, call
 
 METRICS = ("lag", "lag_seconds", "oldest_unacked_seconds", "dead_letters", "publish_rate", "consume_rate", "quota_use")
 

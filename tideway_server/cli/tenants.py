@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from brokers.cli import host_port
+from tideway_server.brokers.cli import host_port
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -45,7 +45,7 @@ def _create_tenant(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from tideway_cli.django_setup import setup_django
+    from tideway_server.cli.django_setup import setup_django
 
     home = Path(os.environ.get("TIDEWAY_HOME", "var")).resolve()
     if not os.environ.get("DATABASE_URL") and not (home / "tideway.sqlite3").exists():
@@ -55,8 +55,8 @@ def _create_tenant(args: argparse.Namespace) -> int:
         return 1
 
     setup_django(migrate=True)
-    from controlplane.errors import ActionError
-    from tenants.actions import do_create_api_key, do_create_tenant
+    from tideway_server.controlplane.errors import ActionError
+    from tideway_server.tenants.actions import do_create_api_key, do_create_tenant
 
     try:
         tenant = do_create_tenant(args.name, plan_name=args.plan, region=args.region, acting="cli")
@@ -75,7 +75,7 @@ def _create_tenant(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tideway_cli.django_setup import setup_django
+    from tideway_server.cli.django_setup import setup_django
 
     setup_django(migrate=not args.no_migrate)
     import uvicorn
@@ -84,7 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
     if bool(args.certfile) != bool(args.keyfile):
         print("error: --certfile and --keyfile go together", file=sys.stderr)
         return 2
-    config = uvicorn.Config("controlplane.asgi:application", host=host, port=port, loop="uvloop", lifespan="off",
+    config = uvicorn.Config("tideway_server.controlplane.asgi:application", host=host, port=port, loop="uvloop", lifespan="off",
                             log_level="info", access_log=False, ws="websockets-sansio", ws_ping_interval=20,
                             ws_ping_timeout=20, ssl_certfile=args.certfile, ssl_keyfile=args.keyfile,
                             # No permessage-deflate (as Node's ws server by default): compressing every

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from tideway_cli.api import api_options as _api_options
-from tideway_cli.api import call
+from tideway_server.cli.api import api_options as _api_options
+from tideway_server.cli.api import call
 
 
 def add_commands(subparsers) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from gateway import limits, pool, schemas
-from gateway.auth import Caller
-from gateway.catalog import QueueInfo
+from tideway_server.gateway import limits, pool, schemas
+from tideway_server.gateway.auth import Caller
+from tideway_server.gateway.catalog import QueueInfo
+
 from tideway.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 SCAN_BUDGET = 20_000
