@@ -18,6 +18,8 @@ command -v pg_createcluster >/dev/null 2>&1 || apt_missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
 # Browser tests drive Debian's Chromium through Playwright (never `playwright install`).
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
+# kcat: a Kafka tool nobody here wrote, driven against the brokers' Kafka listeners (tests/kafka).
+command -v kcat >/dev/null 2>&1 || apt_missing+=(kcat)
 # Spark (PySpark) runs on a JVM: Java 17 or newer.
 command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 if [ ${#apt_missing[@]} -gt 0 ]; then

@@ -39,6 +39,13 @@ def add_broker(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--internal-advertise", type=host_port, help="HOST:PORT peers should use, if not --internal-listen")
     parser.add_argument(
+        "--kafka-listen",
+        default="off",
+        help="HOST:PORT of the Kafka listener: Kafka's wire protocol for unmodified Kafka clients and tools, with SASL/PLAIN "
+        "(the API key as password; docs/kafka.md). 'auto' = --listen's host, port + 200; 'off' (the default): none",
+    )
+    parser.add_argument("--kafka-advertise", type=host_port, help="HOST:PORT Kafka clients should use, if not --kafka-listen")
+    parser.add_argument(
         "--metrics-listen",
         default="auto",
         help="HOST:PORT of the Prometheus /metrics endpoint, which names every topic: keep it internal "
@@ -170,6 +177,11 @@ def _run_broker(args: argparse.Namespace) -> int:
         internal_host, internal_port = host, (port + 100 if port else 0)
     else:
         internal_host, internal_port = host_port(args.internal_listen)
+    kafka_host, kafka_port = None, 0
+    if args.kafka_listen == "auto":
+        kafka_host, kafka_port = host, (port + 200 if port else 0)
+    elif args.kafka_listen != "off":
+        kafka_host, kafka_port = host_port(args.kafka_listen)
     if args.metrics_listen == "off":
         metrics_host, metrics_port = None, 0
     elif args.metrics_listen == "auto":
@@ -199,6 +211,10 @@ def _run_broker(args: argparse.Namespace) -> int:
         internal_port=internal_port,
         internal_advertised_host=args.internal_advertise[0] if args.internal_advertise else None,
         internal_advertised_port=args.internal_advertise[1] if args.internal_advertise else None,
+        kafka_host=kafka_host,
+        kafka_port=kafka_port,
+        kafka_advertised_host=args.kafka_advertise[0] if args.kafka_advertise else None,
+        kafka_advertised_port=args.kafka_advertise[1] if args.kafka_advertise else None,
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         certfile=args.certfile,

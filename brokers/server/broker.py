@@ -33,6 +33,8 @@ import struct
 from dataclasses import dataclass
 
 from tideway_server.brokers.groups.coordinator import GroupCoordinator
+from tideway_server.brokers.kafka.apis import KafkaApis
+from tideway_server.brokers.kafka.router import KafkaRouter
 from tideway_server.brokers.replication import Partition, ReplicaFetcher, Role
 from tideway_server.brokers.server.authentication import Authenticator
 from tideway_server.brokers.server.authorizer import Authorizer
@@ -84,6 +86,10 @@ class BrokerConfig:
     internal_port: int = 9501
     internal_advertised_host: str | None = None
     internal_advertised_port: int | None = None
+    kafka_host: str | None = None  # the Kafka listener (brokers/kafka/) on this host; None: none
+    kafka_port: int = 9092
+    kafka_advertised_host: str | None = None
+    kafka_advertised_port: int | None = None
     metrics_host: str | None = None  # None: no metrics endpoint (it belongs on the internal address)
     metrics_port: int = 0
     certfile: str | None = None  # TLS on both listeners with this PEM certificate (chain) ...
@@ -136,8 +142,10 @@ class Broker:
         self._stopped = asyncio.Event()
         self.port = config.port
         self.internal_port = config.internal_port
+        self.kafka_port = config.kafka_port
         self.metadata = MetadataCache(config.broker_id, self.logs, advertised=self.advertised,
-                                      internal_advertised=self.internal_advertised)
+                                      internal_advertised=self.internal_advertised,
+                                      kafka_advertised=self.kafka_advertised)
         self.replicas = ReplicaManager(config.broker_id, self.logs, self.metadata, self.metrics,
                                        on_data=lambda topic: self.coordinator.queues.on_data(topic))
         self.peer_credentials = ClusterPeer(config.cluster_secret, identity=f"broker-{config.broker_id}")
@@ -172,7 +180,8 @@ class Broker:
         self.authenticator = Authenticator(
             cluster_secret=config.cluster_secret,
             credentials=self.credentials,
-            mechanisms={Listener.CLIENT: (PLAIN_MECHANISM,), Listener.INTERNAL: (CLUSTER_MECHANISM,)},
+            mechanisms={Listener.CLIENT: (PLAIN_MECHANISM,), Listener.INTERNAL: (CLUSTER_MECHANISM,),
+                        Listener.KAFKA: (PLAIN_MECHANISM,)},
             on_failure=lambda mechanism: self.metrics.authentication_failures.labels(mechanism[:32]).inc(),
         )
         coordinator, queues = self.coordinator, self.coordinator.queues
@@ -206,13 +215,15 @@ class Broker:
         )
         self.router = Router(routes, authorizer, name=f"broker {config.broker_id}",
                              observe=self.metrics.observe_request)
+        self.kafka_router = KafkaRouter(KafkaApis(self.router, self.authenticator))
         # One budget for both listeners: what callers' requests in progress may hold (limits.RequestBuffers).
         self.request_buffers = RequestBuffers(config.request_buffer_bytes_max, config.request_buffer_per_principal_bytes_max)
         self._registries = {
             listener: ConnectionRegistry(
                 limits, on_refused=lambda reason, listener=listener: self.metrics.connections_refused.labels(listener.value, reason).inc()
             )
-            for listener, limits in ((Listener.CLIENT, config.client_limits), (Listener.INTERNAL, config.internal_limits))
+            for listener, limits in ((Listener.CLIENT, config.client_limits), (Listener.INTERNAL, config.internal_limits),
+                                     (Listener.KAFKA, config.client_limits))
         }
 
     # -- lifecycle --------------------------------------------------------------------
@@ -246,6 +257,14 @@ class Broker:
         self._servers = [client_server, internal_server]
         self.port = client_server.sockets[0].getsockname()[1]
         self.internal_port = internal_server.sockets[0].getsockname()[1]
+        if self.config.kafka_host is not None:
+            kafka_server = await loop.create_server(
+                lambda: self._new_connection(Listener.KAFKA), self.config.kafka_host, self.config.kafka_port,
+                reuse_address=True, backlog=1024, ssl=server_tls,
+            )
+            self._servers.append(kafka_server)
+            self.kafka_port = kafka_server.sockets[0].getsockname()[1]
+            log.info("Kafka listener on %s:%d", self.config.kafka_host, self.kafka_port)
         if self.config.metrics_host is not None:
             server = serve_metrics(self.metrics, self.config.metrics_host, self.config.metrics_port, self.config.cluster_secret)
             self.metrics_port = server.server_port
@@ -257,6 +276,7 @@ class Broker:
                 controllers=self.config.controllers,
                 advertised=self.advertised(),
                 internal_advertised=self.internal_advertised(),
+                kafka_advertised=self.kafka_advertised(),
                 rack=self.config.rack,
                 credentials=self.peer_credentials,
                 ssl_context=self.peer_tls,
@@ -332,9 +352,11 @@ class Broker:
         await self.stop()
 
     def _new_connection(self, listener: Listener) -> BrokerConnection:
+        kafka = listener is Listener.KAFKA  # Kafka's frames, answered in order (brokers/kafka/)
         connection = BrokerConnection(
-            self.router.dispatch, listener=listener, registry=self._registries[listener], on_close=self._connections.discard,
-            buffers=self.request_buffers,
+            self.kafka_router.dispatch if kafka else self.router.dispatch, listener=listener,
+            registry=self._registries[listener], on_close=self._connections.discard, buffers=self.request_buffers,
+            ordered=kafka,
         )
         self._connections.add(connection)
         return connection
@@ -464,6 +486,12 @@ class Broker:
 
     def advertised(self) -> tuple[str, int]:
         return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.port)
+
+    def kafka_advertised(self) -> tuple[str, int] | None:
+        if self.config.kafka_host is None:
+            return None
+        return (self.config.kafka_advertised_host or self.config.kafka_host,
+                self.config.kafka_advertised_port or self.kafka_port)
 
     def internal_advertised(self) -> tuple[str, int]:
         return (self.config.internal_advertised_host or self.config.internal_host,

@@ -23,6 +23,13 @@ pauses while the transport's write buffer is full.
 
 The connection's ``Session`` says which listener it came in on and, once it
 authenticated, who it acts as (``router`` and ``authorizer`` read it).
+
+A connection in *ordered* mode (the Kafka listener: Kafka's frames have the
+same length, api key, version and correlation id up front) writes its answers
+in the order the requests came, holding an early answer until every one before
+it is written; a request answered with nothing (a Kafka produce with acks=0)
+holds no place. A frame refused for the buffers closes an ordered connection,
+which has no protocol-neutral way to answer it.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ EAGER_FRAME_BYTES_MAX = 64 << 10
 class Listener(enum.Enum):
     CLIENT = "client"  # tenants' native clients, the gateway, the CLI
     INTERNAL = "internal"  # replication, controller RPCs, coordinator traffic: cluster peers only
+    KAFKA = "kafka"  # unmodified Kafka clients and tools, in Kafka's wire protocol (brokers/kafka/)
 
 
 @dataclass(eq=False)
@@ -93,7 +101,7 @@ _PRODUCE = int(m.ApiKey.PRODUCE)
 
 class BrokerConnection(asyncio.Protocol):
     def __init__(self, dispatch: Dispatch, *, listener: Listener, registry: ConnectionRegistry, on_close,
-                 buffers: RequestBuffers | None = None) -> None:
+                 buffers: RequestBuffers | None = None, ordered: bool = False) -> None:
         self._dispatch = dispatch
         self._registry = registry
         limits = registry.limits
@@ -116,6 +124,8 @@ class BrokerConnection(asyncio.Protocol):
         self._admitted = False
         self._authentication_deadline: asyncio.TimerHandle | None = None
         self.session = Session(listener=listener, connection=self)
+        # Ordered mode: [correlation id, answer, done] per request, oldest first (see the module's note).
+        self._order: collections.deque[list] | None = collections.deque() if ordered else None
 
     @property
     def peer(self) -> str:
@@ -170,6 +180,8 @@ class BrokerConnection(asyncio.Protocol):
                 continue
             reserved = self._reservations.popleft() if type(frame) is KeptFrame else 0
             api_key, api_version, correlation_id, body = split_request(frame)
+            if self._order is not None:
+                self._order.append([correlation_id, None, False])
             self._in_flight += 1
             task: asyncio.Task | None
             if self._not_started or len(frame) > EAGER_FRAME_BYTES_MAX or reserved:
@@ -228,6 +240,11 @@ class BrokerConnection(asyncio.Protocol):
 
     def _answer_refused(self, frame: RefusedFrame) -> None:
         error = self._refusals.popleft()
+        if self._order is not None:
+            self._registry.refuse("request_buffers", "closing the connection from %s: %s", self.session.peer,
+                                  error.message)
+            self.close()
+            return
         _api_key, _api_version, correlation_id, _body = split_request(frame.header)
         self.answer(correlation_id, m.ENCODER.encode(m.ErrorResponse(error_code=error.errno, error_message=error.message)))
 
@@ -248,6 +265,9 @@ class BrokerConnection(asyncio.Protocol):
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         try:
             response = await self._dispatch(self.session, api_key, api_version, correlation_id, body)
+            if self._order is not None:
+                self._answer_in_order(correlation_id, response)
+                return
             if response is not None:
                 self.answer(correlation_id, response)
             if self.session.close_after_answer:
@@ -255,6 +275,19 @@ class BrokerConnection(asyncio.Protocol):
         finally:
             self._in_flight -= 1
             self._update_reading()
+
+    def _answer_in_order(self, correlation_id: int, response: bytes | None) -> None:
+        order = self._order
+        for slot in order:  # requests in flight on one connection are few (in_flight_per_connection_max)
+            if slot[0] == correlation_id and not slot[2]:
+                slot[1], slot[2] = response, True
+                break
+        while order and order[0][2]:
+            answered_id, answer, _done = order.popleft()
+            if answer is not None:
+                self.answer(answered_id, answer)
+        if self.session.close_after_answer and not order:
+            self.close()
 
     def answer(self, correlation_id: int, body: bytes) -> bool:
         """Write an answer to the request ``correlation_id`` (a streaming fetch writes several); False if closed."""

@@ -34,6 +34,7 @@ class ControllerChannel:
         advertised: tuple[str, int],
         internal_advertised: tuple[str, int],
         credentials,
+        kafka_advertised: tuple[str, int] | None = None,
         ssl_context=None,
         rack: str | None = None,
         heartbeat_interval_ms: int = 500,
@@ -42,6 +43,7 @@ class ControllerChannel:
         self.controllers = controllers
         self.advertised = advertised
         self.internal_advertised = internal_advertised
+        self.kafka_advertised = kafka_advertised  # None: this broker has no Kafka listener
         self.credentials = credentials  # ClusterPeer: the controller and this broker prove the cluster secret to each other
         self.ssl_context = ssl_context
         self.rack = rack
@@ -85,10 +87,12 @@ class ControllerChannel:
     async def _register(self) -> None:
         host, port = self.advertised
         internal_host, internal_port = self.internal_advertised
+        kafka_host, kafka_port = self.kafka_advertised or ("", -1)
         response: m.BrokerRegisterResponse = await self.request(
             ApiKey.BROKER_REGISTER,
             m.BrokerRegisterRequest(broker_id=self.broker_id, host=host, port=port, rack=self.rack,
-                                    internal_host=internal_host, internal_port=internal_port),
+                                    internal_host=internal_host, internal_port=internal_port, kafka_host=kafka_host,
+                                    kafka_port=kafka_port),
         )
         self.broker_epoch = response.broker_epoch
         self.registered.set()

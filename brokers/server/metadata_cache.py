@@ -35,16 +35,19 @@ Address = tuple[str, int]
 
 class MetadataCache:
     def __init__(self, broker_id: int, logs: LogManager, *, advertised: Callable[[], Address],
-                 internal_advertised: Callable[[], Address]) -> None:
+                 internal_advertised: Callable[[], Address],
+                 kafka_advertised: Callable[[], Address | None] = lambda: None) -> None:
         self.broker_id = broker_id
         self._logs = logs
         self._advertised = advertised
         self._internal_advertised = internal_advertised
+        self._kafka_advertised = kafka_advertised
         self.cluster_mode = False
         self.controller_id = -1
         self.controller_epoch = -1
         self.brokers: dict[int, m.BrokerInfo] = {}
         self.internal_listeners: dict[int, Address] = {}
+        self.kafka_listeners: dict[int, Address] = {}
         self.topics: dict[str, m.TopicState] = {}
         self.partitions: dict[tuple[str, int], m.PartitionState] = {}
         # topic_config's answers, built once per state the controller sent (a TopicConfig is frozen):
@@ -83,6 +86,7 @@ class MetadataCache:
             self._save()
         self.brokers = {b.node_id: b for b in request.brokers}
         self.internal_listeners = {a.node_id: (a.host, a.port) for a in request.internal_listeners}
+        self.kafka_listeners = {a.node_id: (a.host, a.port) for a in request.kafka_listeners}
         for name in request.deleted_topics:
             self.topics.pop(name, None)
             self._configs.pop(name, None)
@@ -132,11 +136,16 @@ class MetadataCache:
         return None if state is None else state.leader
 
     def address_of(self, broker_id: int, listener: Listener) -> Address | None:
-        """Where a caller on ``listener`` reaches broker ``broker_id``: the same kind of listener."""
+        """Where a caller on ``listener`` reaches broker ``broker_id``: the same kind of listener (None: it has none
+        of that kind, or this broker does not know it)."""
         if broker_id == self.broker_id:
+            if listener is Listener.KAFKA:
+                return self._kafka_advertised()
             return self._internal_advertised() if listener is Listener.INTERNAL else self._advertised()
         if listener is Listener.INTERNAL:
             return self.internal_listeners.get(broker_id)
+        if listener is Listener.KAFKA:
+            return self.kafka_listeners.get(broker_id)
         info = self.brokers.get(broker_id)
         return None if info is None else (info.host, info.port)
 

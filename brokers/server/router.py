@@ -66,15 +66,7 @@ class Router:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return _error_body(InvalidRequestError(f"cannot decode {api.name} request: {exc}"), session)
         try:
-            after = await self.authorizer.authorize(session, api, request)
-            if route.takes_session:
-                response = await route.handler(request, session)
-            elif route.answers_more:
-                response = await route.handler(request, _more(session, correlation_id, after))
-            else:
-                response = await route.handler(request)
-            if after is not None:
-                after(response)
+            response = await self._run(session, api, route, request, correlation_id)
         except BrokerError as exc:
             return _error_body(exc, session)
         except Exception as exc:
@@ -84,6 +76,35 @@ class Router:
             if self._observe is not None:
                 self._observe(api, time.perf_counter() - started)
         return None if response is None else m.ENCODER.encode(response)
+
+
+    async def call(self, session: Session, api: ApiKey, request: msgspec.Struct) -> msgspec.Struct:
+        """A decoded request through the authorizer and its handler, as ``dispatch`` runs one, for a listener that
+        speaks another protocol and translates (the Kafka listener): the answer, renamed for a tenant. A refusal
+        raises its BrokerError; a fetch answers once."""
+        started = time.perf_counter()
+        try:
+            return await self._run(session, api, self.routes[api], request, None)
+        finally:
+            if self._observe is not None:
+                self._observe(api, time.perf_counter() - started)
+
+    async def _run(self, session: Session, api: ApiKey, route: Route, request, correlation_id: int | None):
+        after = await self.authorizer.authorize(session, api, request)
+        if route.takes_session:
+            response = await route.handler(request, session)
+        elif route.answers_more:
+            more = _no_more if correlation_id is None else _more(session, correlation_id, after)
+            response = await route.handler(request, more)
+        else:
+            response = await route.handler(request)
+        if after is not None:
+            after(response)
+        return response
+
+
+def _no_more(response: msgspec.Struct) -> bool:
+    return False
 
 
 def _more(session: Session, correlation_id: int, after: Callable[[msgspec.Struct], None] | None):

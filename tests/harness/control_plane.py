@@ -106,7 +106,8 @@ def start_worker(home: Path, env: dict) -> subprocess.Popen:
 
 @contextlib.contextmanager
 def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool = False):
-    """Redis, a controller, 3 brokers, a Celery worker and `tideway serve`, stopped afterwards.
+    """Redis, a controller, 3 brokers (each with a Kafka listener too), a Celery worker and `tideway serve`, stopped
+    afterwards.
 
     ``broker_metrics``: each broker serves /metrics on a port of its own (``plane.broker_metrics``
     lists the URLs), for tests that count what the brokers were asked.
@@ -126,7 +127,7 @@ def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool
                 port = free_port()
                 extra += ["--metrics-listen", f"127.0.0.1:{port}"]
                 metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
-            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=extra)
+            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=extra, kafka=True)
             brokers[i] = broker.start()
             processes.append(broker)
         deployment = Deployment([controller], brokers)

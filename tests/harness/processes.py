@@ -112,11 +112,13 @@ class RedisProcess:
 class BrokerProcess:
     """A ``tideway broker`` subprocess with its data directory and log file."""
 
-    def __init__(self, data_dir: Path, *, broker_id: int = 1, extra_args: list[str] | None = None) -> None:
+    def __init__(self, data_dir: Path, *, broker_id: int = 1, extra_args: list[str] | None = None,
+                 kafka: bool = False) -> None:
         self.data_dir = data_dir
         self.broker_id = broker_id
         self.port = free_port()
         self.internal_port = free_port()
+        self.kafka_port = free_port() if kafka else None  # a Kafka listener (brokers/kafka/) on a port of its own
         self.extra_args = extra_args or []
         self.log_path = data_dir.parent / f"broker-{broker_id}-{data_dir.name}.log"
         self.process: subprocess.Popen | None = None
@@ -125,6 +127,11 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        assert self.kafka_port is not None, "this broker has no Kafka listener (kafka=True)"
+        return f"127.0.0.1:{self.kafka_port}"
 
     def start(self) -> BrokerProcess:
         for attempt in range(3):
@@ -135,7 +142,9 @@ class BrokerProcess:
                     sys.executable, "-m", "tideway_server.cli.main", "--log-level", "INFO",
                     "broker", "--id", str(self.broker_id), "--data", str(self.data_dir),
                     "--listen", f"127.0.0.1:{self.port}", "--internal-listen", f"127.0.0.1:{self.internal_port}",
-                    "--metrics-listen", "off", *self.extra_args,
+                    "--metrics-listen", "off",
+                    *(["--kafka-listen", f"127.0.0.1:{self.kafka_port}"] if self.kafka_port is not None else []),
+                    *self.extra_args,
                 ],
                 cwd=REPO_ROOT,
                 stdout=log_file,
@@ -151,6 +160,8 @@ class BrokerProcess:
                 if self._started or not taken or attempt == 2:
                     raise
                 self.port, self.internal_port = free_port(), free_port()
+                if self.kafka_port is not None:
+                    self.kafka_port = free_port()
                 continue
             self._started = True
             return self
@@ -246,6 +257,10 @@ class Deployment:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(b.kafka_bootstrap for b in self.brokers.values())
 
     async def describe(self):
         from tideway.native.conn import connect

@@ -47,8 +47,8 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     controller_port = free_port()
     api_port = free_port()
     redis_port = free_port()
-    # Brokers, their internal listeners (+100) and metrics ports (+1000).
-    first = free_port_run(3, also_plus=(100, 1000), avoid={controller_port, api_port, redis_port})
+    # Brokers, their internal listeners (+100), Kafka listeners (+200) and metrics ports (+1000).
+    first = free_port_run(3, also_plus=(100, 200, 1000), avoid={controller_port, api_port, redis_port})
     # Usage refreshed every 5 s: a Spark job of the billing worker is likely running when it stops.
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO", "TIDEWAY_USAGE_REFRESH_S": "5"}
     for name in ("DATABASE_URL", "TIDEWAY_REDIS_URL", "TIDEWAY_CLUSTER_SECRET", "TIDEWAY_API_KEY", "TIDEWAY_SECRET_KEY"):
@@ -138,6 +138,14 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
 
             state = wait_until(succeeded, 30, "the redrive job's success", interval_s=0.2)
             assert state == {"job_id": job["job_id"], "state": "SUCCESS", "moved": 0}
+            # Kafka clients reach the same queues on every broker's Kafka listener, with the same key (SASL/PLAIN).
+            from confluent_kafka.admin import AdminClient
+
+            from tests.kafka.clients import confluent_config
+
+            assert deployment["kafka_bootstrap"] == ",".join(f"127.0.0.1:{first + i + 200}" for i in range(3))
+            listed = AdminClient(confluent_config(deployment["kafka_bootstrap"], key)).list_topics(timeout=30).topics
+            assert {"demo", "jobs"} <= set(listed) <= {"demo", "demo.dlq", "jobs", "jobs.dlq"}, listed  # its own names
             # No debug pages (DEBUG is off): an unknown URL answers the one JSON error shape.
             missing = api.get("/no/such/page")
             assert missing.status_code == 404 and missing.json()["code"] == "not_found"

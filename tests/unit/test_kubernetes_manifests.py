@@ -41,12 +41,14 @@ def test_three_broker_cluster_manifests():
 
 
 def test_manifests_separate_the_listeners_enable_tls_and_keep_internal_ports_inside():
-    """Issue 14: the client port is open, the internal and metrics ports and the controller only to the cluster's pods."""
+    """Issue 14: the client and Kafka ports are open, the internal and metrics ports and the controller only to the
+    cluster's pods."""
     spec = ClusterSpec(name="eu-1", region="eu", brokers=3, controllers=2)
     by_name = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(KubernetesProvisioner().render(spec))}
     broker = by_name[("StatefulSet", "eu-1-broker")]["spec"]["template"]["spec"]
     script = broker["containers"][0]["command"][-1]
-    for flag in ("--listen 0.0.0.0:9092", "--internal-listen 0.0.0.0:9094", "--certfile", "--keyfile", "--cafile"):
+    for flag in ("--listen 0.0.0.0:9092", "--internal-listen 0.0.0.0:9094", "--kafka-listen 0.0.0.0:9095",
+                 "--kafka-advertise", "--certfile", "--keyfile", "--cafile"):
         assert flag in script
     assert {"secretRef": {"name": "eu-1-cluster-secret"}} in broker["containers"][0]["envFrom"]
     controller = by_name[("StatefulSet", "eu-1-controller")]["spec"]["template"]["spec"]["containers"][0]
@@ -54,7 +56,7 @@ def test_manifests_separate_the_listeners_enable_tls_and_keep_internal_ports_ins
     assert {"secretRef": {"name": "eu-1-cluster-secret"}} in controller["envFrom"]
     ingress = by_name[("NetworkPolicy", "eu-1-broker")]["spec"]["ingress"]
     open_rules = [rule for rule in ingress if "from" not in rule]
-    assert [port["port"] for rule in open_rules for port in rule["ports"]] == [9092]
+    assert [port["port"] for rule in open_rules for port in rule["ports"]] == [9092, 9095]
     restricted = {port["port"] for rule in ingress if "from" in rule for port in rule["ports"]}
     assert restricted == {9093, 9094}
     controller_ingress = by_name[("NetworkPolicy", "eu-1-controller")]["spec"]["ingress"]
@@ -68,6 +70,7 @@ def test_local_provisioner_plans_a_controller_and_each_broker(tmp_path):
     plans = LocalProvisioner(home=tmp_path).plan(spec)
     assert [p.name for p in plans] == ["controller", "broker-1", "broker-2", "broker-3"]
     assert plans[3].arguments[plans[3].arguments.index("--listen") + 1] == "127.0.0.1:9503"
+    assert plans[3].arguments[plans[3].arguments.index("--kafka-listen") + 1] == "127.0.0.1:9703"
     assert LocalProvisioner(home=tmp_path).bootstrap(spec) == "127.0.0.1:9501,127.0.0.1:9502,127.0.0.1:9503"
 
 

@@ -345,6 +345,7 @@ class ClusterStateRequest(Struct, kw_only=True):
     partitions: list[PartitionState] = []
     deleted_topics: list[str] = []
     internal_listeners: list[ListenerAddress] = []  # where peers reach each broker (replication, coordinators)
+    kafka_listeners: list[ListenerAddress] = []  # where Kafka clients reach each broker that has a Kafka listener
 
 
 class ClusterStateResponse(_Response):
@@ -361,6 +362,8 @@ class BrokerRegisterRequest(Struct, kw_only=True):
     rack: str | None = None
     internal_host: str = ""  # the internal listener, as peers should reach it
     internal_port: int = -1
+    kafka_host: str = ""  # the Kafka listener, as Kafka clients should reach it ("": none)
+    kafka_port: int = -1
 
 
 class BrokerRegisterResponse(_Response):
@@ -402,6 +405,8 @@ class BrokerStatus(Struct, kw_only=True):
     state: str = "fenced"  # alive | fenced
     internal_host: str = ""
     internal_port: int = -1
+    kafka_host: str = ""
+    kafka_port: int = -1
 
 
 class DescribeClusterResponse(_Response):

@@ -166,10 +166,12 @@ def _run_up(args: argparse.Namespace) -> int:
     brokers = [
         {"id": i, "address": provisioner.broker_address(spec, i),
          "internal": f"127.0.0.1:{spec.first_broker_port + i - 1 + 100}",
+         "kafka": provisioner.kafka_address(spec, i),
          "metrics": f"http://127.0.0.1:{spec.first_broker_port + i - 1 + 1000}/metrics"}
         for i in range(1, spec.brokers + 1)
     ]
     deployment = {"controller": controller_address, "brokers": brokers, "bootstrap": provisioner.bootstrap(spec),
+                  "kafka_bootstrap": provisioner.kafka_bootstrap(spec),
                   "api": f"http://{api_address}", "pid": os.getpid()}
     (home / DEPLOYMENT_FILE).write_text(json.dumps(deployment, indent=2))
     try:
@@ -181,8 +183,10 @@ def _run_up(args: argparse.Namespace) -> int:
     print(f"  API         http://{api_address}/api/v1/   (docs http://{api_address}/api/docs/)")
     print(f"  controller  {controller_address}")
     for broker in brokers:
-        print(f"  broker {broker['id']}    {broker['address']}   internal {broker['internal']}   metrics {broker['metrics']}")
-    print(f"  bootstrap   {deployment['bootstrap']}")
+        print(f"  broker {broker['id']}    {broker['address']}   internal {broker['internal']}   kafka {broker['kafka']}   "
+              f"metrics {broker['metrics']}")
+    print(f"  bootstrap   {deployment['bootstrap']}   (Kafka clients: {deployment['kafka_bootstrap']}, SASL/PLAIN with an "
+          "API key as the password)")
     print(f"  WebSocket   ws://{api_address}/ws/v1/queues/NAME")
     print(f"  Redis       {os.environ['TIDEWAY_REDIS_URL']}   Celery worker log {logs / 'worker.log'}")
     print(f"  billing     usage and invoices every {os.environ.get('TIDEWAY_USAGE_REFRESH_S', '240')} s (Spark), "

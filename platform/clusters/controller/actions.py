@@ -96,7 +96,8 @@ def current_lease(cluster: Cluster) -> ControllerLease | None:
 
 
 def do_register_broker(lease: Lease, *, broker_id: int, host: str, port: int, rack: str | None,
-                       internal_host: str = "", internal_port: int = -1) -> int:
+                       internal_host: str = "", internal_port: int = -1, kafka_host: str = "",
+                       kafka_port: int = -1) -> int:
     """A broker (re)started: mark it alive with a new broker epoch; revive offline partitions."""
     with transaction.atomic():
         renew_lease(lease)
@@ -105,6 +106,7 @@ def do_register_broker(lease: Lease, *, broker_id: int, host: str, port: int, ra
         )
         broker.host, broker.port, broker.rack = host, port, rack or ""
         broker.internal_host, broker.internal_port = internal_host, internal_port
+        broker.kafka_host, broker.kafka_port = kafka_host, kafka_port
         broker.state = BrokerState.ALIVE
         broker.broker_epoch += 1
         broker.last_heartbeat = timezone.now()
@@ -327,6 +329,8 @@ def snapshot(lease: Lease, controller_id: int = 0, *, topics: list[str] | None =
         brokers=[m.BrokerInfo(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack or None) for b in brokers],
         internal_listeners=[m.ListenerAddress(node_id=b.broker_id, host=b.internal_host, port=b.internal_port)
                             for b in brokers if b.internal_port >= 0],
+        kafka_listeners=[m.ListenerAddress(node_id=b.broker_id, host=b.kafka_host, port=b.kafka_port)
+                         for b in brokers if b.kafka_port >= 0],
         topics=[m.TopicState(name=t.name, partitions=t.partition_count, replication_factor=t.replication_factor, configs=t.configs) for t in topics],
         partitions=[_state(p) for p in partitions],
     )
@@ -336,7 +340,8 @@ def describe(lease: Lease) -> m.DescribeClusterResponse:
     state = snapshot(lease)
     brokers = [
         m.BrokerStatus(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack or None, state=b.state,
-                       internal_host=b.internal_host, internal_port=b.internal_port)
+                       internal_host=b.internal_host, internal_port=b.internal_port, kafka_host=b.kafka_host,
+                       kafka_port=b.kafka_port)
         for b in Broker.objects.filter(cluster_id=lease.cluster_id)
     ]
     return m.DescribeClusterResponse(

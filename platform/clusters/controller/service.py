@@ -344,6 +344,7 @@ class Controller:
         broker_epoch = await self.db(
             actions.do_register_broker, self.lease, broker_id=request.broker_id, host=request.host, port=request.port,
             rack=request.rack, internal_host=request.internal_host, internal_port=request.internal_port,
+            kafka_host=request.kafka_host, kafka_port=request.kafka_port,
         )
         self._broker_epochs[request.broker_id] = broker_epoch
         self._deadlines[request.broker_id] = time.monotonic() + self.config.broker_session_timeout_ms / 1000

@@ -15,6 +15,8 @@ class Broker(models.Model):
     port = models.IntegerField()
     internal_host = models.CharField(max_length=255, blank=True, default="")  # the internal listener, as peers reach it
     internal_port = models.IntegerField(default=-1)
+    kafka_host = models.CharField(max_length=255, blank=True, default="")  # the Kafka listener, as Kafka clients reach it
+    kafka_port = models.IntegerField(default=-1)  # -1: the broker has no Kafka listener
     rack = models.CharField(max_length=100, blank=True, default="")
     state = models.CharField(max_length=10, choices=BrokerState.choices, default=BrokerState.FENCED)
     broker_epoch = models.BigIntegerField(default=0)

@@ -9,7 +9,8 @@ StatefulSet behind their own headless Service (one active, the rest standing
 by on the shared database); brokers are given every controller's address.
 
 Security (docs/security.md): each broker has a client listener (``BROKER_PORT``,
-the port tenants' clients reach) and an internal listener
+the port tenants' clients reach), a Kafka listener (``KAFKA_PORT``: Kafka's wire
+protocol, SASL/PLAIN with tenants' keys) and an internal listener
 (``INTERNAL_PORT``: replication, the controller, coordinators), both with TLS
 from the Secret ``<cluster>-tls`` (``tls.crt``, ``tls.key``, ``ca.crt``, e.g.
 issued by cert-manager); the cluster secret comes from the Secret
@@ -32,6 +33,7 @@ from tideway_server.clusters.provisioning.base import ClusterSpec
 BROKER_PORT = 9092
 METRICS_PORT = 9093
 INTERNAL_PORT = 9094
+KAFKA_PORT = 9095
 CONTROLLER_PORT = 9400
 TLS_DIRECTORY = "/etc/tideway/tls"
 
@@ -70,6 +72,7 @@ class KubernetesProvisioner:
             'id=$(( ${HOSTNAME##*-} + 1 )); exec tideway broker --id "$id" --data /data '
             f'--listen 0.0.0.0:{BROKER_PORT} --advertise "{pod_address}:{BROKER_PORT}" '
             f'--internal-listen 0.0.0.0:{INTERNAL_PORT} --internal-advertise "{pod_address}:{INTERNAL_PORT}" '
+            f'--kafka-listen 0.0.0.0:{KAFKA_PORT} --kafka-advertise "{pod_address}:{KAFKA_PORT}" '
             f'--metrics-listen 0.0.0.0:{METRICS_PORT} --controller "$TIDEWAY_CONTROLLER" {tls} '
             '--replica-lag-time-max-ms "$TIDEWAY_REPLICA_LAG_TIME_MAX_MS"'
         )
@@ -80,7 +83,7 @@ class KubernetesProvisioner:
             "spec": {
                 "clusterIP": "None", "publishNotReadyAddresses": True, "selector": broker_labels,
                 "ports": [{"name": "tideway", "port": BROKER_PORT}, {"name": "internal", "port": INTERNAL_PORT},
-                          {"name": "metrics", "port": METRICS_PORT}],
+                          {"name": "kafka", "port": KAFKA_PORT}, {"name": "metrics", "port": METRICS_PORT}],
             },
         }
         statefulset = {
@@ -101,6 +104,7 @@ class KubernetesProvisioner:
                             "envFrom": env_from,
                             "ports": [{"name": "tideway", "containerPort": BROKER_PORT},
                                       {"name": "internal", "containerPort": INTERNAL_PORT},
+                                      {"name": "kafka", "containerPort": KAFKA_PORT},
                                       {"name": "metrics", "containerPort": METRICS_PORT}],
                             "readinessProbe": {"tcpSocket": {"port": BROKER_PORT}, "periodSeconds": 5},
                             "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": {"memory": spec.memory}},
@@ -150,7 +154,7 @@ class KubernetesProvisioner:
                 "podSelector": {"matchLabels": broker_labels},
                 "policyTypes": ["Ingress"],
                 "ingress": [
-                    {"ports": [{"port": BROKER_PORT}]},  # the client listener: tenants authenticate with their keys
+                    {"ports": [{"port": BROKER_PORT}, {"port": KAFKA_PORT}]},  # client and Kafka listeners: tenants' keys
                     {"from": [cluster_pods], "ports": [{"port": INTERNAL_PORT}]},
                     {"from": [cluster_pods, {"podSelector": {"matchLabels": {"tideway.io/metrics": "true"}}}],
                      "ports": [{"port": METRICS_PORT}]},

@@ -36,6 +36,13 @@ class LocalProvisioner:
     def bootstrap(self, spec: ClusterSpec) -> str:
         return ",".join(self.broker_address(spec, i) for i in range(1, spec.brokers + 1))
 
+    def kafka_address(self, spec: ClusterSpec, broker_id: int) -> str:
+        """The broker's Kafka listener: its client port + 200 (9601-9603 by default)."""
+        return f"{spec.host}:{spec.first_broker_port + broker_id - 1 + 200}"
+
+    def kafka_bootstrap(self, spec: ClusterSpec) -> str:
+        return ",".join(self.kafka_address(spec, i) for i in range(1, spec.brokers + 1))
+
     def plan(self, spec: ClusterSpec) -> list[ProcessPlan]:
         """The processes, controller first (one: on one machine a standby adds nothing)."""
         controller = self.controller_address(spec)
@@ -43,7 +50,8 @@ class LocalProvisioner:
         for i in range(1, spec.brokers + 1):
             plans.append(ProcessPlan(f"broker-{i}", [
                 "broker", "--id", str(i), "--data", str(self.home / f"broker-{i}"),
-                "--listen", self.broker_address(spec, i), "--controller", controller,
+                "--listen", self.broker_address(spec, i), "--kafka-listen", self.kafka_address(spec, i),
+                "--controller", controller,
                 "--replica-lag-time-max-ms", str(spec.replica_lag_time_max_ms),
             ]))
         return plans

@@ -1,0 +1,235 @@
+"""Kafka's APIs, each a translation onto the broker's own: the same handlers, authorizer and tenant views.
+
+Every data request is rewritten as the native request it means (``tideway.protocol.messages``) and sent through
+the broker's ``Router.call`` with the connection's session: the one authorizer checks the key's scopes and queue
+patterns and gives a tenant's names their broker-side prefix on the way in and takes it off on the way out, the
+replica manager appends and reads, metering counts it as any request. Only the answer's shape is Kafka's.
+RecordBatches pass through as bytes both ways.
+
+Kafka-only requests (InitProducerId) are checked here, against the same principal: an authenticated one, and
+for a tenant the produce scope.
+
+Each Kafka version has its own dataclass with its own fields; ``build`` fills the fields a version has from
+one set of values, so one function answers every version.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+import uuid
+
+from kio.schema.errors import ErrorCode
+from tideway_server.brokers.security.acl import PRODUCE
+from tideway_server.brokers.server.connection import Session
+from tideway_server.brokers.server.router import Router
+
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.handshake import PLAIN_MECHANISM
+from tideway.protocol.messages import ApiKey
+
+__all__ = ["KafkaApis", "build"]
+
+log = logging.getLogger(__name__)
+
+CLUSTER_ID = "tideway"
+NO_THROTTLE = datetime.timedelta(0)
+UNKNOWN_TOPIC_ID = uuid.UUID(int=0)
+OPERATIONS_UNKNOWN = -(1 << 31)  # Kafka's INT32_MIN: authorized operations not asked for
+
+# Tideway's own error numbers (1000 and up) in Kafka's vocabulary; the rest are Kafka's numbers already.
+_KAFKA_CODE = {errors.BrokerBusyError.errno: errors.RequestTimedOutError.errno,
+               errors.AuthenticationUnavailableError.errno: errors.SaslAuthenticationFailedError.errno}
+
+
+def kafka_code(errno: int) -> ErrorCode:
+    code = _KAFKA_CODE.get(errno, errno)
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.unknown_server_error
+
+
+def build(cls, **values):
+    """An instance of ``cls`` (one API version's dataclass) from the values its fields take; others are dropped."""
+    fields = cls.__dataclass_fields__
+    return cls(**{name: value for name, value in values.items() if name in fields})
+
+
+def item_type(cls, name: str):
+    """The dataclass of the items of ``cls``'s sequence field ``name``."""
+    return cls.__dataclass_fields__[name].type.__args__[0]
+
+
+def _ms(value) -> int:
+    return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else int(value)
+
+
+class KafkaApis:
+    def __init__(self, router: Router, authenticator) -> None:
+        self._router = router
+        self._authenticator = authenticator
+        self.handlers = {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 17: self.sasl_handshake,
+            22: self.init_producer_id, 36: self.sasl_authenticate,
+        }
+
+    # -- authentication ------------------------------------------------------------------------
+
+    async def sasl_handshake(self, request, response_type, session: Session):
+        if request.mechanism != PLAIN_MECHANISM:
+            return build(response_type, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=(PLAIN_MECHANISM,))
+        return build(response_type, error_code=ErrorCode.none, mechanisms=(PLAIN_MECHANISM,))
+
+    async def sasl_authenticate(self, request, response_type, session: Session):
+        """PLAIN: the user name is free (the key's prefix reads well in logs), the password is the API key."""
+        native = m.SaslAuthenticateRequest(mechanism=PLAIN_MECHANISM, auth_bytes=bytes(request.auth_bytes))
+        try:
+            await self._authenticator.authenticate(native, session)
+        except errors.BrokerError as exc:
+            return build(response_type, error_code=kafka_code(exc.errno), error_message=exc.message, auth_bytes=b"",
+                         session_lifetime=NO_THROTTLE)
+        return build(response_type, error_code=ErrorCode.none, error_message=None, auth_bytes=b"",
+                     session_lifetime=NO_THROTTLE)
+
+    # -- metadata ---------------------------------------------------------------------------------
+
+    async def metadata(self, request, response_type, session: Session):
+        names = None if request.topics is None else [t.name for t in request.topics if t.name is not None]
+        if names is not None and not names and request.__version__ == 0:
+            names = None  # v0: an empty list meant every topic
+        topic_type = item_type(response_type, "topics")
+        partition_type = item_type(topic_type, "partitions")
+        broker_type = item_type(response_type, "brokers")
+        try:
+            answer: m.MetadataResponse = await self._router.call(session, ApiKey.METADATA, m.MetadataRequest(topics=names))
+        except errors.BrokerError as exc:
+            code = kafka_code(exc.errno)
+            topics = tuple(build(topic_type, error_code=code, name=name, topic_id=UNKNOWN_TOPIC_ID, is_internal=False,
+                                 partitions=(), topic_authorized_operations=OPERATIONS_UNKNOWN) for name in names or ())
+            answer = m.MetadataResponse()
+        else:
+            topics = tuple(
+                build(topic_type, error_code=kafka_code(t.error_code), name=t.name, topic_id=UNKNOWN_TOPIC_ID,
+                      is_internal=False, topic_authorized_operations=OPERATIONS_UNKNOWN,
+                      partitions=tuple(build(partition_type, error_code=kafka_code(p.error_code),
+                                             partition_index=p.partition, leader_id=p.leader,
+                                             leader_epoch=p.leader_epoch, replica_nodes=tuple(p.replicas),
+                                             isr_nodes=tuple(p.isr), offline_replicas=())
+                                       for p in t.partitions))
+                for t in answer.topics)
+        brokers = tuple(build(broker_type, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                        for b in answer.brokers)
+        controller = answer.controller_id if answer.controller_id >= 0 else (brokers[0].node_id if brokers else -1)
+        return build(response_type, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=CLUSTER_ID,
+                     controller_id=controller, topics=topics, cluster_authorized_operations=OPERATIONS_UNKNOWN)
+
+    # -- produce ---------------------------------------------------------------------------------
+
+    async def produce(self, request, response_type, session: Session):
+        topic_type = item_type(response_type, "responses")
+        partition_type = item_type(topic_type, "partition_responses")
+        wanted = [(topic.name, p.index) for topic in request.topic_data for p in topic.partition_data]
+        results: dict[tuple[str, int], tuple[int, str | None, int, int]] = {}
+        if request.transactional_id is not None:
+            for key in wanted:
+                results[key] = (ErrorCode.transactional_id_authorization_failed,
+                                "transactions are not served by Tideway's Kafka listener yet", -1, -1)
+        else:
+            native = m.ProduceRequest(acks=request.acks, timeout_ms=_ms(request.timeout), partitions=[
+                m.ProducePartition(topic=topic.name, partition=p.index, records=bytes(p.records or b""))
+                for topic in request.topic_data for p in topic.partition_data])
+            try:
+                answer: m.ProduceResponse = await self._router.call(session, ApiKey.PRODUCE, native)
+            except errors.BrokerError as exc:
+                for key in wanted:
+                    results[key] = (kafka_code(exc.errno), exc.message, -1, -1)
+            else:
+                for r in answer.partitions:
+                    results[(r.topic, r.partition)] = (kafka_code(r.error_code), r.error_message or None, r.base_offset,
+                                                       r.log_start_offset)
+        if request.acks == 0:
+            return None  # Kafka answers nothing to acks=0
+        by_topic: dict[str, list] = {}
+        for name, index in wanted:
+            code, message, base_offset, log_start = results.get((name, index), (ErrorCode.unknown_server_error,
+                                                                               "no answer for this partition", -1, -1))
+            by_topic.setdefault(name, []).append(build(
+                partition_type, index=index, error_code=code, base_offset=base_offset, log_append_time=None,
+                log_start_offset=log_start, record_errors=(), error_message=message))
+        return build(response_type, throttle_time=NO_THROTTLE, responses=tuple(
+            build(topic_type, name=name, partition_responses=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def init_producer_id(self, request, response_type, session: Session):
+        """An idempotent producer's id: random, as Tideway's own producers take theirs (62 bits: no two producers
+        meet on a partition), epoch 0. Transactions are not served yet."""
+        principal = session.principal
+        if request.transactional_id is not None:
+            code = ErrorCode.transactional_id_authorization_failed
+        elif principal is not None and principal.is_tenant and not principal.grant.has_scope(PRODUCE):
+            code = ErrorCode.cluster_authorization_failed
+        else:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                         producer_id=secrets.randbits(62), producer_epoch=0)
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=code, producer_id=-1, producer_epoch=-1)
+
+    # -- fetch and offsets --------------------------------------------------------------------------
+
+    async def fetch(self, request, response_type, session: Session):
+        topic_type = item_type(response_type, "responses")
+        partition_type = item_type(topic_type, "partitions")
+        wanted = [(topic.topic, p.partition) for topic in request.topics for p in topic.partitions]
+        if request.replica_id != m.CONSUMER:
+            results = {key: (ErrorCode.not_leader_or_follower, None) for key in wanted}  # no Kafka follower here
+        else:
+            native = m.FetchRequest(
+                replica_id=m.CONSUMER, max_wait_ms=_ms(request.max_wait), min_bytes=request.min_bytes,
+                max_bytes=request.max_bytes, partitions=[
+                    m.FetchPartition(topic=topic.topic, partition=p.partition, fetch_offset=p.fetch_offset,
+                                     partition_max_bytes=p.partition_max_bytes,
+                                     current_leader_epoch=getattr(p, "current_leader_epoch", -1))
+                    for topic in request.topics for p in topic.partitions])
+            results = {}
+            try:
+                answer: m.FetchResponse = await self._router.call(session, ApiKey.FETCH, native)
+            except errors.BrokerError as exc:
+                results = {key: (kafka_code(exc.errno), None) for key in wanted}
+            else:
+                for r in answer.partitions:
+                    results[(r.topic, r.partition)] = (kafka_code(r.error_code), r)
+        by_topic: dict[str, list] = {}
+        for name, index in wanted:
+            code, r = results.get((name, index), (ErrorCode.unknown_server_error, None))
+            high_watermark = r.high_watermark if r is not None else -1
+            by_topic.setdefault(name, []).append(build(
+                partition_type, partition_index=index, error_code=code, high_watermark=high_watermark,
+                last_stable_offset=high_watermark,  # no transactions yet: everything committed is stable
+                log_start_offset=r.log_start_offset if r is not None else -1, aborted_transactions=(),
+                preferred_read_replica=-1, records=(r.records if r is not None else b"")))
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
+                     responses=tuple(build(topic_type, topic=name, partitions=tuple(parts))
+                                     for name, parts in by_topic.items()))
+
+    async def list_offsets(self, request, response_type, session: Session):
+        topic_type = item_type(response_type, "topics")
+        partition_type = item_type(topic_type, "partitions")
+        wanted = [(topic.name, p.partition_index, p.timestamp) for topic in request.topics for p in topic.partitions]
+        native = m.ListOffsetsRequest(partitions=[m.ListOffsetsPartition(topic=name, partition=index, timestamp=stamp)
+                                                  for name, index, stamp in wanted])
+        results = {}
+        try:
+            answer: m.ListOffsetsResponse = await self._router.call(session, ApiKey.LIST_OFFSETS, native)
+        except errors.BrokerError as exc:
+            results = {(name, index): (kafka_code(exc.errno), -1, -1) for name, index, _ in wanted}
+        else:
+            for r in answer.partitions:
+                results[(r.topic, r.partition)] = (kafka_code(r.error_code), r.offset, r.timestamp)
+        by_topic: dict[str, list] = {}
+        for name, index, _ in wanted:
+            code, offset, stamp = results.get((name, index), (ErrorCode.unknown_server_error, -1, -1))
+            by_topic.setdefault(name, []).append(build(
+                partition_type, partition_index=index, error_code=code, timestamp=stamp, offset=offset, leader_epoch=-1))
+        return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))

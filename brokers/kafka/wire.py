@@ -1,0 +1,157 @@
+"""Kafka's wire protocol around the message bodies: request headers, response headers, the versions served.
+
+Pure codecs, no sockets. A Kafka frame is framed exactly as a native one (``tideway/protocol/frames.py``)::
+
+    request  := length:int32  api_key:int16  api_version:int16  correlation_id:int32  client_id  [tagged fields]  body
+    response := length:int32  correlation_id:int32  [tagged fields]  body
+
+so the broker's connection code (limits, buffers, pipelining) serves both listeners. ``client_id`` is a
+nullable int16-length string; the tagged fields (a uvarint count, then tag, size and bytes each) follow only in
+request header v2 and response header v1, the headers of *flexible* versions (KIP-482). ApiVersions answers
+with response header v0 at every version, so a client that does not yet know the broker's versions can read it.
+
+The bodies are Kafka's own message definitions, as the ``kio`` package generates them from Kafka's JSON message
+schemas (``clients/src/main/resources/common/message``): one dataclass per API, version and direction. Produce
+and Fetch carry RecordBatches as bytes; nothing here looks inside them.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from functools import cache
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+__all__ = ["API_NAMES", "SUPPORTED", "HeaderError", "RequestHeader", "decode_request", "encode_response",
+           "parse_header", "supported"]
+
+# What this listener implements, (lowest, highest) per API key; ApiVersions advertises exactly this. Produce
+# is advertised from 0, as Kafka 4 does, because librdkafka turns compression off for a broker whose lowest
+# Produce version is above 2; versions 0-2 (message formats before RecordBatch v2) are refused.
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (0, 9),  # Produce: v3+ served (RecordBatch v2); v10+ would add only tagged leader hints
+    1: (4, 12),  # Fetch: v13 names topics by id, which Tideway has not
+    2: (1, 6),  # ListOffsets: v7 adds the max-timestamp query
+    3: (0, 12),  # Metadata
+    # SaslHandshake: v0 is advertised because librdkafka before 2.x needs it in the table to use SASL at all (it then
+    # sends v1); a client that authenticates with v0 sends raw SASL tokens outside Kafka's framing next, which this
+    # listener does not read (the connection closes): every client here moves to v1 with SaslAuthenticate.
+    17: (0, 1),
+    18: (0, 4),  # ApiVersions
+    22: (0, 4),  # InitProducerId: idempotent producers (transactions: not yet)
+    36: (0, 2),  # SaslAuthenticate
+}
+PRODUCE_SERVED_MIN = 3
+
+API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
+             10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
+             15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
+             20: "DeleteTopics", 22: "InitProducerId", 32: "DescribeConfigs", 36: "SaslAuthenticate",
+             37: "CreatePartitions", 60: "DescribeCluster"}
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+
+class HeaderError(ValueError):
+    """Raised when a request header cannot be read (the connection cannot trust the stream after it)."""
+
+
+class RequestHeader:
+    __slots__ = ("api_key", "api_version", "body_offset", "client_id", "correlation_id")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None, body_offset: int):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body_offset = body_offset  # where the body starts in the frame
+
+
+def supported(api_key: int, api_version: int) -> bool:
+    span = SUPPORTED.get(api_key)
+    if span is None or not span[0] <= api_version <= span[1]:
+        return False
+    return api_key != 0 or api_version >= PRODUCE_SERVED_MIN
+
+
+@cache
+def _flexible(api_key: int, api_version: int) -> bool:
+    return bool(load_request_schema(api_key, api_version).__flexible__)
+
+
+def parse_header(api_key: int, api_version: int, correlation_id: int, rest: bytes | memoryview) -> RequestHeader:
+    """The rest of a request's header (``rest``: the frame after its api key, version and correlation id, which
+    the connection has read) for a supported API and version; ``body_offset`` counts from the start of ``rest``."""
+    if len(rest) < 2:
+        raise HeaderError("a request shorter than its header")
+    (client_id_length,) = _INT16.unpack_from(rest, 0)
+    position = 2
+    client_id = None
+    if client_id_length >= 0:
+        end = position + client_id_length
+        if end > len(rest):
+            raise HeaderError("the client id runs past the request")
+        client_id = bytes(rest[position:end]).decode("utf-8", "replace")
+        position = end
+    elif client_id_length != -1:
+        raise HeaderError(f"client id length {client_id_length}")
+    if _flexible(api_key, api_version):
+        count, position = _uvarint(rest, position)
+        for _ in range(count):
+            _tag, position = _uvarint(rest, position)
+            size, position = _uvarint(rest, position)
+            position += size
+            if position > len(rest):
+                raise HeaderError("a tagged header field runs past the request")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, position)
+
+
+def _uvarint(data: bytes | memoryview, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if position >= len(data) or shift > 28:
+            raise HeaderError("a malformed varint in the request header")
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+
+
+@cache
+def _reader(api_key: int, api_version: int):
+    return entity_reader(load_request_schema(api_key, api_version))
+
+
+@cache
+def response_type(api_key: int, api_version: int):
+    return load_response_schema(api_key, api_version)
+
+
+def decode_request(header: RequestHeader, rest: bytes | memoryview):
+    """The request's body as kio's dataclass for its API and version; ValueError (or kio's errors) when the
+    bytes do not hold one. Bytes after the body are ignored, as Kafka's brokers ignore them (librdkafka 2.16
+    sends three after a Metadata v12 request's)."""
+    body, _size = _reader(header.api_key, header.api_version)(rest[header.body_offset:], 0)
+    return body
+
+
+def encode_response(response) -> bytes:
+    """What follows the correlation id in the response frame: the header's tagged fields (header v1), then the
+    body."""
+    out = io.BytesIO()
+    if response.__header_schema__.__flexible__:
+        out.write(b"\x00")  # no tagged fields
+    entity_writer(type(response))(out, response)
+    return out.getvalue()
+
+
+def api_versions_error(api_versions_version: int) -> bytes:
+    """KIP-511: an ApiVersions request of a version this broker does not serve is answered in v0's shape, with
+    UNSUPPORTED_VERSION and the versions it does serve, so the client can retry with one of them."""
+    entries = b"".join(struct.pack(">hhh", key, low, high) for key, (low, high) in sorted(SUPPORTED.items()))
+    return _INT16.pack(35) + _INT32.pack(len(SUPPORTED)) + entries
