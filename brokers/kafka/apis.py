@@ -6,8 +6,12 @@ patterns and gives a tenant's names their broker-side prefix on the way in and t
 replica manager appends and reads, metering counts it as any request. Only the answer's shape is Kafka's.
 RecordBatches pass through as bytes both ways.
 
-Kafka-only requests (InitProducerId) are checked here, against the same principal: an authenticated one, and
-for a tenant the produce scope.
+Kafka-only requests are checked here, against the same principal: InitProducerId needs the produce scope; the
+classic group requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) first ask the broker's own FindCoordinator,
+which checks the consume scope and gives a tenant's group id its broker-side name, and run on the group's
+coordinator only (``groups.ClassicGroups`` holds their membership). A Kafka group's offsets are committed and
+fetched through the broker's own OffsetCommit and OffsetFetch, so they sit where Tideway's stream groups keep
+theirs, and lag, alerts and the console see them.
 
 Each Kafka version has its own dataclass with its own fields; ``build`` fills the fields a version has from
 one set of values, so one function answers every version.
@@ -21,6 +25,7 @@ import secrets
 import uuid
 
 from kio.schema.errors import ErrorCode
+from tideway_server.brokers.kafka.groups import ClassicGroups, GroupError
 from tideway_server.brokers.security.acl import PRODUCE
 from tideway_server.brokers.server.connection import Session
 from tideway_server.brokers.server.router import Router
@@ -68,12 +73,17 @@ def _ms(value) -> int:
 
 
 class KafkaApis:
-    def __init__(self, router: Router, authenticator) -> None:
+    def __init__(self, router: Router, authenticator, *, broker_id: int, kafka_address) -> None:
         self._router = router
         self._authenticator = authenticator
+        self._broker_id = broker_id
+        self._kafka_address = kafka_address  # node id -> (host, port) of its Kafka listener, or None
+        self.groups = ClassicGroups()
         self.handlers = {
-            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 17: self.sasl_handshake,
-            22: self.init_producer_id, 36: self.sasl_authenticate,
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 8: self.offset_commit,
+            9: self.offset_fetch, 10: self.find_coordinator, 11: self.join_group, 12: self.heartbeat,
+            13: self.leave_group, 14: self.sync_group, 17: self.sasl_handshake, 22: self.init_producer_id,
+            36: self.sasl_authenticate,
         }
 
     # -- authentication ------------------------------------------------------------------------
@@ -233,3 +243,126 @@ class KafkaApis:
                 partition_type, partition_index=index, error_code=code, timestamp=stamp, offset=offset, leader_epoch=-1))
         return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(
             build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    # -- groups ---------------------------------------------------------------------------------------
+
+    async def find_coordinator(self, request, response_type, session: Session):
+        if getattr(request, "key_type", 0) != 0:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available,
+                         error_message="transactions are not served by Tideway's Kafka listener yet", node_id=-1,
+                         host="", port=-1)
+        try:
+            answer: m.FindCoordinatorResponse = await self._router.call(
+                session, ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=request.key, group_type="stream"))
+            address = self._kafka_address(answer.node_id)
+            if address is None:
+                raise errors.CoordinatorNotAvailableError("the group's coordinator has no Kafka listener")
+        except errors.BrokerError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=kafka_code(exc.errno),
+                         error_message=exc.message, node_id=-1, host="", port=-1)
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+                     node_id=answer.node_id, host=address[0], port=address[1])
+
+    async def _group(self, session: Session, group_id: str) -> str:
+        """The broker-side id of ``group_id`` once the broker's authorizer allowed it, if this broker coordinates it."""
+        request = m.FindCoordinatorRequest(group_id=group_id, group_type="stream")
+        try:
+            answer: m.FindCoordinatorResponse = await self._router.call(session, ApiKey.FIND_COORDINATOR, request)
+        except errors.BrokerError as exc:
+            raise GroupError(kafka_code(exc.errno), exc.message) from None
+        if answer.node_id != self._broker_id:
+            raise GroupError(ErrorCode.not_coordinator, f"broker {answer.node_id} coordinates this group")
+        return request.group_id  # renamed in place for a tenant (brokers/server/authorizer.py)
+
+    async def join_group(self, request, response_type, session: Session):
+        member_type = item_type(response_type, "members")
+        try:
+            group_id = await self._group(session, request.group_id)
+            joined = await self.groups.join(
+                group_id, request.member_id, "kafka", request.protocol_type,
+                [(p.name, bytes(p.metadata)) for p in request.protocols], _ms(request.session_timeout),
+                _ms(getattr(request, "rebalance_timeout", request.session_timeout)))
+        except GroupError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=exc.code, generation_id=-1,
+                         protocol_name="", protocol_type=None, leader="", member_id=request.member_id, members=())
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                     generation_id=joined.generation, protocol_name=joined.protocol, protocol_type=request.protocol_type,
+                     leader=joined.leader, member_id=joined.member_id,
+                     members=tuple(build(member_type, member_id=mid, group_instance_id=None, metadata=metadata)
+                                   for mid, metadata in joined.members))
+
+    async def sync_group(self, request, response_type, session: Session):
+        try:
+            group_id = await self._group(session, request.group_id)
+            assignment = await self.groups.sync(group_id, request.member_id, request.generation_id,
+                                                {a.member_id: bytes(a.assignment) for a in request.assignments})
+        except GroupError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=exc.code, assignment=b"")
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, assignment=assignment)
+
+    async def heartbeat(self, request, response_type, session: Session):
+        try:
+            group_id = await self._group(session, request.group_id)
+            self.groups.heartbeat(group_id, request.member_id, request.generation_id)
+        except GroupError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=exc.code)
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none)
+
+    async def leave_group(self, request, response_type, session: Session):
+        try:
+            group_id = await self._group(session, request.group_id)
+            self.groups.leave(group_id, request.member_id)
+        except GroupError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=exc.code)
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none)
+
+    async def offset_commit(self, request, response_type, session: Session):
+        topic_type = item_type(response_type, "topics")
+        partition_type = item_type(topic_type, "partitions")
+        wanted = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
+        generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
+        results: dict[tuple[str, int], ErrorCode] = {}
+        try:
+            group_id = await self._group(session, request.group_id)
+            self.groups.check_commit(group_id, request.member_id, generation)
+            native = m.OffsetCommitRequest(group_id=request.group_id, offsets=[
+                m.CommittedOffset(topic=topic.name, partition=p.partition_index, offset=p.committed_offset,
+                                  metadata=p.committed_metadata or "")
+                for topic in request.topics for p in topic.partitions])
+            answer: m.OffsetCommitResponse = await self._router.call(session, ApiKey.OFFSET_COMMIT, native)
+            for r in answer.offsets:
+                results[(r.topic, r.partition)] = kafka_code(r.error_code)
+        except GroupError as exc:
+            results = {key: exc.code for key in wanted}
+        except errors.BrokerError as exc:
+            results = {key: kafka_code(exc.errno) for key in wanted}
+        by_topic: dict[str, list] = {}
+        for name, index in wanted:
+            by_topic.setdefault(name, []).append(build(partition_type, partition_index=index,
+                                                       error_code=results.get((name, index), ErrorCode.none)))
+        return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def offset_fetch(self, request, response_type, session: Session):
+        topic_type = item_type(response_type, "topics")
+        partition_type = item_type(topic_type, "partitions")
+        refs = None if request.topics is None else [m.TopicPartitionRef(topic=t.name, partition=p)
+                                                    for t in request.topics for p in t.partition_indexes]
+        try:
+            await self._group(session, request.group_id)
+            answer: m.OffsetFetchResponse = await self._router.call(
+                session, ApiKey.OFFSET_FETCH, m.OffsetFetchRequest(group_id=request.group_id, partitions=refs))
+        except GroupError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, topics=(), error_code=exc.code)
+        except errors.BrokerError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, topics=(), error_code=kafka_code(exc.errno))
+        by_topic: dict[str, list] = {}
+        for r in answer.offsets:
+            by_topic.setdefault(r.topic, []).append(build(
+                partition_type, partition_index=r.partition, committed_offset=r.offset, committed_leader_epoch=-1,
+                metadata=r.metadata or "", error_code=kafka_code(r.error_code)))
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def expire_sessions(self) -> None:
+        self.groups.expire_sessions()

@@ -35,6 +35,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     1: (4, 12),  # Fetch: v13 names topics by id, which Tideway has not
     2: (1, 6),  # ListOffsets: v7 adds the max-timestamp query
     3: (0, 12),  # Metadata
+    8: (2, 7),  # OffsetCommit: v8+ are flexible; every client here sends 7 or lower
+    9: (1, 7),  # OffsetFetch: v8 asks for several groups at once
+    10: (0, 3),  # FindCoordinator: v4 asks for several keys at once
+    11: (0, 5),  # JoinGroup (classic protocol): v6+ flexible, v8 reasons, v9 skip_assignment
+    12: (0, 3),  # Heartbeat
+    13: (0, 2),  # LeaveGroup: v3 leaves several members at once
+    14: (0, 3),  # SyncGroup
     # SaslHandshake: v0 is advertised because librdkafka before 2.x needs it in the table to use SASL at all (it then
     # sends v1); a client that authenticates with v0 sends raw SASL tokens outside Kafka's framing next, which this
     # listener does not read (the connection closes): every client here moves to v1 with SaslAuthenticate.

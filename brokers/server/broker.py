@@ -215,7 +215,9 @@ class Broker:
         )
         self.router = Router(routes, authorizer, name=f"broker {config.broker_id}",
                              observe=self.metrics.observe_request)
-        self.kafka_router = KafkaRouter(KafkaApis(self.router, self.authenticator))
+        self.kafka_apis = KafkaApis(self.router, self.authenticator, broker_id=config.broker_id,
+                                    kafka_address=lambda node: self.metadata.address_of(node, Listener.KAFKA))
+        self.kafka_router = KafkaRouter(self.kafka_apis)
         # One budget for both listeners: what callers' requests in progress may hold (limits.RequestBuffers).
         self.request_buffers = RequestBuffers(config.request_buffer_bytes_max, config.request_buffer_per_principal_bytes_max)
         self._registries = {
@@ -287,6 +289,7 @@ class Broker:
             loop.create_task(self._every(self.config.flush_check_interval_ms, self.replicas.flush_due)),
             loop.create_task(self._every(self.config.checkpoint_interval_ms, self._checkpoint)),
             loop.create_task(self._every(1000, self._roll_traffic)),
+            loop.create_task(self._every(1000, self.kafka_apis.expire_sessions)),
             loop.create_task(self._every(self.config.retention_check_interval_ms, self._enforce_retention)),
             loop.create_task(self._every(self.config.log_cleaner_interval_ms, self._compact_logs)),
         ]

@@ -6,7 +6,7 @@ order, nothing lost. What Kafka wrote is read over REST and the native protocol 
 and timestamp, and what the native client wrote is read by a Kafka client. A tenant sees and names only its own
 queues; another tenant's key, a wrong key and an anonymous connection get nothing.
 
-Consumer groups over the Kafka protocol (JoinGroup, SyncGroup, OffsetCommit) are not served yet.
+Consumer groups: test_kafka_groups.py.
 """
 
 from __future__ import annotations
