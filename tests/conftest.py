@@ -47,7 +47,7 @@ def deployment_factory(tmp_path, database_url):
     started: list = []
 
     def make(*, brokers: int = 3, controllers: int = 1, session_timeout_ms: int = 2000, lag_ms: int = 2000,
-             broker_args=lambda broker_id: []) -> Deployment:
+             broker_args=lambda broker_id: [], kafka: bool = False) -> Deployment:
         timing = ["--lease-ms", "2000", "--broker-session-timeout-ms", str(session_timeout_ms)]
         controller_processes = []
         for i in range(controllers):
@@ -62,6 +62,7 @@ def deployment_factory(tmp_path, database_url):
                 tmp_path / f"broker-{i}",
                 broker_id=i,
                 extra_args=["--controller", addresses, "--replica-lag-time-max-ms", str(lag_ms), *broker_args(i)],
+                kafka=kafka,
             ).start()
             broker_processes[i] = broker
             started.append(broker)

@@ -3,9 +3,14 @@ listeners of a 3-broker deployment, with a tenant's key, for librdkafka, kafka-p
 
 Per client: keyed messages in every codec the client writes; a group of two members, a third joining and then one
 leaving (rebalances), offsets committed after every batch; then every member stops, more is produced, a new pair of
-members starts and must begin exactly where the group committed. Nothing produced goes unread, each member reads
-each of its partitions in offset order, and the group's offsets are where Tideway keeps its stream groups' (the
-REST API reads them back).
+members starts and must begin exactly where the group committed. Nothing produced goes unread; each partition's
+records are read for the first time in offset order (what a member read and could not commit before a rebalance is
+read again, as at-least-once delivery allows, but never ahead of a gap); the group's offsets are where Tideway keeps
+its stream groups' (the REST API reads them back).
+
+A commit can fail while the group rebalances (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: a commit of the old
+generation arriving after the new one began), with Kafka's brokers as here; the members do what applications do,
+carry on and let the next commit or the next owner of the partition cover it. They are counted, not hidden.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import threading
 from collections import defaultdict
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from kafka.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError
 
 from tests.harness.gateway import make_queue
 from tests.harness.waiting import wait_until
@@ -25,6 +31,7 @@ from tests.kafka.test_kafka_clients import _produce_confluent
 pytestmark = pytest.mark.timeout(600)
 
 PARTITIONS = 6
+REBALANCING = {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBER_ID}
 
 
 class Reads:
@@ -50,13 +57,19 @@ class Reads:
                     first[partition] = offset
             return first
 
-    def in_order_per_member(self) -> bool:
-        last: dict[tuple[str, int], int] = {}
+    def first_reads_in_order(self) -> bool:
+        """Every partition's records, each taken at its first read, come in offset order (no record is first read
+        before an earlier one: nothing skipped and filled in later, nothing out of order)."""
+        seen: set[tuple[int, int]] = set()
+        last: dict[int, int] = {}
         with self.lock:
-            for member, partition, offset in self.records:
-                if last.get((member, partition), -1) >= offset:
+            for _member, partition, offset in self.records:
+                if (partition, offset) in seen:
+                    continue
+                if last.get(partition, -1) >= offset:
                     return False
-                last[(member, partition)] = offset
+                seen.add((partition, offset))
+                last[partition] = offset
         return True
 
 
@@ -66,6 +79,7 @@ class Member(threading.Thread):
     def __init__(self, name: str, reads: Reads) -> None:
         super().__init__(daemon=True)
         self.name_, self.reads, self.stop, self.error = name, reads, threading.Event(), None
+        self.failed_commits = 0
 
     def run(self) -> None:
         try:
@@ -92,7 +106,12 @@ class ConfluentMember(Member):
                 assert message.error() is None, message.error()
                 self.reads.add(self.name_, message.partition(), message.offset())
             if messages:
-                self.consumer.commit(asynchronous=False)
+                try:
+                    self.consumer.commit(asynchronous=False)
+                except KafkaException as exc:
+                    if exc.args[0].code() not in REBALANCING:
+                        raise
+                    self.failed_commits += 1
         self.consumer.close()  # LeaveGroup
 
 
@@ -112,7 +131,10 @@ class KafkaPythonMember(Member):
                 for record in records:
                     self.reads.add(self.name_, tp.partition, record.offset)
             if batches:
-                self.consumer.commit()
+                try:
+                    self.consumer.commit()
+                except (CommitFailedError, IllegalGenerationError, RebalanceInProgressError):
+                    self.failed_commits += 1
         self.consumer.close()
 
 
@@ -128,6 +150,9 @@ class AiokafkaMember(Member):
 
     async def _run(self) -> None:
         from aiokafka import AIOKafkaConsumer
+        from aiokafka.errors import CommitFailedError as AioCommitFailedError
+        from aiokafka.errors import IllegalGenerationError as AioIllegalGeneration
+        from aiokafka.errors import RebalanceInProgressError as AioRebalanceInProgress
 
         bootstrap, key, topic, group = self._args
         consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
@@ -142,7 +167,10 @@ class AiokafkaMember(Member):
                     for record in records:
                         self.reads.add(self.name_, tp.partition, record.offset)
                 if batches:
-                    await consumer.commit()
+                    try:
+                        await consumer.commit()
+                    except (AioCommitFailedError, AioIllegalGeneration, AioRebalanceInProgress):
+                        self.failed_commits += 1
         finally:
             await consumer.stop()
 
@@ -224,7 +252,9 @@ def test_a_group_rebalances_commits_and_resumes_where_it_committed(plane, tenant
     resumed = reads.first_offsets({"m4", "m5"})
     # (a partition with nothing committed, -1001 in Kafka's terms, starts at the earliest: auto.offset.reset)
     assert resumed == {p: max(committed[p], 0) for p in resumed}, (resumed, committed)
-    assert reads.in_order_per_member()
+    assert reads.first_reads_in_order()
+    failed_commits = sum(m.failed_commits for m in started)
+    print(f"{client}: {len(reads.records)} reads of {total} records, {failed_commits} commits refused in rebalances")
     members_per_partition = defaultdict(set)
     for member, partition, _offset in reads.records:
         members_per_partition[partition].add(member)

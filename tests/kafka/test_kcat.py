@@ -42,3 +42,19 @@ def test_kcat_lists_its_own_queues_and_round_trips_with_snappy(plane, tenant_a, 
     assert consumed.returncode == 0, consumed.stderr
     got = consumed.stdout.splitlines()
     assert sorted(got) == sorted(f"k{i % 5}={line}" for i, line in enumerate(lines))
+
+
+def test_kcat_consumes_in_a_group_and_the_group_commits(plane, tenant_a):
+    _slug, key = tenant_a
+    name = make_queue(plane, key, partitions=3, mode="stream")
+    bootstrap = plane.deployment.kafka_bootstrap
+    lines = [f"row {i}" for i in range(300)]
+    assert _kcat(bootstrap, key, "-P", "-t", name, input_text="".join(f"{line}\n" for line in lines)).returncode == 0
+    # -G: a balanced consumer in group "kcat-readers"; -e: leave once every partition is read to its end.
+    consumed = _kcat(bootstrap, key, "-G", "kcat-readers", "-o", "beginning", "-e", "-f", "%s\n",
+                     "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=100", name)
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.splitlines()) == sorted(lines)
+    with plane.client(key) as api:
+        offsets = api.get(f"/api/v1/queues/{name}/groups/kcat-readers/offsets").json()["partitions"]
+    assert sum(max(row["committed"], 0) for row in offsets) == len(lines)  # the group's commits, read over REST

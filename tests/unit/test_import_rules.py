@@ -27,13 +27,13 @@ from pathlib import Path
 from tests.harness.processes import REPO_ROOT
 
 LAYERS = ["cli", "webui", "billing", "platform", "spark_analytics", "brokers", "tideway"]  # top first
-CLIENT_DEPENDENCIES = {"msgspec", "crc32c", "httpx", "websockets", "lz4", "zstandard"}
+CLIENT_DEPENDENCIES = {"msgspec", "crc32c", "httpx", "websockets", "lz4", "zstandard", "cramjam"}
 # What the console may take from the gateway: its operations (and publishing, one of them) and their refusals.
 CONSOLE_GATEWAY = {"operations", "publishing", "errors"}
 # The control plane's modules that call brokers or run the cluster: the console goes through actions instead.
 CONSOLE_NEVER = ("tideway_server.clusters.admin", "tideway_server.clusters.controller",
                  "tideway_server.clusters.provisioning")
-SKIPPED = {".venv", "tests", "bench", "infra", "migrations", "__pycache__", "node_modules"}
+SKIPPED = {".venv", "tests", "bench", "infra", "migrations", "__pycache__", "node_modules", "build"}  # build/: wheels' copies
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def violations(root: Path) -> list[str]:
     found = []
     # Everywhere, tests, benches and migrations too: a server module by its installed name only.
     bare = server_packages(root) | {"tideway_cli"}
-    for item in imports(root, {".venv", "__pycache__", "node_modules"}):
+    for item in imports(root, {".venv", "__pycache__", "node_modules", "build"}):
         top = item.module.split(".")[0]
         if top in bare:
             found.append(f"{item.path}:{item.line} imports {item.module}: server modules are imported as "

@@ -3,16 +3,22 @@
 The numbers are Kafka's, so batches stay readable by Kafka tooling. lz4 uses
 the LZ4 frame format, as Kafka does since message format v1.
 
-lz4 and zstd need libraries the client distribution leaves to an extra
+snappy is read, never written: Kafka clients write it (Java's framing, xerial's
+``\x82SNAPPY\x00`` header and length-prefixed blocks, or raw snappy from
+others), and Tideway's readers must see those records; Tideway's own producers
+use lz4 or zstd.
+
+lz4, zstd and snappy need libraries the client distribution leaves to an extra
 (``pip install 'tideway[compression]'``: 30 MB, most of a client's weight);
 the server always has them. Without them, gzip and uncompressed batches work
-and an lz4 or zstd batch raises an ImportError that says what to install.
+and an lz4, zstd or snappy batch raises an ImportError that says what to install.
 """
 
 from __future__ import annotations
 
 import enum
 import gzip
+import struct
 
 __all__ = ["Compression", "compress", "decompress"]
 
@@ -20,7 +26,7 @@ __all__ = ["Compression", "compress", "decompress"]
 class Compression(enum.IntEnum):
     NONE = 0
     GZIP = 1
-    SNAPPY = 2  # accepted on the wire by value only; Tideway cannot decode it
+    SNAPPY = 2  # read (Kafka clients write it), never written by Tideway
     LZ4 = 3
     ZSTD = 4
 
@@ -34,7 +40,7 @@ class Compression(enum.IntEnum):
         except KeyError:
             raise ValueError(f"unknown compression {name!r}; use none, gzip, lz4 or zstd") from None
         if codec is cls.SNAPPY:
-            raise ValueError("snappy compression is not supported; use lz4 or zstd")
+            raise ValueError("Tideway's producers do not write snappy (they read it); use lz4 or zstd")
         return codec
 
 
@@ -44,6 +50,10 @@ def _library(name: str, codec: str):
             import lz4.frame
 
             return lz4.frame
+        if name == "cramjam":
+            import cramjam
+
+            return cramjam
         import zstandard
 
         return zstandard
@@ -73,4 +83,30 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         # Kafka's producers do not always write the content size in the frame
         # header, so decompress as a stream rather than in one call.
         return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+    if codec == Compression.SNAPPY:
+        return _snappy_decompress(bytes(data))
     raise ValueError(f"cannot decompress codec {codec}")
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_BYTES = 16  # the magic, then two int32 versions
+_BLOCK_LENGTH = struct.Struct(">i")
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    """Java's framing (xerial: a header, then blocks each behind its int32 length) or one raw snappy block."""
+    snappy = _library("cramjam", "snappy").snappy
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(snappy.decompress_raw(data))
+    out = bytearray()
+    position = _XERIAL_HEADER_BYTES
+    while position < len(data):
+        if position + 4 > len(data):
+            raise ValueError("a snappy block's length is cut short")
+        (length,) = _BLOCK_LENGTH.unpack_from(data, position)
+        position += 4
+        if length < 0 or position + length > len(data):
+            raise ValueError(f"a snappy block of {length} bytes runs past the batch")
+        out += bytes(snappy.decompress_raw(data[position:position + length]))
+        position += length
+    return bytes(out)

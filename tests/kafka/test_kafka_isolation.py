@@ -1,0 +1,157 @@
+"""Tenants over the Kafka listener, API by API (issue 42): tenant B's key cannot read, write, list, describe, commit,
+join or leave anything of tenant A's, whether it names A's queue and group by A's own names (they mean B's own,
+which do not exist) or by their broker-side names (refused); every API the listener serves is tried, and A's data
+and membership are unchanged afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+import pytest
+from confluent_kafka import Producer
+from kio.index import load_request_schema as load
+from tideway_server.brokers.kafka.wire import SUPPORTED
+
+from tests.harness.gateway import make_queue
+from tests.harness.processes import OPERATOR_KEY
+from tests.harness.waiting import wait_until
+from tests.kafka.clients import confluent_config
+from tests.kafka.raw import RawKafka, nested
+from tideway.native import TidewayClient
+
+pytestmark = pytest.mark.timeout(300)
+
+NO_DATA_APIS = {17, 18, 36, 22}  # SaslHandshake, ApiVersions, SaslAuthenticate, InitProducerId: no tenant's data
+SECOND = datetime.timedelta(seconds=1)
+UNKNOWN_TOPIC, NOT_AUTHORIZED = 3, 29
+GROUP_NOT_AUTHORIZED, UNKNOWN_MEMBER = 30, 25
+
+
+def _broker_side_name(plane, own_name: str) -> str:
+    async def find() -> str:
+        async with TidewayClient(plane.deployment.bootstrap, api_key=OPERATOR_KEY) as client:
+            return next(t for t in await client.list_topics() if t.endswith(f".{own_name}"))
+    return asyncio.run(find())
+
+
+def _coordinator_of(bootstrap: str, key: str, group: str) -> str:
+    """The group's coordinator at its Kafka listener, asked again while it is not available yet (retriable: the
+    group topic is being created), as clients do."""
+    with RawKafka(bootstrap.split(",")[0], key) as kafka:
+        answer = wait_until(lambda: (found := kafka.request(10, 3, key=group, key_type=0)).error_code == 0 and found,
+                            30, f"a coordinator for {group}", interval_s=0.5)
+    return f"{answer.host}:{answer.port}"
+
+
+def test_tenant_b_reaches_nothing_of_tenant_a_through_any_kafka_api(plane, tenant_a, tenant_b):
+    key_a, key_b = tenant_a[1], tenant_b[1]
+    mine = make_queue(plane, key_a, partitions=1, mode="stream")
+    broker_side = _broker_side_name(plane, mine)
+    bootstrap = plane.deployment.kafka_bootstrap
+    producer = Producer(confluent_config(bootstrap, key_a))
+    for i in range(10):
+        producer.produce(mine, value=b"a's %d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+    # A's group: one member, stable, with a committed offset.
+    coordinator = _coordinator_of(bootstrap, key_a, "a-group")
+    a = RawKafka(coordinator, key_a)
+    protocol = nested(load(11, 5), "protocols")
+    joined = a.request(11, 5, group_id="a-group", session_timeout=SECOND * 30, rebalance_timeout=SECOND * 30,
+                       member_id="", group_instance_id=None, protocol_type="consumer",
+                       protocols=(protocol(name="range", metadata=b"\x00"),))
+    assert joined.error_code == 0, joined
+    sync_assignment = nested(load(14, 3), "assignments")
+    synced = a.request(14, 3, group_id="a-group", generation_id=joined.generation_id, member_id=joined.member_id,
+                       group_instance_id=None, assignments=(sync_assignment(member_id=joined.member_id,
+                                                                            assignment=b"a's"),))
+    assert synced.error_code == 0 and synced.assignment == b"a's"
+    commit_type = load(8, 7)
+    commit_topic, commit_partition = nested(commit_type, "topics"), nested(commit_type, "topics", "partitions")
+    committed = a.request(8, 7, group_id="a-group", generation_id_or_member_epoch=joined.generation_id,
+                          member_id=joined.member_id, group_instance_id=None, topics=(commit_topic(
+                              name=mine, partitions=(commit_partition(partition_index=0, committed_offset=7,
+                                                                      committed_leader_epoch=-1,
+                                                                      committed_metadata=None),)),))
+    assert committed.topics[0].partitions[0].error_code == 0
+
+    tried: set[int] = set()
+    b = RawKafka(coordinator, key_b)
+    for name in (mine, broker_side):
+        # Metadata (3): A's queue is not B's.
+        answer = b.request(3, 12, topics=(nested(load(3, 12), "topics")(name=name, topic_id=None),),
+                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        assert answer.topics[0].error_code in (UNKNOWN_TOPIC, NOT_AUTHORIZED) and not answer.topics[0].partitions
+        tried.add(3)
+        # Produce (0): refused, nothing written (checked below).
+        produce_topic, produce_partition = nested(load(0, 9), "topic_data"), nested(load(0, 9), "topic_data",
+                                                                                 "partition_data")
+        answer = b.request(0, 9, transactional_id=None, acks=-1, timeout=SECOND * 10, topic_data=(produce_topic(
+            name=name, partition_data=(produce_partition(index=0, records=None),)),))
+        assert answer.responses[0].partition_responses[0].error_code in (UNKNOWN_TOPIC, NOT_AUTHORIZED)
+        tried.add(0)
+        # Fetch (1): nothing of A's.
+        fetch_topic, fetch_partition = nested(load(1, 12), "topics"), nested(load(1, 12), "topics", "partitions")
+        answer = b.request(1, 12, replica_id=-1, max_wait=SECOND * 0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=(fetch_topic(topic=name, partitions=(fetch_partition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20),)),), forgotten_topics_data=(),
+                           rack_id="")
+        part = answer.responses[0].partitions[0]
+        assert part.error_code in (UNKNOWN_TOPIC, NOT_AUTHORIZED) and not part.records
+        tried.add(1)
+        # ListOffsets (2)
+        offsets_topic, offsets_partition = nested(load(2, 6), "topics"), nested(load(2, 6), "topics", "partitions")
+        answer = b.request(2, 6, replica_id=-1, isolation_level=0, topics=(offsets_topic(name=name, partitions=(
+            offsets_partition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+        assert answer.topics[0].partitions[0].error_code in (UNKNOWN_TOPIC, NOT_AUTHORIZED)
+        tried.add(2)
+
+    for group in ("a-group", f"{broker_side.split('.')[0]}.stream.a-group"):
+        # OffsetFetch (9): A's commit is not B's.
+        answer = b.request(9, 7, group_id=group, topics=None, require_stable=False)
+        assert answer.error_code == GROUP_NOT_AUTHORIZED or all(
+            p.committed_offset < 0 for t in answer.topics for p in t.partitions), answer
+        tried.add(9)
+        # OffsetCommit (8): B's commit under A's group name lands in B's own group (or is refused).
+        answer = b.request(8, 7, group_id=group, generation_id_or_member_epoch=joined.generation_id,
+                           member_id=joined.member_id, group_instance_id=None, topics=(commit_topic(
+                               name=mine, partitions=(commit_partition(partition_index=0, committed_offset=1,
+                                                                       committed_leader_epoch=-1,
+                                                                       committed_metadata=None),)),))
+        assert answer.topics[0].partitions[0].error_code != 0
+        tried.add(8)
+        # Heartbeat (12), SyncGroup (14), LeaveGroup (13) as A's member: B does not have it.
+        assert b.request(12, 3, group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+                         group_instance_id=None).error_code in (UNKNOWN_MEMBER, GROUP_NOT_AUTHORIZED, 16)
+        tried.add(12)
+        assert b.request(14, 3, group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+                         group_instance_id=None, assignments=()).error_code in (UNKNOWN_MEMBER, GROUP_NOT_AUTHORIZED, 16)
+        tried.add(14)
+        assert b.request(13, 2, group_id=group, member_id=joined.member_id).error_code in (
+            UNKNOWN_MEMBER, GROUP_NOT_AUTHORIZED, 16)
+        tried.add(13)
+        # FindCoordinator (10): a broker-side group name is refused.
+        answer = b.request(10, 3, key=group, key_type=0)
+        assert answer.error_code == (0 if group == "a-group" else GROUP_NOT_AUTHORIZED)
+        tried.add(10)
+    # JoinGroup (11): B's "a-group" is B's own; A's member is not in it.
+    other = b.request(11, 5, group_id="a-group", session_timeout=SECOND * 30, rebalance_timeout=SECOND * 30,
+                      member_id="", group_instance_id=None, protocol_type="consumer",
+                      protocols=(protocol(name="range", metadata=b"\x00"),))
+    assert other.error_code in (0, 16) and joined.member_id not in {m.member_id for m in other.members}
+    tried.add(11)
+    assert tried | NO_DATA_APIS == set(SUPPORTED), f"no isolation case for {set(SUPPORTED) - tried - NO_DATA_APIS}"
+
+    # A's data, commit and membership are as A left them.
+    assert a.request(12, 3, group_id="a-group", generation_id=joined.generation_id, member_id=joined.member_id,
+                     group_instance_id=None).error_code == 0
+    fetched = a.request(9, 7, group_id="a-group", topics=None, require_stable=False)
+    assert [(p.partition_index, p.committed_offset) for t in fetched.topics for p in t.partitions] == [(0, 7)]
+    with plane.client(key_a) as api:
+        assert len(api.get(f"/api/v1/queues/{mine}/partitions/0/messages", params={"from": "earliest"})
+                   .json()["messages"]) == 10
+    a.close()
+    b.close()
