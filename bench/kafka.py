@@ -147,28 +147,26 @@ def main() -> None:
             # Named as a tenant's topics are (t<id>.<queue>), so the broker meters them as it would a tenant's.
             names = [f"t1.{proto}-{what}" for proto in ("native", "kafka") for what in ("small", "large", "latency")]
             asyncio.run(create_topics(native_bootstrap, names))
+
+            def measure(protocol: str, phase: str, what: str, run, *args) -> None:
+                settle()
+                progress(f"{protocol}: {what}")
+                results[protocol][phase] = run(*args)
+
             for label, size, count in (("100B", 100, small), ("1KiB", 1024, large)):
-                what = "small" if size == 100 else "large"
-                settle()
-                progress(f"native: produce {count:,} x {label}")
-                results["native"][f"produce_{label}"] = asyncio.run(
-                    produce_phase(native_bootstrap, f"t1.native-{what}", count, size))
-                settle()
-                progress(f"kafka: produce {count:,} x {label}")
-                results["kafka"][f"produce_{label}"] = kafka_produce(kafka_bootstrap, f"t1.kafka-{what}", count, size)
-                settle()
-                progress(f"native: consume {count:,} x {label}")
-                results["native"][f"consume_{label}"] = asyncio.run(
-                    consume_phase(native_bootstrap, f"t1.native-{what}", count, size))
-                settle()
-                progress(f"kafka: consume {count:,} x {label}")
-                results["kafka"][f"consume_{label}"] = kafka_consume(kafka_bootstrap, f"t1.kafka-{what}", count, size)
-            settle()
-            progress(f"native: latency at 1,000 msgs/s for {seconds} s")
-            results["native"]["latency"] = asyncio.run(latency_phase(native_bootstrap, "t1.native-latency", 1000, seconds))
-            settle()
-            progress(f"kafka: latency at 1,000 msgs/s for {seconds} s")
-            results["kafka"]["latency"] = kafka_latency(kafka_bootstrap, "t1.kafka-latency", 1000, seconds)
+                which = "small" if size == 100 else "large"
+                native_topic, kafka_topic = f"t1.native-{which}", f"t1.kafka-{which}"
+                measure("native", f"produce_{label}", f"produce {count:,} x {label}",
+                        asyncio.run, produce_phase(native_bootstrap, native_topic, count, size))
+                measure("kafka", f"produce_{label}", f"produce {count:,} x {label}",
+                        kafka_produce, kafka_bootstrap, kafka_topic, count, size)
+                measure("native", f"consume_{label}", f"consume {count:,} x {label}",
+                        asyncio.run, consume_phase(native_bootstrap, native_topic, count, size))
+                measure("kafka", f"consume_{label}", f"consume {count:,} x {label}",
+                        kafka_consume, kafka_bootstrap, kafka_topic, count, size)
+            what = f"latency at 1,000 msgs/s for {seconds} s"
+            measure("native", "latency", what, asyncio.run, latency_phase(native_bootstrap, "t1.native-latency", 1000, seconds))
+            measure("kafka", "latency", what, kafka_latency, kafka_bootstrap, "t1.kafka-latency", 1000, seconds)
         finally:
             broker.terminate()
             broker.wait(30)

@@ -12,11 +12,9 @@ from asgiref.sync import SyncToAsync, async_to_sync
 from django.http import Http404
 from tideway_server.controlplane.api.principal import Principal
 from tideway_server.gateway.errors import GatewayError
-from tideway_server.gateway.operations.members import Caller, QueueInfo, member_caller, member_queue
+from tideway_server.gateway.operations.members import QueueInfo, member_caller, member_queue
 
-
-def caller_for(principal: Principal) -> Caller:
-    return member_caller(principal)
+caller_for = member_caller  # the console's name for it: data.caller_for(request.principal)
 
 
 def queue_info(principal: Principal, name: str) -> QueueInfo:

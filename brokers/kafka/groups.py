@@ -58,10 +58,8 @@ class GroupError(Exception):
 @dataclass
 class Member:
     member_id: str
-    client_id: str
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
     last_seen: float = field(default_factory=time.monotonic)
@@ -120,9 +118,8 @@ class ClassicGroups:
         if member is None:
             if len(group.members) >= MEMBERS_PER_GROUP_MAX:
                 raise GroupError(ErrorCode.group_max_size_reached, f"at most {MEMBERS_PER_GROUP_MAX} members")
-            member = Member(member_id=f"{client_id or 'member'}-{uuid.uuid4()}", client_id=client_id,
-                            session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=0, protocol_type=protocol_type,
-                            protocols=protocols)
+            member = Member(member_id=f"{client_id or 'member'}-{uuid.uuid4()}",
+                            session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=0, protocols=protocols)
             group.members[member.member_id] = member
         member.protocols, member.session_timeout_ms = protocols, session_timeout_ms
         member.rebalance_timeout_ms = min(max(rebalance_timeout_ms, session_timeout_ms), REBALANCE_TIMEOUT_MS_MAX)
@@ -194,9 +191,6 @@ class ClassicGroups:
                     self._remove(group, member, "session expired")
             if not group.members and group.state is State.EMPTY:
                 del self.groups[group.group_id]
-
-    def describe(self, group_id: str) -> Group | None:
-        return self.groups.get(group_id)
 
     # -- rebalances ----------------------------------------------------------------------------
 

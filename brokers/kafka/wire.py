@@ -23,6 +23,8 @@ from functools import cache
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import BufferUnderflow
+from kio.serial.readers import read_unsigned_varint
 
 __all__ = ["API_NAMES", "SUPPORTED", "HeaderError", "RequestHeader", "decode_request", "encode_response",
            "parse_header", "supported"]
@@ -117,16 +119,12 @@ def parse_header(api_key: int, api_version: int, correlation_id: int, rest: byte
 
 
 def _uvarint(data: bytes | memoryview, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if position >= len(data) or shift > 28:
-            raise HeaderError("a malformed varint in the request header")
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
+    """An unsigned varint (kio's reader) and the position after it."""
+    try:
+        value, size = read_unsigned_varint(data, position)
+    except (BufferUnderflow, ValueError) as exc:
+        raise HeaderError(f"a malformed varint in the request header: {exc}") from None
+    return value, position + size
 
 
 @cache

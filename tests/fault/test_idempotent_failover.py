@@ -89,17 +89,12 @@ async def create_replicated_topic(deployment) -> None:
         lambda s: sum(1 for p in s.partitions if p.topic == TOPIC and len(p.isr) == 3) == PARTITIONS, what="topic created")
 
 
-async def test_idempotent_producer_writes_through_five_leader_kills(deployment_factory):
-    deployment = deployment_factory(brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS)
-    await create_replicated_topic(deployment)
-    load = SteadyProducer(deployment.bootstrap)
-    await load.start()
-    started = time.monotonic()
-    await asyncio.sleep(1)
-    for round_ in range(ROUNDS):
+async def kill_leaders(deployment, rounds: int) -> None:
+    """``rounds`` times: SIGKILL the broker leading one of TOPIC's partitions (each in turn), restart it 4 s later,
+    and wait until every replica is back in sync."""
+    for round_ in range(rounds):
         state = await deployment.describe()
-        victim_id = deployment.partition(state, TOPIC, round_ % PARTITIONS).leader
-        victim = deployment.brokers[victim_id]
+        victim = deployment.brokers[deployment.partition(state, TOPIC, round_ % PARTITIONS).leader]
         victim.kill()
         await asyncio.sleep(4)
         victim.restart()
@@ -107,6 +102,16 @@ async def test_idempotent_producer_writes_through_five_leader_kills(deployment_f
             lambda s: sum(1 for p in s.partitions if p.topic == TOPIC and len(p.isr) == 3) == PARTITIONS,
             timeout_s=30, what=f"round {round_ + 1}: every replica back in sync")
         await asyncio.sleep(1)
+
+
+async def test_idempotent_producer_writes_through_five_leader_kills(deployment_factory):
+    deployment = deployment_factory(brokers=3, session_timeout_ms=SESSION_TIMEOUT_MS)
+    await create_replicated_topic(deployment)
+    load = SteadyProducer(deployment.bootstrap)
+    await load.start()
+    started = time.monotonic()
+    await asyncio.sleep(1)
+    await kill_leaders(deployment, ROUNDS)
     ended = time.monotonic()
     await load.stop()
 

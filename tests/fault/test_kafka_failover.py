@@ -14,12 +14,15 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.fault.test_idempotent_failover import create_replicated_topic
+from tests.fault.test_idempotent_failover import (
+    PARTITIONS,
+    TOPIC,
+    create_replicated_topic,
+    kill_leaders,
+)
 from tests.harness.processes import OPERATOR_KEY
 from tests.kafka.clients import confluent_config
 
-TOPIC = "orders"
-PARTITIONS = 3
 ROUNDS = 3
 
 
@@ -75,16 +78,7 @@ async def test_an_idempotent_kafka_producer_writes_through_three_leader_kills(de
     load = KafkaLoad(bootstrap)
     load.start()
     await asyncio.sleep(1)
-    for round_ in range(ROUNDS):
-        state = await deployment.describe()
-        victim = deployment.brokers[deployment.partition(state, TOPIC, round_ % PARTITIONS).leader]
-        victim.kill()
-        await asyncio.sleep(4)
-        victim.restart()
-        await deployment.wait_until(
-            lambda s: sum(1 for p in s.partitions if p.topic == TOPIC and len(p.isr) == 3) == PARTITIONS,
-            timeout_s=30, what=f"round {round_ + 1}: every replica back in sync")
-        await asyncio.sleep(1)
+    await kill_leaders(deployment, ROUNDS)
     load.stop.set()
     await asyncio.to_thread(load.join, 150)
 

@@ -19,6 +19,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_writer
 from tideway_server.brokers.kafka.wire import SUPPORTED
 
+from tests.fault.test_hostile_frames import send_and_read
 from tests.harness.processes import OPERATOR_KEY
 from tideway.native import SyncClient, SyncProducer
 
@@ -66,20 +67,6 @@ def kafka_broker(tmp_path_factory):
     broker.kill()
 
 
-def _send(port: int, data: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-        sock.settimeout(2)
-        chunks = []
-        try:
-            while chunk := sock.recv(65536):
-                chunks.append(chunk)
-        except (TimeoutError, ConnectionResetError):
-            pass
-        return b"".join(chunks)
-
-
 served = st.sampled_from(sorted(SUPPORTED))
 api_keys = served | st.integers(-5, 100)
 versions = st.integers(-2, 20)
@@ -97,7 +84,7 @@ kafka_frames = st.one_of(
 @given(authenticated=st.booleans(), data=st.lists(kafka_frames, min_size=1, max_size=4))
 def test_hostile_kafka_frames_never_crash_the_broker(kafka_broker, authenticated, data):
     broker, _before, _rss = kafka_broker
-    _send(broker.kafka_port, (_authenticate() if authenticated else b"") + b"".join(data))
+    send_and_read(broker.kafka_port, (_authenticate() if authenticated else b"") + b"".join(data))
     assert broker.alive(), broker.log_text()[-2000:]
 
 
@@ -116,7 +103,7 @@ def test_data_and_memory_after_hostile_kafka_input(kafka_broker):
 def test_an_oversized_kafka_frame_closes_only_that_connection(kafka_broker):
     broker, _before, _rss = kafka_broker
     with socket.create_connection(("127.0.0.1", broker.kafka_port), timeout=5) as other:
-        assert _send(broker.kafka_port, struct.pack(">i", 2**31 - 1) + b"\x00" * 100) == b""
+        assert send_and_read(broker.kafka_port, struct.pack(">i", 2**31 - 1) + b"\x00" * 100) == b""
         other.sendall(_frame(_header(18, 0, 42, False)))  # ApiVersions v0 on the other connection
         length, correlation_id, error_code = struct.unpack(">iih", other.recv(10))
         assert (correlation_id, error_code) == (42, 0)
