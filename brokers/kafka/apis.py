@@ -13,18 +13,27 @@ coordinator only (``groups.ClassicGroups`` holds their membership). A Kafka grou
 fetched through the broker's own OffsetCommit and OffsetFetch, so they sit where Tideway's stream groups keep
 theirs, and lag, alerts and the console see them.
 
-Each Kafka version has its own dataclass with its own fields; ``build`` fills the fields a version has from
-one set of values, so one function answers every version.
+Topic admin, configs, group listings and the cluster's description are ``admin.KafkaAdmin``'s; answers are
+built as ``answers`` says.
 """
 
 from __future__ import annotations
 
-import datetime
 import logging
 import secrets
-import uuid
 
 from kio.schema.errors import ErrorCode
+from tideway_server.brokers.kafka.admin import KafkaAdmin
+from tideway_server.brokers.kafka.answers import (
+    CLUSTER_ID,
+    NO_THROTTLE,
+    OPERATIONS_UNKNOWN,
+    UNKNOWN_TOPIC_ID,
+    build,
+    item_type,
+    kafka_code,
+    milliseconds,
+)
 from tideway_server.brokers.kafka.groups import ClassicGroups, GroupError
 from tideway_server.brokers.security.acl import PRODUCE
 from tideway_server.brokers.server.connection import Session
@@ -35,42 +44,9 @@ from tideway.protocol import messages as m
 from tideway.protocol.handshake import PLAIN_MECHANISM
 from tideway.protocol.messages import ApiKey
 
-__all__ = ["KafkaApis", "build"]
+__all__ = ["KafkaApis"]
 
 log = logging.getLogger(__name__)
-
-CLUSTER_ID = "tideway"
-NO_THROTTLE = datetime.timedelta(0)
-UNKNOWN_TOPIC_ID = uuid.UUID(int=0)
-OPERATIONS_UNKNOWN = -(1 << 31)  # Kafka's INT32_MIN: authorized operations not asked for
-
-# Tideway's own error numbers (1000 and up) in Kafka's vocabulary; the rest are Kafka's numbers already.
-_KAFKA_CODE = {errors.BrokerBusyError.errno: errors.RequestTimedOutError.errno,
-               errors.AuthenticationUnavailableError.errno: errors.SaslAuthenticationFailedError.errno}
-
-
-def kafka_code(errno: int) -> ErrorCode:
-    code = _KAFKA_CODE.get(errno, errno)
-    try:
-        return ErrorCode(code)
-    except ValueError:
-        return ErrorCode.unknown_server_error
-
-
-def build(cls, **values):
-    """An instance of ``cls`` (one API version's dataclass) from the values its fields take; others are dropped."""
-    fields = cls.__dataclass_fields__
-    return cls(**{name: value for name, value in values.items() if name in fields})
-
-
-def item_type(cls, name: str):
-    """The dataclass of the items of ``cls``'s sequence field ``name``."""
-    return cls.__dataclass_fields__[name].type.__args__[0]
-
-
-def _ms(value) -> int:
-    return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else int(value)
-
 
 class KafkaApis:
     def __init__(self, router: Router, authenticator, *, broker_id: int, kafka_address) -> None:
@@ -85,6 +61,8 @@ class KafkaApis:
             13: self.leave_group, 14: self.sync_group, 17: self.sasl_handshake, 22: self.init_producer_id,
             36: self.sasl_authenticate,
         }
+        self.admin = KafkaAdmin(router, self.groups, broker_id=broker_id)
+        self.handlers.update(self.admin.handlers)
 
     # -- authentication ------------------------------------------------------------------------
 
@@ -132,9 +110,10 @@ class KafkaApis:
                 for t in answer.topics)
         brokers = tuple(build(broker_type, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                         for b in answer.brokers)
-        controller = answer.controller_id if answer.controller_id >= 0 else (brokers[0].node_id if brokers else -1)
+        # Kafka's clients send topic admin to the "controller": every broker forwards it to Tideway's own
+        # controller (not a broker, and not a tenant's business), so this broker names itself.
         return build(response_type, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=CLUSTER_ID,
-                     controller_id=controller, topics=topics, cluster_authorized_operations=OPERATIONS_UNKNOWN)
+                     controller_id=self._broker_id, topics=topics, cluster_authorized_operations=OPERATIONS_UNKNOWN)
 
     # -- produce ---------------------------------------------------------------------------------
 
@@ -148,7 +127,7 @@ class KafkaApis:
                 results[key] = (ErrorCode.transactional_id_authorization_failed,
                                 "transactions are not served by Tideway's Kafka listener yet", -1, -1)
         else:
-            native = m.ProduceRequest(acks=request.acks, timeout_ms=_ms(request.timeout), partitions=[
+            native = m.ProduceRequest(acks=request.acks, timeout_ms=milliseconds(request.timeout), partitions=[
                 m.ProducePartition(topic=topic.name, partition=p.index, records=bytes(p.records or b""))
                 for topic in request.topic_data for p in topic.partition_data])
             try:
@@ -195,7 +174,7 @@ class KafkaApis:
             results = {key: (ErrorCode.not_leader_or_follower, None) for key in wanted}  # no Kafka follower here
         else:
             native = m.FetchRequest(
-                replica_id=m.CONSUMER, max_wait_ms=_ms(request.max_wait), min_bytes=request.min_bytes,
+                replica_id=m.CONSUMER, max_wait_ms=milliseconds(request.max_wait), min_bytes=request.min_bytes,
                 max_bytes=request.max_bytes, partitions=[
                     m.FetchPartition(topic=topic.topic, partition=p.partition, fetch_offset=p.fetch_offset,
                                      partition_max_bytes=p.partition_max_bytes,
@@ -280,8 +259,8 @@ class KafkaApis:
             group_id = await self._group(session, request.group_id)
             joined = await self.groups.join(
                 group_id, request.member_id, "kafka", request.protocol_type,
-                [(p.name, bytes(p.metadata)) for p in request.protocols], _ms(request.session_timeout),
-                _ms(getattr(request, "rebalance_timeout", request.session_timeout)))
+                [(p.name, bytes(p.metadata)) for p in request.protocols], milliseconds(request.session_timeout),
+                milliseconds(getattr(request, "rebalance_timeout", request.session_timeout)))
         except GroupError as exc:
             return build(response_type, throttle_time=NO_THROTTLE, error_code=exc.code, generation_id=-1,
                          protocol_name="", protocol_type=None, leader="", member_id=request.member_id, members=())

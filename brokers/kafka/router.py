@@ -19,7 +19,8 @@ import logging
 
 from kio.schema.errors import ErrorCode
 from tideway_server.brokers.kafka import wire
-from tideway_server.brokers.kafka.apis import NO_THROTTLE, KafkaApis, build, item_type
+from tideway_server.brokers.kafka.answers import NO_THROTTLE, build, item_type
+from tideway_server.brokers.kafka.apis import KafkaApis
 from tideway_server.brokers.server.connection import Session
 
 __all__ = ["KafkaRouter"]

@@ -44,20 +44,28 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     12: (0, 3),  # Heartbeat
     13: (0, 2),  # LeaveGroup: v3 leaves several members at once
     14: (0, 3),  # SyncGroup
+    15: (0, 5),  # DescribeGroups: v6 adds error messages
+    16: (0, 5),  # ListGroups
     # SaslHandshake: v0 is advertised because librdkafka before 2.x needs it in the table to use SASL at all (it then
     # sends v1); a client that authenticates with v0 sends raw SASL tokens outside Kafka's framing next, which this
     # listener does not read (the connection closes): every client here moves to v1 with SaslAuthenticate.
     17: (0, 1),
     18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics (versions before 2 are gone from Kafka 4)
+    20: (1, 6),  # DeleteTopics
     22: (0, 4),  # InitProducerId: idempotent producers (transactions: not yet)
+    23: (2, 4),  # OffsetForLeaderEpoch
+    32: (1, 4),  # DescribeConfigs
     36: (0, 2),  # SaslAuthenticate
+    37: (0, 3),  # CreatePartitions
+    60: (0, 1),  # DescribeCluster: v2 adds fenced brokers
 }
 PRODUCE_SERVED_MIN = 3
 
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
              10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
              15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
-             20: "DeleteTopics", 22: "InitProducerId", 32: "DescribeConfigs", 36: "SaslAuthenticate",
+             20: "DeleteTopics", 22: "InitProducerId", 23: "OffsetForLeaderEpoch", 32: "DescribeConfigs", 36: "SaslAuthenticate",
              37: "CreatePartitions", 60: "DescribeCluster"}
 
 _INT16 = struct.Struct(">h")

@@ -8,14 +8,16 @@ refused (a new API must be classified before anyone can call it):
   internal listener only (a FETCH by a follower or a queue coordinator,
   ``replica_id`` other than -1 or -3, counts as one; -3, a service's
   unmetered look, is for services and peers);
-* ``OPERATOR``: topic admin and DESCRIBE_CLUSTER: peers and service principals;
-  tenants create and change queues through the control plane, which checks
-  their quotas;
-* ``TENANT``: data and group APIs: peers and services as they are; tenants
-  through a *view* that checks the key's scopes and queue patterns
+* ``OPERATOR``: ALTER_CONFIGS and DESCRIBE_CLUSTER: peers and service
+  principals;
+* ``TENANT``: data, group and topic-admin APIs: peers and services as they are;
+  tenants through a *view* that checks the key's scopes and queue patterns
   (``brokers.security.acl``), gives their names the tenant's broker-side prefix
   on the way in (``tideway.protocol.names``) and takes it off on the way out,
-  so a tenant can neither name nor see anything that is not its own.
+  so a tenant can neither name nor see anything that is not its own. A
+  tenant's CREATE_TOPICS, DELETE_TOPICS and CREATE_PARTITIONS (the manage
+  scope) are marked with its tenant id, and the controller hands them to the
+  control plane's queue actions: the plan's quotas apply as through REST.
 
 A request naming anything the key may not touch is refused whole, with
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED or AUTHORIZATION_FAILED,
@@ -58,10 +60,11 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.DESCRIBE_CREDENTIAL: Access.INTERNAL,
     ApiKey.REPLICA_DAMAGED: Access.INTERNAL,
     ApiKey.DESCRIBE_CLUSTER: Access.OPERATOR,
-    ApiKey.CREATE_TOPICS: Access.OPERATOR,
-    ApiKey.DELETE_TOPICS: Access.OPERATOR,
-    ApiKey.CREATE_PARTITIONS: Access.OPERATOR,
     ApiKey.ALTER_CONFIGS: Access.OPERATOR,
+    ApiKey.CREATE_TOPICS: Access.TENANT,
+    ApiKey.DELETE_TOPICS: Access.TENANT,
+    ApiKey.CREATE_PARTITIONS: Access.TENANT,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Access.TENANT,
     ApiKey.PRODUCE: Access.TENANT,
     ApiKey.FETCH: Access.TENANT,
     ApiKey.LIST_OFFSETS: Access.TENANT,
@@ -222,6 +225,48 @@ def _list_offsets(principal: Principal, request: m.ListOffsetsRequest) -> AfterR
     return _partitions_view(principal, request, ANY_SCOPE, "read offsets")
 
 
+def _offset_for_leader_epoch(principal: Principal, request: m.OffsetForLeaderEpochRequest) -> AfterResponse:
+    return _partitions_view(principal, request, ANY_SCOPE, "read offsets")
+
+
+def _manage(principal: Principal, request) -> None:
+    """A topic-admin request of a tenant: the manage scope, and marked as the tenant's (never trusted from it)."""
+    _require(principal, frozenset({MANAGE}), errors.TopicAuthorizationFailedError, "create, grow or delete queues")
+    request.tenant_id = principal.tenant_id
+    request.acting = principal.name
+
+
+def _create_topics(principal: Principal, request: m.CreateTopicsRequest) -> AfterResponse:
+    _manage(principal, request)
+    for topic in request.topics:
+        topic.name = _topic_in(principal, topic.name)
+
+    def after(response: m.CreateTopicsResponse) -> None:
+        response.topics = _rename_items(principal, response.topics, "name")
+
+    return after
+
+
+def _delete_topics(principal: Principal, request: m.DeleteTopicsRequest) -> AfterResponse:
+    _manage(principal, request)
+    request.names = [_topic_in(principal, name) for name in request.names]
+
+    def after(response: m.DeleteTopicsResponse) -> None:
+        response.topics = _rename_items(principal, response.topics, "name")
+
+    return after
+
+
+def _create_partitions(principal: Principal, request: m.CreatePartitionsRequest) -> AfterResponse:
+    _manage(principal, request)
+    request.topic = _topic_in(principal, request.topic)
+
+    def after(response: m.CreatePartitionsResponse) -> None:
+        response.error_message = principal.names.scrub(response.error_message)
+
+    return after
+
+
 def _metadata(principal: Principal, request: m.MetadataRequest) -> AfterResponse:
     _require(principal, ANY_SCOPE, errors.TopicAuthorizationFailedError, "read metadata")
     if request.topics is not None:
@@ -359,6 +404,10 @@ _TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]]
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.METADATA: _metadata,
     ApiKey.DESCRIBE_TOPICS: _describe_topics,
     ApiKey.FIND_COORDINATOR: _find_coordinator,

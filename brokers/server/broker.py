@@ -192,6 +192,7 @@ class Broker:
             ApiKey.PRODUCE: Route(self.replicas.produce),
             ApiKey.FETCH: Route(self.replicas.fetch, answers_more=True),
             ApiKey.LIST_OFFSETS: Route(self.replicas.list_offsets),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: Route(self.replicas.offset_for_leader_epoch),
             ApiKey.METADATA: Route(self._metadata, takes_session=True),
             ApiKey.CREATE_TOPICS: Route(self._create_topics),
             ApiKey.DELETE_TOPICS: Route(self._delete_topics),
@@ -517,7 +518,8 @@ class Broker:
 
     async def _create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
         if self.controller_channel is not None:
-            return await self.controller_channel.request(ApiKey.CREATE_TOPICS, request)
+            return await self.controller_channel.request(ApiKey.CREATE_TOPICS, request, timeout_s=_admin_timeout_s(request))
+        _refuse_tenant_admin(request)
         results = []
         for topic in request.topics:
             result = m.TopicResult(name=topic.name)
@@ -540,7 +542,8 @@ class Broker:
 
     async def _delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
         if self.controller_channel is not None:
-            return await self.controller_channel.request(ApiKey.DELETE_TOPICS, request)
+            return await self.controller_channel.request(ApiKey.DELETE_TOPICS, request, timeout_s=_admin_timeout_s(request))
+        _refuse_tenant_admin(request)
         results = []
         for name in request.names:
             result = m.TopicResult(name=name)
@@ -584,7 +587,8 @@ class Broker:
 
     async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
         if self.controller_channel is not None:
-            return await self.controller_channel.request(ApiKey.CREATE_PARTITIONS, request)
+            return await self.controller_channel.request(ApiKey.CREATE_PARTITIONS, request, timeout_s=_admin_timeout_s(request))
+        _refuse_tenant_admin(request)
         if self.metadata.cluster_mode:
             raise InvalidRequestError("this broker is in a cluster: add partitions through the controller")
         config = self.logs.topics.get(request.topic)
@@ -703,3 +707,17 @@ class Broker:
         return TidewayClient(f"{host}:{port}", request_timeout_ms=10_000, credentials=self.peer_credentials,
                              ssl_context=self.peer_tls)
 
+
+
+# A tenant's topic admin runs the control plane's queue actions (several cluster changes, each pushed to every
+# broker): more time than the controller's own admin needs.
+TENANT_ADMIN_TIMEOUT_S = 30.0
+
+
+def _admin_timeout_s(request) -> float:
+    return TENANT_ADMIN_TIMEOUT_S if request.tenant_id is not None else 10.0
+
+
+def _refuse_tenant_admin(request) -> None:
+    if request.tenant_id is not None:
+        raise InvalidRequestError("this broker runs without a control plane: tenants' queues are created through one")

@@ -427,6 +427,29 @@ class ReplicaManager:
                 early.append(m.FetchPartitionResult(topic=part.topic, partition=part.partition, high_watermark=partition.log.high_watermark))
         return early
 
+    async def offset_for_leader_epoch(self, request: m.OffsetForLeaderEpochRequest) -> m.OffsetForLeaderEpochResponse:
+        """Where each asked epoch ends on the leader: a consumer whose position lies past it after a leader change
+        knows its log was truncated (Kafka's OffsetForLeaderEpoch, from the same epoch cache followers use)."""
+        results = []
+        for query in request.partitions:
+            result = m.EpochEnd(topic=query.topic, partition=query.partition)
+            try:
+                partition = self.partition(query.topic, query.partition)
+                if partition.role is not Role.LEADER:
+                    raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {query.topic}-{query.partition}")
+                if 0 <= query.current_leader_epoch < partition.leader_epoch:
+                    raise errors.FencedLeaderEpochError(
+                        f"epoch {query.current_leader_epoch} is older than the leader's {partition.leader_epoch}")
+                if query.current_leader_epoch > partition.leader_epoch:
+                    raise errors.UnknownLeaderEpochError(
+                        f"epoch {query.current_leader_epoch} is newer than the leader's {partition.leader_epoch}")
+                result.leader_epoch, result.end_offset = partition.log.epochs.end_offset_for(
+                    query.leader_epoch, partition.log.log_end_offset)
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            results.append(result)
+        return m.OffsetForLeaderEpochResponse(partitions=results)
+
     async def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
         results = []
         for part in request.partitions:

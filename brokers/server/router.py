@@ -85,6 +85,9 @@ class Router:
         started = time.perf_counter()
         try:
             return await self._run(session, api, self.routes[api], request, None)
+        except BrokerError as exc:
+            exc.message = _scrubbed(exc.message, session)
+            raise
         finally:
             if self._observe is not None:
                 self._observe(api, time.perf_counter() - started)
@@ -118,9 +121,13 @@ def _more(session: Session, correlation_id: int, after: Callable[[msgspec.Struct
     return more
 
 
-def _error_body(exc: BrokerError, session: Session) -> bytes:
-    message = exc.message
+def _scrubbed(message: str, session: Session) -> str:
+    """``message`` without broker-side name prefixes, for a tenant."""
     principal = session.principal
     if principal is not None and principal.names is not None:
-        message = principal.names.scrub(message)
-    return m.ENCODER.encode(m.ErrorResponse(error_code=exc.errno, error_message=message))
+        return principal.names.scrub(message)
+    return message
+
+
+def _error_body(exc: BrokerError, session: Session) -> bytes:
+    return m.ENCODER.encode(m.ErrorResponse(error_code=exc.errno, error_message=_scrubbed(exc.message, session)))

@@ -20,7 +20,7 @@ from tideway_server.tenants import audit
 from tideway_server.tenants.models import Tenant
 from tideway_server.topics.choices import QueueMode, QueueStatus
 from tideway_server.topics.models import Queue
-from tideway_server.topics.placement import choose_cluster
+from tideway_server.topics.placement import choose_cluster, check_cluster
 from tideway_server.topics.quotas import Footprint, check_queue_fits
 from tideway_server.topics.settings import broker_configs, dead_letter_configs
 
@@ -78,8 +78,10 @@ def _check_schema(tenant: Tenant, subject: str) -> None:
         raise ActionError("unknown_schema_subject", f"schema subject {subject!r} has no registered version")
 
 
-def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
-    """Create a queue: row and quotas first, then the topic (and dead-letter topic) on a cluster."""
+def do_create_queue(tenant: Tenant, values: dict, *, acting: str, cluster=None, validate_only: bool = False) -> Queue:
+    """Create a queue: row and quotas first, then the topic (and dead-letter topic) on a cluster: ``cluster``
+    when the caller names it (a broker's Kafka client creates where it is connected), else the placement's
+    choice. ``validate_only``: every check, then nothing is written (Kafka's validate_only)."""
     plan = tenant.plan
     name = values["name"]
     partitions = values.get("partitions") or 1
@@ -87,7 +89,7 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
         _lock_tenant(tenant)
         if Queue.objects.filter(tenant=tenant, name=name).exists():
             raise ActionError("queue_exists", f"queue {name!r} already exists")
-        cluster = choose_cluster(tenant, partitions)
+        cluster = choose_cluster(tenant, partitions) if cluster is None else check_cluster(tenant, cluster, partitions)
         live = cluster.brokers.filter(state=BrokerState.ALIVE).count() or len([a for a in cluster.bootstrap.split(",") if a])
         queue = Queue(
             tenant=tenant, name=name, cluster=cluster, broker_topic=f"t{tenant.pk}.{name}",
@@ -105,6 +107,8 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
                 setattr(queue, field, values[field])
         _check_quotas(tenant, queue, new_queue=True)
         _check_schema(tenant, queue.schema_subject)
+        if validate_only:
+            return queue
         queue.save()
         audit.record(tenant, acting, "queue.create", name, **_audit_values(queue))
     try:
@@ -128,21 +132,41 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str) -> Queue:
     return queue
 
 
-def do_update_queue(queue: Queue, values: dict, *, acting: str) -> Queue:
-    """Change what may change: partitions (grow only), retention, sizes, queue settings, schema."""
+def _changes(queue: Queue, values: dict) -> dict:
+    """The settings ``values`` change, once each may change (ActionError when one may not)."""
     for field in IMMUTABLE + ("name",):
         if field in values and values[field] is not None and values[field] != getattr(queue, field):
             raise ActionError("immutable_setting", f"{field} cannot change after a queue is created",
                               details={"field": field})
     if queue.status != QueueStatus.READY:
         raise ActionError("queue_busy", f"queue {queue.name!r} is {queue.status}")
-    old = {field: getattr(queue, field) for field in _MUTABLE}
-    changed = {f: v for f, v in values.items() if f in _MUTABLE and v is not None and v != old[f]}
-    if not changed:
-        return queue
+    changed = {f: v for f, v in values.items() if f in _MUTABLE and v is not None and v != getattr(queue, f)}
     if "partitions" in changed and changed["partitions"] < queue.partitions:
         raise ActionError("partitions_cannot_shrink", f"queue {queue.name!r} has {queue.partitions} partitions; "
                           "the count can only grow", details={"field": "partitions"})
+    return changed
+
+
+def check_update_queue(queue: Queue, values: dict) -> None:
+    """Raise what ``do_update_queue(queue, values)`` would refuse; change nothing (Kafka's validate_only)."""
+    changed = _changes(queue, values)
+    with transaction.atomic():
+        _lock_tenant(queue.tenant)
+        for field, value in changed.items():
+            setattr(queue, field, value)
+        try:
+            _check_quotas(queue.tenant, queue, new_queue=False)
+            _check_schema(queue.tenant, queue.schema_subject)
+        finally:
+            queue.refresh_from_db()
+
+
+def do_update_queue(queue: Queue, values: dict, *, acting: str) -> Queue:
+    """Change what may change: partitions (grow only), retention, sizes, queue settings, schema."""
+    old = {field: getattr(queue, field) for field in _MUTABLE}
+    changed = _changes(queue, values)
+    if not changed:
+        return queue
     tenant = queue.tenant
     with transaction.atomic():
         _lock_tenant(tenant)

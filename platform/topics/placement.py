@@ -33,3 +33,16 @@ def choose_cluster(tenant, partitions: int) -> Cluster:
     if best is None:
         raise ActionError("no_capacity", f"no cluster in region {tenant.region!r} has room for {partitions} partitions")
     return best
+
+
+def check_cluster(tenant, cluster: Cluster, partitions: int) -> Cluster:
+    """``cluster`` when the tenant's new queue may go there (its dedicated cluster, or a shared one of its region,
+    with room): a broker's Kafka client creates a queue on the cluster it is connected to."""
+    if tenant.dedicated_cluster_id is not None and tenant.dedicated_cluster_id != cluster.pk:
+        raise ActionError("no_capacity", f"this tenant's queues live on its dedicated cluster "
+                                         f"{tenant.dedicated_cluster.name!r}; connect there")
+    if tenant.dedicated_cluster_id is None and (cluster.dedicated or cluster.region != tenant.region):
+        raise ActionError("no_capacity", f"cluster {cluster.name!r} does not take this tenant's queues")
+    if used_partitions(cluster) + partitions > cluster.max_partitions:
+        raise ActionError("no_capacity", f"cluster {cluster.name!r} has no room for {partitions} more partitions")
+    return cluster

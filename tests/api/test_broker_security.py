@@ -247,7 +247,8 @@ def test_every_api_refuses_every_caller_it_must_and_changes_nothing(deployment, 
         "key outside its patterns": (ApiKey(a["other_queues"]), "orders", "g1"),
     }
     # What each key may do (not sent: a produce would change A's log, as it should).
-    allowed = {"produce-only key consuming": {Api.PRODUCE, Api.METADATA, Api.LIST_OFFSETS, Api.DESCRIBE_TOPICS,
+    allowed = {"produce-only key consuming": {Api.PRODUCE, Api.METADATA, Api.LIST_OFFSETS, Api.OFFSET_FOR_LEADER_EPOCH,
+                                              Api.DESCRIBE_TOPICS,
                                               Api.DESCRIBE_TRAFFIC}}
     time.sleep(5)  # the revocation reaches the brokers within 5 s
     failures = []

@@ -1,5 +1,5 @@
 """Tenants over the Kafka listener, API by API (issue 42): tenant B's key cannot read, write, list, describe, commit,
-join or leave anything of tenant A's, whether it names A's queue and group by A's own names (they mean B's own,
+join, leave, create, grow or delete anything of tenant A's, whether it names A's queue and group by A's own names (they mean B's own,
 which do not exist) or by their broker-side names (refused); every API the listener serves is tried, and A's data
 and membership are unchanged afterwards.
 """
@@ -23,10 +23,11 @@ from tideway.native import TidewayClient
 
 pytestmark = pytest.mark.timeout(300)
 
-NO_DATA_APIS = {17, 18, 36, 22}  # SaslHandshake, ApiVersions, SaslAuthenticate, InitProducerId: no tenant's data
+# SaslHandshake, ApiVersions, SaslAuthenticate, InitProducerId, DescribeCluster: no tenant's data
+NO_DATA_APIS = {17, 18, 36, 22, 60}
 SECOND = datetime.timedelta(seconds=1)
 UNKNOWN_TOPIC, NOT_AUTHORIZED = 3, 29
-GROUP_NOT_AUTHORIZED, UNKNOWN_MEMBER = 30, 25
+GROUP_NOT_AUTHORIZED, UNKNOWN_MEMBER, NOT_COORDINATOR = 30, 25, 16
 
 
 def _broker_side_name(plane, own_name: str) -> str:
@@ -108,6 +109,48 @@ def test_tenant_b_reaches_nothing_of_tenant_a_through_any_kafka_api(plane, tenan
             offsets_partition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
         assert answer.topics[0].partitions[0].error_code in (UNKNOWN_TOPIC, NOT_AUTHORIZED)
         tried.add(2)
+
+    for name, refusal in ((mine, UNKNOWN_TOPIC), (broker_side, NOT_AUTHORIZED)):
+        # OffsetForLeaderEpoch (23), DescribeConfigs (32), CreatePartitions (37) of A's queue: B has none.
+        epoch_type = load(23, 4)
+        answer = b.request(23, 4, replica_id=-1, topics=(nested(epoch_type, "topics")(topic=name, partitions=(
+            nested(epoch_type, "topics", "partitions")(partition=0, current_leader_epoch=-1, leader_epoch=0),)),))
+        assert answer.topics[0].partitions[0].error_code == refusal, answer
+        tried.add(23)
+        answer = b.request(32, 4, resources=(nested(load(32, 4), "resources")(
+            resource_type=2, resource_name=name, configuration_keys=None),), include_synonyms=False,
+            include_documentation=False)
+        assert answer.results[0].error_code == refusal and not answer.results[0].configs, answer
+        tried.add(32)
+        answer = b.request(37, 3, topics=(nested(load(37, 3), "topics")(name=name, count=5, assignments=None),),
+                           timeout=SECOND * 30, validate_only=False)
+        assert answer.results[0].error_code == refusal, answer
+        tried.add(37)
+        # DeleteTopics (20): nothing of A's to delete.
+        answer = b.request(20, 6, topics=(nested(load(20, 6), "topics")(name=name, topic_id=None),),
+                           timeout=SECOND * 30)
+        assert answer.responses[0].error_code == refusal, answer
+        tried.add(20)
+    # CreateTopics (19): A's name makes a queue of B's own (which B then deletes); a broker-side name is refused.
+    create_type = load(19, 7)
+    for name, outcome in ((broker_side, NOT_AUTHORIZED), (mine, 0)):
+        answer = b.request(19, 7, topics=(nested(create_type, "topics")(
+            name=name, num_partitions=1, replication_factor=3, assignments=(), configs=()),), timeout=SECOND * 30,
+            validate_only=False)
+        assert answer.topics[0].error_code == outcome, answer
+        tried.add(19)
+    assert b.request(20, 6, topics=(nested(load(20, 6), "topics")(name=mine, topic_id=None),),
+                     timeout=SECOND * 30).responses[0].error_code == 0
+    # ListGroups (16) lists none of A's groups; DescribeGroups (15) shows none of A's members.
+    listed = b.request(16, 4, states_filter=())
+    assert listed.error_code == 0 and "a-group" not in {g.group_id for g in listed.groups}, listed
+    assert not any(g.group_id.startswith(broker_side.split(".")[0]) for g in listed.groups)
+    tried.add(16)
+    for group, outcomes in (("a-group", (0, NOT_COORDINATOR)),  # B's own a-group: another coordinator, perhaps
+                            (f"{broker_side.split('.')[0]}.stream.a-group", (GROUP_NOT_AUTHORIZED,))):
+        described = b.request(15, 5, groups=(group,), include_authorized_operations=False).groups[0]
+        assert described.error_code in outcomes and not described.members, described
+        tried.add(15)
 
     for group in ("a-group", f"{broker_side.split('.')[0]}.stream.a-group"):
         # OffsetFetch (9): A's commit is not B's.

@@ -191,6 +191,14 @@ class InvalidRequestError(BrokerError):
     name = "INVALID_REQUEST"
 
 
+class PolicyViolationError(BrokerError):
+    """Raised when a request is valid but the tenant's plan does not allow it (a quota: queues, partitions,
+    storage, retention, message size), or the cluster has no room for it."""
+
+    errno = 44
+    name = "POLICY_VIOLATION"
+
+
 class StorageError(BrokerError):
     """Raised when the disk failed under a partition (full, read-only, I/O error)."""
 
@@ -240,7 +248,7 @@ class FencedLeaderEpochError(BrokerError):
 class UnknownLeaderEpochError(BrokerError):
     """Raised when a request carries a leader epoch newer than this broker knows."""
 
-    errno = 76
+    errno = 75
     name = "UNKNOWN_LEADER_EPOCH"
     retriable = True
 

@@ -56,6 +56,7 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36  # PLAIN (API key or service key) or TIDEWAY-CLUSTER (internal peers)
     DESCRIBE_CREDENTIAL = 1005  # broker -> controller: an API key's digest, tenant, scopes and patterns
     REPLICA_DAMAGED = 1006  # broker -> controller: a replica here holds a batch that fails its CRC
+    OFFSET_FOR_LEADER_EPOCH = 23  # the end offset of a leader epoch, for a consumer checking its position
     DESCRIBE_TRAFFIC = 1100  # anyone -> broker: messages and bytes in and out, per topic and per tenant per minute
 
 
@@ -232,6 +233,10 @@ class NewTopic(Struct, kw_only=True):
 class CreateTopicsRequest(Struct, kw_only=True):
     topics: list[NewTopic] = []
     validate_only: bool = False
+    # Set by a broker's authorizer for a tenant's key (never by the tenant): the topics are the tenant's queues,
+    # created by the control plane with the plan's quotas, as through the REST API. ``acting`` names the key.
+    tenant_id: int | None = None
+    acting: str = ""
 
 
 class TopicResult(Struct, kw_only=True, omit_defaults=True):
@@ -246,6 +251,8 @@ class CreateTopicsResponse(_Response):
 
 class DeleteTopicsRequest(Struct, kw_only=True):
     names: list[str] = []
+    tenant_id: int | None = None  # as in CreateTopicsRequest: the tenant's queues, deleted by the control plane
+    acting: str = ""
 
 
 class DeleteTopicsResponse(_Response):
@@ -255,6 +262,9 @@ class DeleteTopicsResponse(_Response):
 class CreatePartitionsRequest(Struct, kw_only=True):
     topic: str
     count: int  # the new total number of partitions
+    validate_only: bool = False
+    tenant_id: int | None = None  # as in CreateTopicsRequest: the tenant's queue, grown by the control plane
+    acting: str = ""
 
 
 class CreatePartitionsResponse(_Response):
@@ -541,6 +551,33 @@ class ListGroupsResponse(_Response):
     groups: list[ListedGroup] = []
 
 
+# -- leader epochs ---------------------------------------------------------------------------
+
+
+class EpochQuery(Struct, kw_only=True):
+    topic: str
+    partition: int
+    leader_epoch: int  # the epoch whose end offset is asked
+    current_leader_epoch: int = -1  # the asker's idea of the leader's epoch (-1: not checked)
+
+
+class OffsetForLeaderEpochRequest(Struct, kw_only=True):
+    partitions: list[EpochQuery] = []
+
+
+class EpochEnd(Struct, kw_only=True, omit_defaults=True):
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+    leader_epoch: int = -1  # the largest epoch <= the one asked that the log has
+    end_offset: int = -1  # where that epoch ends: the next epoch's first offset, or the log end
+
+
+class OffsetForLeaderEpochResponse(_Response):
+    partitions: list[EpochEnd] = []
+
+
 # -- traffic ---------------------------------------------------------------------------
 
 
@@ -715,6 +752,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DESCRIBE_GROUP: DescribeGroupRequest,
     ApiKey.LIST_GROUPS: ListGroupsRequest,
     ApiKey.DESCRIBE_TRAFFIC: DescribeTrafficRequest,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochRequest,
     ApiKey.SHARE_ACQUIRE: ShareAcquireRequest,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
@@ -746,6 +784,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DESCRIBE_GROUP: DescribeGroupResponse,
     ApiKey.LIST_GROUPS: ListGroupsResponse,
     ApiKey.DESCRIBE_TRAFFIC: DescribeTrafficResponse,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochResponse,
     ApiKey.SHARE_ACQUIRE: ShareAcquireResponse,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,

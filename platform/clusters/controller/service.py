@@ -7,7 +7,10 @@ While active it:
 * decides ISR changes that leaders ask for (ALTER_ISR);
 * takes a replica that found a corrupt batch out of its ISR, moving the
   leadership to a healthy in-sync replica when it led (REPLICA_DAMAGED);
-* creates and deletes topics (brokers forward those admin requests here);
+* creates and deletes topics (brokers forward those admin requests here); a
+  tenant's (a Kafka client's CreateTopics, say: the broker marks it with the
+  tenant) goes to the control plane's queue actions (topics.tenant_admin),
+  which apply the plan's quotas as the REST API does;
 * runs preferred-leader elections so leadership returns after a recovery;
 * pushes the whole cluster state to every live broker after each change, and
   every few seconds anyway, so a broker that missed one catches up.
@@ -47,6 +50,7 @@ from tideway_server.brokers.server.limits import ConnectionLimits, ConnectionReg
 from tideway_server.brokers.server.router import Route, Router
 from tideway_server.clusters.controller import actions
 from tideway_server.clusters.controller.actions import Lease, LostLease
+from tideway_server.topics import tenant_admin
 
 from tideway.aio import cancel_and_wait
 from tideway.native.conn import Connection, connect
@@ -87,6 +91,9 @@ class Controller:
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-db")
         # Key lookups read on threads of their own: a burst of them never delays lease renewals.
         self._credential_db = ThreadPoolExecutor(max_workers=2, thread_name_prefix="controller-credentials")
+        # A tenant's topic admin (topics.tenant_admin) runs the control plane's queue actions, which change the
+        # cluster through the brokers and so through this controller: a thread of its own, never the db one.
+        self._queue_admin = ThreadPoolExecutor(max_workers=2, thread_name_prefix="controller-queue-admin")
         self._cluster = None
         self._deadlines: dict[int, float] = {}  # broker id -> monotonic session deadline
         self._broker_epochs: dict[int, int] = {}
@@ -172,6 +179,7 @@ class Controller:
             connection.close()
         self._db.shutdown(wait=True)
         self._credential_db.shutdown(wait=True)
+        self._queue_admin.shutdown(wait=True)
 
     @property
     def active(self) -> bool:
@@ -371,7 +379,14 @@ class Controller:
         self._push_soon([request.topic])
         return m.ReplicaDamagedResponse(state=state)
 
+    async def _tenant_admin(self, function, *args):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._queue_admin, partial(function, *args))
+
     async def _create_topics(self, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
+        if request.tenant_id is not None:
+            return await self._tenant_admin(tenant_admin.create_queues, request.tenant_id, request.acting,
+                                            self._cluster, request)
         results = []
         for topic in request.topics:
             result = m.TopicResult(name=topic.name)
@@ -385,6 +400,8 @@ class Controller:
         return m.CreateTopicsResponse(topics=results)
 
     async def _delete_topics(self, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
+        if request.tenant_id is not None:
+            return await self._tenant_admin(tenant_admin.delete_queues, request.tenant_id, request.acting, request)
         results = []
         deleted = []
         for name in request.names:
@@ -403,6 +420,10 @@ class Controller:
         return m.DeleteTopicsResponse(topics=results)
 
     async def _create_partitions(self, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
+        if request.tenant_id is not None:
+            return await self._tenant_admin(tenant_admin.grow_queue, request.tenant_id, request.acting, request)
+        if request.validate_only:
+            return m.CreatePartitionsResponse()
         await self.db(actions.do_create_partitions, self.lease, request.topic, request.count)
         await self._wait_for_push([request.topic])
         return m.CreatePartitionsResponse()
