@@ -5,8 +5,12 @@ their order on the connection) hands each frame here. In this order:
 
 * ApiVersions is answered at any version: one this listener serves gets the table of ``wire.SUPPORTED``;
   a newer one gets KIP-511's answer in v0's shape (UNSUPPORTED_VERSION and the table), so the client retries.
-* Another API or version this listener does not serve closes the connection, as a Kafka broker does (the
-  client learnt what is served from ApiVersions and never sends it; there is no version to answer it in).
+* Another API or version this listener does not serve is answered in that version's own response shape with
+  UNSUPPORTED_VERSION, where the shape has a top-level error field (Metadata v13, Fetch v13+, JoinGroup v6+,
+  DescribeTopicPartitions, ...: ``wire.unsupported_version_answer``), and the connection stays open; where it
+  has none (errors only per topic or partition, or an API or version Kafka itself does not define) the
+  connection is closed, as a Kafka broker closes it for every unsupported version. A client learns what is
+  served from ApiVersions and sends neither.
 * Until the connection has authenticated (SASL/PLAIN), only ApiVersions, SaslHandshake and SaslAuthenticate:
   anything else closes it.
 * The body is decoded (a malformed one closes the connection: its stream cannot be trusted), the handler of
@@ -40,8 +44,13 @@ class KafkaRouter:
         if api_key == API_VERSIONS and not wire.supported(api_key, api_version):
             return wire.api_versions_error(api_version)
         if not wire.supported(api_key, api_version):
-            return self._hang_up(session, f"{wire.API_NAMES.get(api_key, f'API {api_key}')} v{api_version} is not "
-                                          "served here (see ApiVersions)")
+            what = f"{wire.API_NAMES.get(api_key, f'API {api_key}')} v{api_version}"
+            answer = wire.unsupported_version_answer(api_key, api_version)
+            if answer is not None:
+                log.info("answered %s from %s with UNSUPPORTED_VERSION (see ApiVersions)", what, session.peer)
+                return answer
+            return self._hang_up(session, f"{what} is not served here (see ApiVersions), and its answer has no "
+                                          "error field to say so in")
         if session.principal is None and api_key not in BEFORE_AUTHENTICATION:
             return self._hang_up(session, f"{wire.API_NAMES.get(api_key, api_key)} before SASL authentication")
         try:

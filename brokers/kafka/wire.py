@@ -17,17 +17,22 @@ and Fetch carry RecordBatches as bytes; nothing here looks inside them.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import io
 import struct
+import types
+import uuid
 from functools import cache
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import UnknownEntity, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
 from kio.serial.readers import read_unsigned_varint
 
 __all__ = ["API_NAMES", "SUPPORTED", "HeaderError", "RequestHeader", "decode_request", "encode_response",
-           "parse_header", "supported"]
+           "parse_header", "supported", "unsupported_version_answer"]
 
 # What this listener implements, (lowest, highest) per API key; ApiVersions advertises exactly this. Produce
 # is advertised from 0, as Kafka 4 does, because librdkafka turns compression off for a broker whose lowest
@@ -167,4 +172,43 @@ def api_versions_error(api_versions_version: int) -> bytes:
     """KIP-511: an ApiVersions request of a version this broker does not serve is answered in v0's shape, with
     UNSUPPORTED_VERSION and the versions it does serve, so the client can retry with one of them."""
     entries = b"".join(struct.pack(">hhh", key, low, high) for key, (low, high) in sorted(SUPPORTED.items()))
-    return _INT16.pack(35) + _INT32.pack(len(SUPPORTED)) + entries
+    return _INT16.pack(ErrorCode.unsupported_version) + _INT32.pack(len(SUPPORTED)) + entries
+
+
+# Values of an answer that carries nothing but its error, by Kafka type (ids and offsets -1, as Kafka's are).
+_NOTHING = {"bool": False, "bytes": b"", "int8": -1, "int16": -1, "int32": -1, "int64": -1, "float64": 0.0,
+            "string": "", "records": None, "uuid": uuid.UUID(int=0), "timedelta_i32": datetime.timedelta(0),
+            "timedelta_i64": datetime.timedelta(0), "datetime_i64": datetime.datetime.fromtimestamp(0, datetime.UTC),
+            "error_code": ErrorCode.unsupported_version}
+
+
+def _nothing(cls):
+    """An instance of kio's dataclass ``cls`` holding nothing: every error field UNSUPPORTED_VERSION, lists empty."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
+            continue
+        kind = field.metadata.get("kafka_type")
+        if type(field.type) is types.UnionType and type(None) in field.type.__args__:
+            values[field.name] = None
+        elif kind is not None:
+            values[field.name] = _NOTHING[kind]
+        elif dataclasses.is_dataclass(field.type):
+            values[field.name] = _nothing(field.type)
+        else:
+            values[field.name] = ()  # a list of entities
+    return cls(**values)
+
+
+def unsupported_version_answer(api_key: int, api_version: int) -> bytes | None:
+    """An answer to a request of an API this listener serves, in a version it does not, as that version's response
+    with UNSUPPORTED_VERSION in its error field and nothing else (a client's error handling reads it, and the
+    connection stays usable: the frame was whole); None when Kafka has no such version or the response carries
+    its errors per item only (there is nothing to put UNSUPPORTED_VERSION in)."""
+    try:
+        response_type = load_response_schema(api_key, api_version)
+    except UnknownEntity:
+        return None
+    if "error_code" not in response_type.__dataclass_fields__:
+        return None
+    return encode_response(_nothing(response_type))

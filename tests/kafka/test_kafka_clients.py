@@ -12,6 +12,7 @@ Consumer groups: test_kafka_groups.py.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import socket
 import struct
 import time
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.harness.gateway import make_queue
 from tests.kafka.clients import confluent_config, kafka_python_config
+from tests.kafka.raw import RawKafka
 from tideway.native import Producer as NativeProducer
 from tideway.native import TidewayClient
 from tideway.record import decode_records, iter_batches
@@ -29,6 +31,8 @@ from tideway.record import decode_records, iter_batches
 pytestmark = pytest.mark.timeout(300)
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+SECOND = datetime.timedelta(seconds=1)
 
 
 def _produce_confluent(bootstrap: str, key: str, topic: str, count: int, codec: str) -> list[tuple[bytes, bytes]]:
@@ -235,3 +239,23 @@ def test_an_anonymous_connection_gets_api_versions_and_nothing_else(plane):
         sock.sendall(_kafka_frame(3, 1, 2, struct.pack(">i", -1)))
         with pytest.raises(ConnectionError):
             _read_frame(sock)
+
+
+def test_a_version_not_served_is_answered_with_unsupported_version_where_its_answer_can_say_so(plane, tenant_a):
+    """A request of a version the listener does not serve (a client that skipped ApiVersions): answered in that
+    version's shape with UNSUPPORTED_VERSION, the connection still usable; where that version's answer has no error
+    field to say it in (Produce v12: errors per partition only), the connection is closed, as Kafka's brokers do."""
+    address = plane.deployment.kafka_bootstrap.split(",")[0]
+    with RawKafka(address, tenant_a[1]) as kafka:
+        answer = kafka.request(3, 13, topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+        assert answer.error_code == 35 and not answer.topics and not answer.brokers
+        second = SECOND * 30
+        joined = kafka.request(11, 9, group_id="g", session_timeout=second, rebalance_timeout=second, member_id="",
+                               group_instance_id=None, protocol_type="consumer", protocols=(), reason=None)
+        assert joined.error_code == 35
+        served = kafka.request(3, 12, topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+        assert served.brokers and all(b.port > 0 for b in served.brokers)  # the same connection still serves
+        with pytest.raises(ConnectionError):
+            kafka.request(0, 12, transactional_id=None, acks=1, timeout=second, topic_data=())
