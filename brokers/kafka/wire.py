@@ -25,7 +25,7 @@ import types
 import uuid
 from functools import cache
 
-from kio.index import UnknownEntity, load_request_schema, load_response_schema
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
@@ -207,7 +207,7 @@ def unsupported_version_answer(api_key: int, api_version: int) -> bytes | None:
     its errors per item only (there is nothing to put UNSUPPORTED_VERSION in)."""
     try:
         response_type = load_response_schema(api_key, api_version)
-    except UnknownEntity:
+    except (UnknownAPIKey, UnknownEntity):
         return None
     if "error_code" not in response_type.__dataclass_fields__:
         return None
