@@ -19,6 +19,7 @@ built as ``answers`` says.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import secrets
 
@@ -37,6 +38,7 @@ from tideway_server.brokers.kafka.answers import (
 from tideway_server.brokers.kafka.groups import ClassicGroups, GroupError
 from tideway_server.brokers.security.acl import PRODUCE
 from tideway_server.brokers.server.connection import Session
+from tideway_server.brokers.server.rates import CONSUME, PUBLISH, TenantRates
 from tideway_server.brokers.server.router import Router
 
 from tideway.protocol import errors
@@ -55,6 +57,7 @@ class KafkaApis:
         self._broker_id = broker_id
         self._kafka_address = kafka_address  # node id -> (host, port) of its Kafka listener, or None
         self.groups = ClassicGroups()
+        self.rates = TenantRates()
         self.handlers = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 8: self.offset_commit,
             9: self.offset_fetch, 10: self.find_coordinator, 11: self.join_group, 12: self.heartbeat,
@@ -122,6 +125,7 @@ class KafkaApis:
         partition_type = item_type(topic_type, "partition_responses")
         wanted = [(topic.name, p.index) for topic in request.topic_data for p in topic.partition_data]
         results: dict[tuple[str, int], tuple[int, str | None, int, int]] = {}
+        throttle = NO_THROTTLE
         if request.transactional_id is not None:
             for key in wanted:
                 results[key] = (ErrorCode.transactional_id_authorization_failed,
@@ -130,6 +134,9 @@ class KafkaApis:
             native = m.ProduceRequest(acks=request.acks, timeout_ms=milliseconds(request.timeout), partitions=[
                 m.ProducePartition(topic=topic.name, partition=p.index, records=bytes(p.records or b""))
                 for topic in request.topic_data for p in topic.partition_data])
+            # Charged as it arrives (as Kafka charges a request's bytes), so that requests the client sent behind
+            # this one wait out the debt before they start (BrokerConnection.mute).
+            throttle = self._throttle(session, PUBLISH, sum(len(p.records) for p in native.partitions))
             try:
                 answer: m.ProduceResponse = await self._router.call(session, ApiKey.PRODUCE, native)
             except errors.BrokerError as exc:
@@ -148,8 +155,22 @@ class KafkaApis:
             by_topic.setdefault(name, []).append(build(
                 partition_type, index=index, error_code=code, base_offset=base_offset, log_append_time=None,
                 log_start_offset=log_start, record_errors=(), error_message=message))
-        return build(response_type, throttle_time=NO_THROTTLE, responses=tuple(
+        return build(response_type, throttle_time=throttle, responses=tuple(
             build(topic_type, name=name, partition_responses=tuple(parts)) for name, parts in by_topic.items()))
+
+    def _throttle(self, session: Session, direction: str, amount: int) -> datetime.timedelta:
+        """A tenant's bytes against its plan's rate on this broker (``rates``): past it, the connection is not
+        read for the debt's time and the answer says so (``throttle_time_ms``), as Kafka's quotas do."""
+        principal = session.principal
+        if principal is None or not principal.is_tenant:
+            return NO_THROTTLE
+        rate = principal.publish_bytes_per_s if direction == PUBLISH else principal.consume_bytes_per_s
+        seconds = self.rates.charge(principal.tenant_id, direction, rate, amount)
+        if seconds <= 0:
+            return NO_THROTTLE
+        if session.connection is not None:
+            session.connection.mute(seconds)
+        return datetime.timedelta(milliseconds=int(seconds * 1000))
 
     async def init_producer_id(self, request, response_type, session: Session):
         """An idempotent producer's id: random, as Tideway's own producers take theirs (62 bits: no two producers
@@ -170,6 +191,7 @@ class KafkaApis:
         topic_type = item_type(response_type, "responses")
         partition_type = item_type(topic_type, "partitions")
         wanted = [(topic.topic, p.partition) for topic in request.topics for p in topic.partitions]
+        throttle = NO_THROTTLE
         if request.replica_id != m.CONSUMER:
             results = {key: (ErrorCode.not_leader_or_follower, None) for key in wanted}  # no Kafka follower here
         else:
@@ -188,6 +210,7 @@ class KafkaApis:
             else:
                 for r in answer.partitions:
                     results[(r.topic, r.partition)] = (kafka_code(r.error_code), r)
+                throttle = self._throttle(session, CONSUME, sum(len(r.records) for r in answer.partitions))
         by_topic: dict[str, list] = {}
         for name, index in wanted:
             code, r = results.get((name, index), (ErrorCode.unknown_server_error, None))
@@ -197,7 +220,7 @@ class KafkaApis:
                 last_stable_offset=high_watermark,  # no transactions yet: everything committed is stable
                 log_start_offset=r.log_start_offset if r is not None else -1, aborted_transactions=(),
                 preferred_read_replica=-1, records=(r.records if r is not None else b"")))
-        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
+        return build(response_type, throttle_time=throttle, error_code=ErrorCode.none, session_id=0,
                      responses=tuple(build(topic_type, topic=name, partitions=tuple(parts))
                                      for name, parts in by_topic.items()))
 

@@ -27,11 +27,14 @@ class Principal:
     key_prefix: str = ""  # a tenant key's prefix, to notice its revocation
     names: TenantNames | None = None
     connections_max: int = 0  # a tenant key's connections to one server, from its plan; 0: the listener's limit
+    publish_bytes_per_s: int = 0  # the plan's rates on one broker (brokers/server/rates.py); 0: unlimited
+    consume_bytes_per_s: int = 0
 
     @classmethod
-    def tenant(cls, tenant_id: int, grant: Grant, key_prefix: str, connections_max: int = 0) -> Principal:
+    def tenant(cls, tenant_id: int, grant: Grant, key_prefix: str, connections_max: int = 0, *,
+               publish_bytes_per_s: int = 0, consume_bytes_per_s: int = 0) -> Principal:
         return cls(Kind.TENANT, f"key:{key_prefix}", tenant_id, grant, key_prefix, TenantNames(tenant_id),
-                   connections_max)
+                   connections_max, publish_bytes_per_s, consume_bytes_per_s)
 
     @classmethod
     def service(cls, name: str) -> Principal:

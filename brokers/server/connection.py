@@ -118,6 +118,8 @@ class BrokerConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
+        self._muted: asyncio.TimerHandle | None = None  # a tenant over its rate: reading resumes then (mute)
+        self._muted_until = 0.0  # ... and no request read starts before this (loop time)
         self._on_close = on_close
         self._tasks: set[asyncio.Task] = set()
         self._not_started = 0  # requests given to tasks that have not started yet (see data_received)
@@ -264,6 +266,9 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         try:
+            loop = asyncio.get_running_loop()
+            while (wait_s := self._muted_until - loop.time()) > 0:  # requests read ahead wait out a mute
+                await asyncio.sleep(wait_s)
             response = await self._dispatch(self.session, api_key, api_version, correlation_id, body)
             if self._order is not None:
                 self._answer_in_order(correlation_id, response)
@@ -301,13 +306,30 @@ class BrokerConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        should_pause = self._in_flight >= self._in_flight_max or self._writing_paused
+        should_pause = self._in_flight >= self._in_flight_max or self._writing_paused or self._muted is not None
         if should_pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
         elif not should_pause and self._reading_paused:
             transport.resume_reading()
             self._reading_paused = False
+
+    def mute(self, seconds: float) -> None:
+        """Read nothing more from this connection, and start none of the requests already read, for ``seconds``
+        (a tenant over its rate: Kafka mutes a throttled channel so; a client that sent many requests at once is
+        held back as much as one that waits out ``throttle_time_ms`` itself). Answers already computed go out."""
+        if seconds <= 0 or self._transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._muted_until = max(self._muted_until, loop.time() + seconds)
+        if self._muted is not None:
+            self._muted.cancel()
+        self._muted = loop.call_later(self._muted_until - loop.time(), self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._muted = None
+        self._update_reading()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -328,6 +350,8 @@ class BrokerConnection(asyncio.Protocol):
             self._authentication_deadline.cancel()
         if self._read_deadline is not None:
             self._read_deadline.cancel()
+        if self._muted is not None:
+            self._muted.cancel()
         while self._reservations:  # a kept frame that never arrived whole
             self._release(self._reservations.popleft())
         self._transport = None

@@ -85,7 +85,9 @@ class CredentialStore:
         if answer.revoked:
             raise errors.SaslAuthenticationFailedError("the API key was revoked")
         grant = Grant(frozenset(answer.scopes), tuple(answer.queue_patterns) or ("*",))
-        return Principal.tenant(answer.tenant_id, grant, prefix, answer.connections_max)
+        return Principal.tenant(answer.tenant_id, grant, prefix, answer.connections_max,
+                                publish_bytes_per_s=answer.publish_bytes_per_s,
+                                consume_bytes_per_s=answer.consume_bytes_per_s)
 
     def is_fresh(self, principal: Principal) -> bool:
         """True when the key's cached answer is recent enough to trust without asking (the hot path)."""

@@ -710,6 +710,8 @@ class DescribeCredentialResponse(_Response):
     queue_patterns: list[str] = []
     revoked: bool = False
     connections_max: int = 0  # the tenant's plan: connections of one key to one broker (0: the broker's limit)
+    publish_bytes_per_s: int = 0  # the tenant's plan: bytes per second it may produce to one broker (0: unlimited)
+    consume_bytes_per_s: int = 0  # ... and read from one broker
 
 
 class ReplicaDamagedRequest(Struct, kw_only=True):

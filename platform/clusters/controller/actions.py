@@ -355,7 +355,8 @@ def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
 
     row = (ApiKey.objects.filter(prefix=prefix).select_related("tenant__plan")
            .only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at", "tenant__suspended_at",
-                 "tenant__plan__max_connections_per_key").first())
+                 "tenant__plan__max_connections_per_key", "tenant__plan__max_publish_bytes_per_s",
+                 "tenant__plan__max_consume_bytes_per_s").first())
     if row is None:
         return m.DescribeCredentialResponse(found=False)
     return m.DescribeCredentialResponse(
@@ -363,6 +364,8 @@ def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
         queue_patterns=list(row.queue_patterns),
         revoked=row.revoked_at is not None or row.tenant.suspended_at is not None,  # a suspended tenant's keys too
         connections_max=row.tenant.plan.max_connections_per_key,
+        publish_bytes_per_s=row.tenant.plan.max_publish_bytes_per_s,
+        consume_bytes_per_s=row.tenant.plan.max_consume_bytes_per_s,
     )
 
 
