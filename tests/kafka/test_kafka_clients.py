@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import socket
 import struct
 import time
 
 import pytest
+import websockets
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -259,3 +261,40 @@ def test_a_version_not_served_is_answered_with_unsupported_version_where_its_ans
         assert served.brokers and all(b.port > 0 for b in served.brokers)  # the same connection still serves
         with pytest.raises(ConnectionError):
             kafka.request(0, 12, transactional_id=None, acks=1, timeout=second, topic_data=())
+
+
+def test_a_queue_mode_queue_is_a_stream_to_kafka_and_a_queue_to_websockets_and_rest(plane, tenant_a):
+    """Kafka writes to a queue-mode queue; a WebSocket subscriber and a REST receiver (two queue groups) each get every
+    message with the key, value, headers and timestamp written; a Kafka consumer reads the same records as a stream
+    (docs/kafka.md), which takes nothing from the queue's groups."""
+    _slug, key = tenant_a
+    name = make_queue(plane, key, partitions=1, mode="queue")
+    bootstrap = plane.deployment.kafka_bootstrap
+    stamp = 1_790_000_100_000
+    producer = Producer(confluent_config(bootstrap, key, **{"compression.type": "lz4"}))
+    for i in range(10):
+        producer.produce(name, key=b"k%d" % i, value=b"job %d" % i, headers=[("n", b"%d" % i)], timestamp=stamp + i)
+    assert producer.flush(30) == 0
+    written = [("k%d" % i, "job %d" % i, {"n": str(i)}, stamp + i) for i in range(10)]
+
+    async def over_websocket() -> list:
+        url = plane.base_url.replace("http://", "ws://") + f"/ws/v1/queues/{name}"
+        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as ws:
+            await ws.send(json.dumps({"type": "subscribe", "group": "web", "prefetch": 20}))
+            got: list = []
+            while len(got) < 10:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                assert frame["type"] != "error", frame
+                if frame["type"] == "messages":
+                    got += frame["messages"]
+            await ws.send(json.dumps({"type": "ack", "receipts": [m["receipt"] for m in got]}))
+            return sorted((m["key"], m["value"], m["headers"], m["timestamp"]) for m in got)
+
+    assert asyncio.run(over_websocket()) == written
+    with plane.client(key) as api:
+        received = api.post(f"/api/v1/queues/{name}/groups/rest/receive",
+                            json={"max_messages": 10, "wait_seconds": 10}).json()["messages"]
+    assert sorted((m["key"], m["value"], m["headers"], m["timestamp"]) for m in received) == written
+    got = _consume_confluent(bootstrap, key, name, 1, 10)
+    assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got] == [
+        (b"k%d" % i, b"job %d" % i, [("n", b"%d" % i)], stamp + i) for i in range(10)]
