@@ -210,14 +210,18 @@ class Partition:
 
     # -- the leader's side of follower fetches ---------------------------------------------
 
-    def check_follower_fetch(self, replica_id: int, current_leader_epoch: int) -> None:
-        """Raise unless ``replica_id`` may fetch from this leader in this epoch."""
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Raise unless this replica leads in ``current_leader_epoch`` (-1: any epoch), as the asker believes."""
         if self.role is not Role.LEADER:
             raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition}")
         if current_leader_epoch >= 0 and current_leader_epoch < self.leader_epoch:
             raise errors.FencedLeaderEpochError(f"epoch {current_leader_epoch} is older than the leader's {self.leader_epoch}")
         if current_leader_epoch > self.leader_epoch:
             raise errors.UnknownLeaderEpochError(f"epoch {current_leader_epoch} is newer than the leader's {self.leader_epoch}")
+
+    def check_follower_fetch(self, replica_id: int, current_leader_epoch: int) -> None:
+        """Raise unless ``replica_id`` may fetch from this leader in this epoch."""
+        self.check_leader_epoch(current_leader_epoch)
         if replica_id not in self.replicas:
             raise errors.NotLeaderError(f"broker {replica_id} is not a replica of {self.topic}-{self.partition}")
 

@@ -435,14 +435,7 @@ class ReplicaManager:
             result = m.EpochEnd(topic=query.topic, partition=query.partition)
             try:
                 partition = self.partition(query.topic, query.partition)
-                if partition.role is not Role.LEADER:
-                    raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {query.topic}-{query.partition}")
-                if 0 <= query.current_leader_epoch < partition.leader_epoch:
-                    raise errors.FencedLeaderEpochError(
-                        f"epoch {query.current_leader_epoch} is older than the leader's {partition.leader_epoch}")
-                if query.current_leader_epoch > partition.leader_epoch:
-                    raise errors.UnknownLeaderEpochError(
-                        f"epoch {query.current_leader_epoch} is newer than the leader's {partition.leader_epoch}")
+                partition.check_leader_epoch(query.current_leader_epoch)
                 result.leader_epoch, result.end_offset = partition.log.epochs.end_offset_for(
                     query.leader_epoch, partition.log.log_end_offset)
             except BrokerError as exc:
