@@ -32,7 +32,7 @@ def add_produce(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--partition", type=int, help="send every message to this partition")
     parser.add_argument("--acks", choices=["0", "1", "all"], default="1", help="acknowledgement level (default %(default)s)")
     parser.add_argument("--linger-ms", type=int, default=5, help="wait up to this long to fill a batch (default %(default)s)")
-    parser.add_argument("--compression", choices=["none", "gzip", "lz4", "zstd"], default="none")
+    parser.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
     parser.set_defaults(handler=lambda a: run_async(_produce(a)))
 
 

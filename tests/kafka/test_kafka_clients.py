@@ -298,3 +298,54 @@ def test_a_queue_mode_queue_is_a_stream_to_kafka_and_a_queue_to_websockets_and_r
     got = _consume_confluent(bootstrap, key, name, 1, 10)
     assert [(m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got] == [
         (b"k%d" % i, b"job %d" % i, [("n", b"%d" % i)], stamp + i) for i in range(10)]
+
+
+def test_what_tideways_own_producer_writes_in_every_codec_every_kafka_client_reads(plane, tenant_a):
+    """Batches Tideway's own producer compresses (none, gzip, snappy in Java's framing, lz4, zstd) are read by
+    librdkafka, kafka-python and aiokafka, keys and values as written."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    _slug, key = tenant_a
+    name = make_queue(plane, key, partitions=1, mode="stream")
+    sent = [(b"k%d" % (i % 5), b"%s %04d" % (codec.encode(), i)) for codec in CODECS for i in range(200)]
+
+    async def write() -> None:
+        async with TidewayClient(plane.deployment.bootstrap, api_key=key) as client:
+            for codec in CODECS:
+                async with NativeProducer(client, acks="all", compression=codec, linger_ms=5) as writer:
+                    for k, v in sent:
+                        if v.startswith(codec.encode() + b" "):
+                            await writer.send(name, v, key=k, partition=0)
+
+    asyncio.run(write())
+    bootstrap = plane.deployment.kafka_bootstrap
+    assert [(m.key(), m.value()) for m in _consume_confluent(bootstrap, key, name, 1, len(sent))] == sent
+
+    consumer = KafkaConsumer(**kafka_python_config(bootstrap, key, enable_auto_commit=False, group_id=None,
+                                                   auto_offset_reset="earliest", consumer_timeout_ms=5_000))
+    consumer.assign([KafkaPythonPartition(name, 0)])
+    consumer.seek_to_beginning()
+    assert [(m.key, m.value) for m in consumer] == sent
+    consumer.close()
+
+    async def read_with_aiokafka() -> list:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka import TopicPartition as AioPartition
+
+        reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                                  sasl_mechanism="PLAIN", sasl_plain_username="tideway", sasl_plain_password=key,
+                                  enable_auto_commit=False, auto_offset_reset="earliest")
+        await reader.start()
+        try:
+            reader.assign([AioPartition(name, 0)])
+            out: list = []
+            deadline = time.monotonic() + 60
+            while len(out) < len(sent) and time.monotonic() < deadline:
+                for records in (await reader.getmany(timeout_ms=1000)).values():
+                    out += [(r.key, r.value) for r in records]
+            return out
+        finally:
+            await reader.stop()
+
+    assert asyncio.run(read_with_aiokafka()) == sent

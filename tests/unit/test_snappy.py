@@ -1,12 +1,12 @@
 """Snappy batches as Kafka clients write them (Java's xerial framing, or one raw block) decode to the same bytes;
-a damaged one raises instead of yielding other bytes. Tideway's producers never write snappy."""
+a damaged one raises instead of yielding other bytes. Tideway's producers write Java's framing."""
 
 import struct
 
 import cramjam
 import pytest
 
-from tideway.record.compression import Compression, decompress
+from tideway.record.compression import Compression, compress, decompress
 
 DATA = b"".join(b"record %05d with some repeated text, repeated text, repeated text\n" % i for i in range(2000))
 
@@ -32,6 +32,7 @@ def test_a_damaged_snappy_batch_raises():
         decompress(Compression.SNAPPY, b"\xff\xff\xff\xff\x0f garbage")
 
 
-def test_producers_do_not_write_snappy():
-    with pytest.raises(ValueError, match="read"):
-        Compression.parse("snappy")
+def test_producers_write_snappy_in_javas_framing():
+    assert Compression.parse("snappy") is Compression.SNAPPY
+    assert compress(Compression.SNAPPY, DATA) == _xerial(DATA)
+    assert decompress(Compression.SNAPPY, compress(Compression.SNAPPY, b"")) == b""

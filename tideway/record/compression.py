@@ -3,10 +3,9 @@
 The numbers are Kafka's, so batches stay readable by Kafka tooling. lz4 uses
 the LZ4 frame format, as Kafka does since message format v1.
 
-snappy is read, never written: Kafka clients write it (Java's framing, xerial's
-``\x82SNAPPY\x00`` header and length-prefixed blocks, or raw snappy from
-others), and Tideway's readers must see those records; Tideway's own producers
-use lz4 or zstd.
+snappy is read in both framings Kafka clients write (Java's: xerial's
+``\x82SNAPPY\x00`` header and length-prefixed blocks; raw snappy from
+others) and written in Java's, which every Kafka client reads.
 
 lz4, zstd and snappy need libraries the client distribution leaves to an extra
 (``pip install 'tideway[compression]'``: 30 MB, most of a client's weight);
@@ -26,21 +25,19 @@ __all__ = ["Compression", "compress", "decompress"]
 class Compression(enum.IntEnum):
     NONE = 0
     GZIP = 1
-    SNAPPY = 2  # read (Kafka clients write it), never written by Tideway
+    SNAPPY = 2
     LZ4 = 3
     ZSTD = 4
 
     @classmethod
     def parse(cls, name: str | None) -> Compression:
-        """Return the codec named ``name`` ("none", "gzip", "lz4", "zstd")."""
+        """Return the codec named ``name`` ("none", "gzip", "snappy", "lz4", "zstd")."""
         if name is None:
             return cls.NONE
         try:
             codec = cls[name.upper()]
         except KeyError:
-            raise ValueError(f"unknown compression {name!r}; use none, gzip, lz4 or zstd") from None
-        if codec is cls.SNAPPY:
-            raise ValueError("Tideway's producers do not write snappy (they read it); use lz4 or zstd")
+            raise ValueError(f"unknown compression {name!r}; use none, gzip, snappy, lz4 or zstd") from None
         return codec
 
 
@@ -70,6 +67,8 @@ def compress(codec: Compression, data: bytes) -> bytes:
         return _library("lz4", "lz4").compress(data)
     if codec is Compression.ZSTD:
         return _library("zstandard", "zstd").ZstdCompressor(level=3).compress(data)
+    if codec is Compression.SNAPPY:
+        return _snappy_compress(data)
     raise ValueError(f"cannot compress with {codec.name}")
 
 
@@ -90,7 +89,19 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_BYTES = 16  # the magic, then two int32 versions
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)  # version 1, compatible with version 1 (as Java writes)
+_XERIAL_BLOCK_BYTES = 32 * 1024  # Java's SnappyOutputStream compresses 32 KiB at a time
 _BLOCK_LENGTH = struct.Struct(">i")
+
+
+def _snappy_compress(data: bytes) -> bytes:
+    """Java's framing: the header, then each 32 KiB of ``data`` compressed, behind its int32 length."""
+    snappy = _library("cramjam", "snappy").snappy
+    out = bytearray(_XERIAL_HEADER)
+    for start in range(0, len(data), _XERIAL_BLOCK_BYTES):
+        block = bytes(snappy.compress_raw(data[start:start + _XERIAL_BLOCK_BYTES]))
+        out += _BLOCK_LENGTH.pack(len(block)) + block
+    return bytes(out)
 
 
 def _snappy_decompress(data: bytes) -> bytes:
