@@ -105,31 +105,41 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str, cluster=None, 
                       "schema_subject", "schema_encoding"):
             if values.get(field) is not None:
                 setattr(queue, field, values[field])
+        if live and queue.replication_factor > live:
+            raise ActionError("invalid_request", f"the cluster has {live} broker{'s' if live != 1 else ''}: at most "
+                              f"{live} replica{'s' if live != 1 else ''}", details={"field": "replication_factor"})
         _check_quotas(tenant, queue, new_queue=True)
         _check_schema(tenant, queue.schema_subject)
         if validate_only:
             return queue
         queue.save()
-        audit.record(tenant, acting, "queue.create", name, **_audit_values(queue))
     try:
         admin.create_topic(cluster, queue.broker_topic, partitions=queue.partitions,
                            replication_factor=queue.replication_factor, configs=broker_configs(queue))
         if queue.mode == QueueMode.QUEUE:
             admin.create_topic(cluster, queue.dead_letter_topic, partitions=queue.partitions,
                                replication_factor=queue.replication_factor, configs=dead_letter_configs(queue))
-    except Exception:
+    except Exception as exc:
         log.warning("creating queue %s on cluster %s failed; undoing", queue, cluster, exc_info=True)
         try:
             _delete_topics(queue)
-        except Exception as exc:  # the row goes anyway: a topic left behind is not the tenant's
-            log.warning("could not delete the topics of the failed queue %s: %s", queue, exc)
-        with transaction.atomic():
-            queue.delete()
-            audit.record(tenant, acting, "queue.create_failed", name)
-        raise
-    queue.status = QueueStatus.READY
-    queue.save(update_fields=["status"])
+        except Exception as cleanup:  # the row goes anyway: a topic left behind is not the tenant's
+            log.warning("could not delete the topics of the failed queue %s: %s", queue, cleanup)
+        queue.delete()  # never existed for the tenant: no audit entry (the log has the failure)
+        _raise_as_action_error(exc)
+    with transaction.atomic():
+        queue.status = QueueStatus.READY
+        queue.save(update_fields=["status"])
+        audit.record(tenant, acting, "queue.create", name, **_audit_values(queue))
     return queue
+
+
+def _raise_as_action_error(exc: Exception) -> None:
+    """Raise what the caller is told when the cluster refused a change (``cluster_error``, in the cluster's own
+    words: the console shows it on the form, the API answers 502), or ``exc`` itself when it was something else."""
+    if isinstance(exc, broker_errors.BrokerError):
+        raise ActionError("cluster_error", f"the broker cluster refused the change: {exc.message}") from exc
+    raise exc
 
 
 def _changes(queue: Queue, values: dict) -> dict:
@@ -184,13 +194,13 @@ def do_update_queue(queue: Queue, values: dict, *, acting: str) -> Queue:
         admin.alter_configs(queue.cluster, queue.broker_topic, set=broker_configs(queue), delete=[])
         if queue.mode == QueueMode.QUEUE:
             admin.alter_configs(queue.cluster, queue.dead_letter_topic, set=dead_letter_configs(queue), delete=[])
-    except Exception:
+    except Exception as exc:
         log.warning("changing queue %s on its cluster failed; restoring its settings", queue, exc_info=True)
         for field, value in old.items():
             if field != "partitions":  # partitions that were created stay: they never shrink
                 setattr(queue, field, value)
         queue.save()
-        raise
+        _raise_as_action_error(exc)
     return queue
 
 

@@ -23,7 +23,6 @@ from tideway_server.topics import actions
 from tideway_server.topics.api.serializers import QueueSerializer
 from tideway_server.topics.choices import QueueMode
 from tideway_server.topics.models import Queue
-from tideway_server.topics.quotas import QuotaExceeded
 
 from tideway.protocol import errors
 from tideway.protocol import messages as m
@@ -45,6 +44,7 @@ _FIELD_SETTING = {field: setting for setting, (field, _) in SETTINGS.items()}
 _FIELD_ERRORS = {"name": errors.InvalidTopicError, "partitions": errors.InvalidPartitionsError,
                  "replication_factor": errors.InvalidReplicationFactorError}
 _ACTION_ERRORS = {"queue_exists": errors.TopicAlreadyExistsError, "no_capacity": errors.PolicyViolationError,
+                  "quota_exceeded": errors.PolicyViolationError, "cluster_error": errors.InvalidRequestError,
                   "partitions_cannot_shrink": errors.InvalidPartitionsError, "queue_busy": errors.InvalidRequestError,
                   "cluster_unavailable": errors.LeaderNotAvailableError}
 
@@ -106,8 +106,6 @@ def _each(broker_name: str, do, tenant_id: int) -> m.TopicResult:
         do(own)
     except errors.BrokerError as exc:
         result.error_code, result.error_message = exc.errno, exc.message
-    except QuotaExceeded as exc:
-        result.error_code, result.error_message = errors.PolicyViolationError.errno, exc.message
     except ActionError as exc:
         error = _ACTION_ERRORS.get(exc.code, errors.InvalidRequestError)
         result.error_code, result.error_message = error.errno, exc.message

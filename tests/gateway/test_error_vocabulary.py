@@ -54,7 +54,9 @@ def test_a_quota_refusal_names_the_value_that_was_asked(gateway, tenant):
     with gateway.client(key) as api:
         answer = api.post("/api/v1/queues/", json={"name": gateway.unique("q"), "retention_ms": 400 * DAY_MS})
         assert (answer.status_code, answer.json()["code"]) == (403, "quota_exceeded")
-        assert f"retention_ms {400 * DAY_MS} was asked" in answer.json()["message"]
+        assert "up to 30 days; 400 days was asked" in answer.json()["message"]  # in words (issue 43)
+        assert answer.json()["details"] == {"quota": "max_retention_ms", "limit": 30 * DAY_MS,
+                                            "requested": 400 * DAY_MS, "field": "retention_ms"}
         assert "-1" not in answer.json()["message"]
 
 

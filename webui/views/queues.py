@@ -67,13 +67,18 @@ def queue_create(request):
             try:
                 queue = actions.do_create_queue(request.principal.tenant, body.validated_data, acting=request.principal.actor)
             except ActionError as exc:
-                errors["form"] = [exc.message]
+                errors[_error_field(exc)] = [exc.message]
             else:
                 return redirect(f"/console/queues/{queue.name}")
         else:
             errors = {field: [str(e) for e in messages] for field, messages in body.errors.items()}
     return page(request, "queue_form.html", {"values": values, "errors": errors, "fields": FIELDS},
                 status=400 if errors else 200)
+
+
+def _error_field(exc: ActionError) -> str:
+    """The form field an action's error is about (a quota names its field), else the form as a whole."""
+    return exc.details.get("field", "form") if exc.details else "form"
 
 
 # What an edit may change (the control plane's rule: topics.actions._MUTABLE); the rest is shown, disabled.
@@ -100,7 +105,7 @@ def queue_edit(request, name: str):
             try:
                 actions.do_update_queue(queue, body.validated_data, acting=request.principal.actor)
             except ActionError as exc:
-                errors[exc.details.get("field", "form") if exc.details else "form"] = [exc.message]
+                errors[_error_field(exc)] = [exc.message]
             else:
                 return redirect(f"/console/queues/{queue.name}")
         else:

@@ -1,6 +1,6 @@
 """One JSON shape for every API error.
 
-    {"code": "quota_exceeded", "message": "quota max_queues exceeded: ...",
+    {"code": "quota_exceeded", "message": "the free plan allows 5 queues, and they all exist (quota max_queues)",
      "error_code": 40301, "details": {...}}
 
 ``code`` is stable and meant for programs; ``message`` is for people;
@@ -19,7 +19,6 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from tideway_server.controlplane.error_codes import lookup
 from tideway_server.controlplane.errors import ActionError
-from tideway_server.topics.quotas import QuotaExceeded
 
 from tideway.protocol.errors import BrokerError
 
@@ -62,9 +61,6 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         exc = exceptions.PermissionDenied()
     if isinstance(exc, ActionError):
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
-    if isinstance(exc, QuotaExceeded):
-        details = {"quota": exc.quota, "limit": exc.limit, "requested": exc.requested}
-        return Response(error_body("quota_exceeded", exc.message, details), status=lookup("quota_exceeded").status)
     if isinstance(exc, exceptions.ValidationError):
         details = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         return Response(error_body("invalid_request", _first_message(details), {"fields": details}), status=400)
