@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from functools import wraps
 
-from django.http import HttpResponseForbidden
 from django.shortcuts import redirect
 from tideway_server.controlplane.api.principal import Principal
 from tideway_server.tenants.choices import ALL_SCOPES, ROLE_SCOPES
+from tideway_server.webui.render import forbidden
 
 SESSION_TENANT = "console_tenant"
 
@@ -70,13 +70,14 @@ def member_page(scope: str | None = None, *, managers_only: bool = False):
                 if request.user.is_staff:  # an operator acting for no tenant yet: the tenants page, to pick one
                     return redirect("/console/operator/tenants")
                 if memberships(request.user).exists():
-                    return HttpResponseForbidden("your tenant is suspended: ask the operators")
-                return HttpResponseForbidden("you are not a member of any tenant")
+                    return forbidden(request, "Your tenant is suspended: ask the operators.")
+                return forbidden(request, "You are not a member of any tenant yet: ask an owner to invite you.")
+            request.principal = principal  # (the error pages show the navigation too)
             if scope is not None and not principal.has_scope(scope):
-                return HttpResponseForbidden(f"your role ({principal.role}) may not do this: it needs the '{scope}' scope")
+                return forbidden(request, f"Your role ({principal.role}) may not do this: it needs the "
+                                          f"'{scope}' scope. Ask an owner or admin of the tenant.")
             if managers_only and request.method == "POST" and not may_manage_members(principal):
-                return HttpResponseForbidden("only owners and admins may change members and keys")
-            request.principal = principal
+                return forbidden(request, "Only owners and admins may change members and keys.")
             return view(request, *args, **kwargs)
 
         return wrapped

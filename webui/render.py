@@ -15,3 +15,21 @@ def page(request, template: str, context: dict, *, partial: str | None = None, s
     if partial is not None and request.headers.get("HX-Request") == "true" and not request.headers.get("HX-Boosted"):
         return render(request, f"webui/htmx/{partial}", context, status=status)
     return render(request, f"webui/{template}", context, status=status)
+
+
+ERROR_TITLES = {400: "That did not work", 403: "Not allowed", 404: "Not found", 500: "Something went wrong"}
+
+
+def error_page(request, status: int, sentence: str):
+    """A console page for an error (never the API's JSON, never bare text): the navigation, a title, one plain
+    sentence and a way back. An HTMX request for a piece of a page gets the sentence alone, answered 200 so that
+    HTMX puts it where the piece would have gone (it leaves a 4xx answer out)."""
+    principal = getattr(request, "principal", None)
+    if request.headers.get("HX-Request") == "true" and not request.headers.get("HX-Boosted"):
+        return render(request, "webui/htmx/notice.html", {"sentence": sentence}, status=200)
+    return render(request, "webui/error.html", {"principal": principal, "title": ERROR_TITLES.get(status, "Error"),
+                                                "sentence": sentence}, status=status)
+
+
+def forbidden(request, sentence: str):
+    return error_page(request, 403, sentence)

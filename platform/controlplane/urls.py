@@ -20,5 +20,5 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema", authentication_classes=[], permission_classes=[])),
 ]
 
-handler404 = "tideway_server.controlplane.api.errors.json_404"
-handler500 = "tideway_server.controlplane.api.errors.json_500"
+handler404 = "tideway_server.webui.views.errors.not_found"  # the console's pages, else the API's JSON
+handler500 = "tideway_server.webui.views.errors.server_error"

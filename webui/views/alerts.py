@@ -3,12 +3,12 @@ values), a rule's history with every delivery and attempt, silence, test-fire a 
 
 from __future__ import annotations
 
-from django.http import Http404, HttpResponseForbidden
+from django.http import Http404
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import member_page
-from tideway_server.webui.render import page
+from tideway_server.webui.render import forbidden, page
 
 COMPARATORS = (">", ">=", "<", "<=")
 
@@ -51,7 +51,7 @@ def alerts(request):
     error = request.session.pop("channel_error", "")
     if request.method == "POST":
         if not _may_change(request):
-            return HttpResponseForbidden("creating alert rules needs the manage scope")
+            return forbidden(request, "Creating alert rules needs the 'manage' scope: ask an owner or admin.")
         try:
             rule = do_create_rule(tenant, _rule_form(request.POST), acting=request.principal.actor)
         except ActionError as exc:
@@ -86,7 +86,7 @@ def alert_detail(request, rule_id: str):
     error = ""
     if request.method == "POST":
         if not _may_change(request):
-            return HttpResponseForbidden("changing alert rules needs the manage scope")
+            return forbidden(request, "Changing alert rules needs the 'manage' scope: ask an owner or admin.")
         action = request.POST.get("action")
         try:
             if action == "delete":
@@ -114,7 +114,7 @@ def channel_create(request):
     from tideway_server.alerts.actions import do_create_channel
 
     if not _may_change(request):
-        return HttpResponseForbidden("creating channels needs the manage scope")
+        return forbidden(request, "Creating channels needs the 'manage' scope: ask an owner or admin.")
     data = {"name": request.POST.get("name", ""), "kind": request.POST.get("kind", "")}
     data["url" if data["kind"] == "webhook" else "email"] = request.POST.get("target", "")
     try:
@@ -142,7 +142,7 @@ def channel_action(request, channel_id: str, action: str):
     from tideway_server.alerts.actions import do_delete_channel, do_rotate_secret, do_test_channel
 
     if not _may_change(request):
-        return HttpResponseForbidden("changing channels needs the manage scope")
+        return forbidden(request, "Changing channels needs the 'manage' scope: ask an owner or admin.")
     channel = _channel(request, channel_id)
     if action == "test":
         delivery = do_test_channel(channel, acting=request.principal.actor)

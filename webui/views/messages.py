@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from django.http import HttpResponse, HttpResponseForbidden
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
 from tideway_server.gateway.errors import GatewayError
@@ -16,7 +16,7 @@ from tideway_server.gateway.operations import browse
 from tideway_server.gateway.publishing import OutgoingMessage, publish
 from tideway_server.webui import data, searches
 from tideway_server.webui.access import member_page
-from tideway_server.webui.render import page
+from tideway_server.webui.render import forbidden, page
 
 COUNT_MAX = 500
 
@@ -119,7 +119,7 @@ def export(request, name: str):
 
     tenant = request.principal.tenant
     if not tenant.message_export:
-        return HttpResponseForbidden("an owner or admin of this tenant turned message export off")
+        return forbidden(request, "An owner or admin of this tenant turned message export off (Settings).")
     info = data.queue_info(request.principal, name)
     search, problem = _search(request, info.partitions)
     if problem:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from functools import wraps
 
 from django.db.models import Count, F, Q, Sum
-from django.http import HttpResponseForbidden
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
 from tideway_server.webui.access import console_principal
-from tideway_server.webui.render import page
+from tideway_server.webui.render import forbidden, page
 
 
 def operator_page(view):
@@ -18,7 +17,7 @@ def operator_page(view):
         if not request.user.is_authenticated:
             return redirect(f"/console/signin?next={request.path}")
         if not request.user.is_staff:
-            return HttpResponseForbidden("operators only")
+            return forbidden(request, "These pages are for the platform's operators.")
         request.principal = console_principal(request)
         return view(request, *args, **kwargs)
 

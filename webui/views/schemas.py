@@ -11,7 +11,7 @@ from django.http import Http404
 from django.views.decorators.http import require_safe
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import member_page
-from tideway_server.webui.render import page
+from tideway_server.webui.render import forbidden, page
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")
 
@@ -54,7 +54,7 @@ def subject(request, subject: str):
     check = {}
     if request.method == "POST":
         if not request.principal.has_scope("manage"):
-            return _forbidden()
+            return forbidden(request, "Your role may not change schemas: it needs the 'manage' scope.")
         try:
             if request.POST.get("action") == "level":
                 do_set_level(tenant, subject, request.POST.get("level", ""), acting=request.principal.actor)
@@ -88,10 +88,6 @@ def subject(request, subject: str):
                 status=400 if check.get("error") else 200)
 
 
-def _forbidden():
-    from django.http import HttpResponseForbidden
-
-    return HttpResponseForbidden("your role may not change schemas: it needs the 'manage' scope")
 
 
 def _number(value: str | None, default: int) -> int:

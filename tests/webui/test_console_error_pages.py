@@ -1,0 +1,48 @@
+"""Console errors are console pages (issue 43): 404, 403 and 500 answers under /console/ have the navigation and a
+plain sentence, never the API's JSON or bare text; the API keeps its JSON; an HTMX piece a role may not see says so
+where it would have gone instead of leaving "Looking..." for ever."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tests.harness.console import signed_in, signup
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_missing_console_page_is_a_console_page_and_the_api_keeps_its_json(client, owner_a):
+    signed_in(client, owner_a[0])
+    missing = client.get("/console/queues/nope")
+    assert missing.status_code == 404 and missing["Content-Type"].startswith("text/html")
+    assert "<nav>" in missing.text and '"code"' not in missing.text
+    assert "Queue &#x27;nope&#x27; does not exist" in missing.text or "no such page" in missing.text.lower()
+    unknown = client.get("/console/no-such-thing")
+    assert unknown.status_code == 404 and "There is no such page" in unknown.text and "<nav>" in unknown.text
+    api = Client().get("/api/v1/no-such-thing")
+    assert api.status_code == 404 and api.json()["code"] == "not_found"
+
+
+def test_a_refusal_is_a_console_page_with_navigation_and_a_way_on(client, owner_a):
+    from tideway_server.tenants.choices import Role
+    from tideway_server.tenants.models import Membership
+
+    viewer, _tenant = signup("victor")
+    Membership.objects.filter(user=viewer).update(tenant=owner_a[1], role=Role.VIEWER)
+    signed_in(client, viewer)
+    refused = client.get("/console/create-queue")
+    assert refused.status_code == 403 and "<nav>" in refused.text
+    assert "Your role (viewer) may not do this: it needs the &#x27;manage&#x27; scope" in refused.text
+    assert "Back to the dashboard" in refused.text
+    piece = client.get("/console/create-queue", HTTP_HX_REQUEST="true")
+    assert piece.status_code == 200 and "<nav>" not in piece.text and "may not do this" in piece.text
+
+
+def test_a_server_error_under_the_console_is_a_console_page(client, owner_a):
+    from tideway_server.webui.views.errors import server_error
+
+    signed_in(client, owner_a[0])
+    request = client.get("/console/").wsgi_request
+    answer = server_error(request)
+    assert answer.status_code == 500 and b"Something went wrong" in answer.content and b"<nav>" in answer.content
