@@ -46,3 +46,27 @@ def test_a_server_error_under_the_console_is_a_console_page(client, owner_a):
     request = client.get("/console/").wsgi_request
     answer = server_error(request)
     assert answer.status_code == 500 and b"Something went wrong" in answer.content and b"<nav>" in answer.content
+
+
+def test_a_message_not_published_keeps_what_was_typed_and_says_why(client, owner_a, cluster):
+    """A header line that is not "name: value" and a value the queue's schema refuses: the form again, 400, the
+    typed key, value and headers kept, the reason in an alert (never a green "Published: refused")."""
+    from tideway_server.registry.actions import do_register
+
+    from tests.harness.console import make_queue
+
+    user, tenant = owner_a
+    cluster.bootstrap = "127.0.0.1:9"  # nothing listens: the page's own read fails, and says so
+    cluster.save()
+    do_register(tenant, "orders-value", text='{"type": "object", "required": ["id"]}', schema_type="JSON", acting="test")
+    make_queue(tenant, cluster, "orders", status="ready", schema_subject="orders-value", schema_encoding="json")
+    signed_in(client, user)
+    typed = {"key": "k-1", "value": '{"id": 7}', "headers": "source: console\nno colon here", "delay_seconds": "0"}
+    bad_header = client.post("/console/queues/orders/produce", typed)
+    assert bad_header.status_code == 400 and "Published" not in bad_header.text
+    assert "Header line 2 (&#x27;no colon here&#x27;) is not &quot;name: value&quot;." in bad_header.text
+    assert 'value="k-1"' in bad_header.text and "{&quot;id&quot;: 7}</textarea>" in bad_header.text
+    assert "source: console\nno colon here</textarea>" in bad_header.text
+    refused = client.post("/console/queues/orders/produce", {**typed, "value": '{"no_id": 1}', "headers": ""})
+    assert refused.status_code == 400 and "Not published:" in refused.text and 'role="alert"' in refused.text
+    assert "{&quot;no_id&quot;: 1}</textarea>" in refused.text

@@ -52,35 +52,39 @@ def _search(request, partitions: int) -> tuple[browse.Search, str]:
 def messages(request, name: str):
     info = data.queue_info(request.principal, name)
     search, problem = _search(request, info.partitions)
-    found, error = None, problem
-    if not problem:
-        caller = data.caller_for(request.principal)
-        if request.headers.get("HX-Request") == "true" and search.filtered and data.in_server_loop():
-            # A filtered search may scan up to the budget: run it as a job and show its progress if it takes a while.
-            job_id = data.run(searches.start, caller, info, search, _owner(request))
-            if job_id is not None:
-                return _search_job(request, info, job_id, searches.FIRST_WAIT_S)
-        try:
-            found = data.run(browse.find, caller, info, search)
-        except GatewayError as exc:
-            error = data.refusal(exc)
-        except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
-            error = f"the brokers did not answer: {exc}"
+    if not problem and request.headers.get("HX-Request") == "true" and search.filtered and data.in_server_loop():
+        # A filtered search may scan up to the budget: run it as a job and show its progress if it takes a while.
+        job_id = data.run(searches.start, data.caller_for(request.principal), info, search, _owner(request))
+        if job_id is not None:
+            return _search_job(request, info, job_id, searches.FIRST_WAIT_S)
+    found, error = _find(request, info, search) if not problem else (None, problem)
     return _rows(request, info, search, found, error)
+
+
+def _find(request, info, search):
+    """(what the search found, or None; why not, or None)."""
+    try:
+        return data.run(browse.find, data.caller_for(request.principal), info, search), None
+    except GatewayError as exc:
+        return None, data.refusal(exc)
+    except Exception as exc:  # noqa: BLE001 - the brokers did not answer: say so on the page
+        return None, f"the brokers did not answer: {exc}"
 
 
 def _owner(request) -> tuple[int, int]:
     return request.user.pk, request.principal.tenant.pk
 
 
-def _rows(request, info, search, found, error, query: str | None = None):
+def _rows(request, info, search, found, error, query: str | None = None, *, produce: dict | None = None,
+          status: int = 200):
     return page(request, "messages.html", {"queue": info, "search": search, "found": found, "error": error,
                                            "published": request.GET.get("published", ""),
+                                           "produce": produce or {"delay_seconds": "0"},
                                            "may_produce": request.principal.has_scope("produce"),
                                            "may_export": request.principal.tenant.message_export,
                                            "query": request.GET.urlencode() if query is None else query,
                                            "budget": browse.SCAN_BUDGET},
-                partial="message_rows.html")
+                partial="message_rows.html", status=status)
 
 
 def _search_job(request, info, job_id: str, wait_s: float):
@@ -142,24 +146,39 @@ def export(request, name: str):
     return response
 
 
+def _headers(text: str) -> tuple[dict[str, str], str | None]:
+    """The "name: value" lines of the produce form as headers, or why they are not (blank lines are skipped)."""
+    headers = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        header, sep, value = line.partition(":")
+        if not sep or not header.strip():
+            return {}, f"Header line {number} ({line.strip()[:40]!r}) is not \"name: value\"."
+        headers[header.strip()] = value.strip()
+    return headers, None
+
+
 @member_page(scope="produce")
 def produce(request, name: str):
     if request.method != "POST":
         return redirect(f"/console/queues/{name}/messages")
     info = data.queue_info(request.principal, name)
     post = request.POST
-    headers = {}
-    for line in post.get("headers", "").splitlines():
-        header, sep, value = line.partition(":")
-        if sep and header.strip():
-            headers[header.strip()] = value.strip()
-    delay_s = _int(post.get("delay_seconds"), 0, 0, 366 * 24 * 3600)
-    message = OutgoingMessage(value=post.get("value", ""), key=post.get("key") or None, headers=headers,
-                              deliver_at=int(time.time() * 1000) + delay_s * 1000 if delay_s else None)
-    try:
-        (placed,) = data.run(publish, data.caller_for(request.principal), info, [message])
-    except GatewayError as exc:
-        return redirect(f"/console/queues/{name}/messages?" + urlencode({"published": "refused: " + data.refusal(exc)}))
+    typed = {field: post.get(field, "") for field in ("key", "value", "headers", "delay_seconds")}
+    headers, problem = _headers(typed["headers"])
+    if problem is None:
+        delay_s = _int(post.get("delay_seconds"), 0, 0, 366 * 24 * 3600)
+        message = OutgoingMessage(value=typed["value"], key=typed["key"] or None, headers=headers,
+                                  deliver_at=int(time.time() * 1000) + delay_s * 1000 if delay_s else None)
+        try:
+            (placed,) = data.run(publish, data.caller_for(request.principal), info, [message])
+        except GatewayError as exc:
+            problem = f"Not published: {data.refusal(exc)}"
+    if problem is not None:  # the page again, with what was typed and why it was not published
+        search, _ = _search(request, info.partitions)
+        found, error = _find(request, info, search)
+        return _rows(request, info, search, found, error, produce={**typed, "error": problem}, status=400)
     where = f"partition {placed['partition']}, offset {placed['offset']}"
     return redirect(f"/console/queues/{name}/messages?" + urlencode(
         {"mode": "offset", "partition": placed["partition"], "offset": placed["offset"], "published": where}))
