@@ -24,6 +24,24 @@ def field_errors(errors, field):
 
 
 @register.filter
+def pairs(details):
+    """An audit entry's details in words: "role: developer · scopes: consume, produce" (never a Python dict)."""
+    if not isinstance(details, dict):
+        return details or ""
+    return " · ".join(f"{key}: {_words(value)}" for key, value in details.items())
+
+
+def _words(value) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(_words(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_words(v)}" for k, v in value.items())
+    if value is None or value == "":
+        return "none"
+    return str(value)
+
+
+@register.filter
 def stamp(milliseconds):
     """A record's time (ms since the epoch) as UTC text."""
     try:

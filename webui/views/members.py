@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 from django.core.paginator import Paginator
 from django.http import HttpResponse
@@ -100,5 +101,6 @@ def audit_export(request):
     writer = csv.writer(response)
     writer.writerow(["time", "actor", "action", "target", "details"])
     for row in rows[:EXPORT_MAX]:
-        writer.writerow([row.created.isoformat(), row.actor, row.action, row.target, row.details])
+        writer.writerow([row.created.isoformat(timespec="seconds"), row.actor, row.action, row.target,
+                         json.dumps(row.details, sort_keys=True)])
     return response
