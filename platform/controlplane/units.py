@@ -3,7 +3,7 @@ and days, for messages and pages (a quota's "7 days", not "604800000")."""
 
 from __future__ import annotations
 
-__all__ = ["duration_ms", "size"]
+__all__ = ["duration_ms", "money", "size"]
 
 _SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 _DURATIONS = ((86_400_000, "day"), (3_600_000, "hour"), (60_000, "minute"), (1_000, "second"))
@@ -29,3 +29,8 @@ def duration_ms(milliseconds: int) -> str:
             value = round(milliseconds / unit_ms, 1)
             return f"{_number(value)} {name}{'' if value == 1 else 's'}"
     return f"{milliseconds} ms"
+
+
+def money(cents, currency: str = "USD") -> str:
+    """An amount in cents in its currency's units: 4900 -> "USD 49.00" (cents that are not whole round)."""
+    return f"{currency} {float(cents) / 100:,.2f}"

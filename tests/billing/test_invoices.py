@@ -123,6 +123,6 @@ def test_the_console_shows_usage_and_invoices_and_downloads_the_csv(client):
     listing = client.get("/console/invoices")
     assert f'href="/console/invoices/{invoice.pk}"' in listing.text and 'data-total-cents="15"' in listing.text
     detail = client.get(f"/console/invoices/{invoice.pk}")
-    assert 'id="invoice-total" data-total-cents="15"' in detail.text
+    assert 'id="invoice-total" data-total-cents="15">USD 0.15<' in detail.text  # money in its units (issue 43)
     download = client.get(f"/console/invoices/{invoice.pk}.csv")
     assert download["Content-Type"].startswith("text/csv") and download.content.decode().strip().endswith("15,USD,total")

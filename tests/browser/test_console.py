@@ -104,7 +104,7 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.get_by_label("Visibility timeout (ms)").fill("45000")
             check("queue-edit")
             page.get_by_role("button", name="Save").click()
-            expect(page.get_by_role("table", name="Settings")).to_contain_text("45000")
+            expect(page.get_by_role("table", name="Settings")).to_contain_text("45 seconds")  # the settings in words (issue 43)
 
             page.goto(f"{gateway.base_url}/console/queues?q=ord")
             expect(page.get_by_role("link", name="orders")).to_be_visible()

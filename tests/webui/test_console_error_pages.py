@@ -95,3 +95,17 @@ def test_the_audit_export_takes_the_filter_shown_and_details_read_as_words(clien
     rows = list(csv.DictReader(io.StringIO(export)))
     assert [row["action"] for row in rows] == ["member.change_role"]
     assert json.loads(rows[0]["details"]) == {"role": "developer"} and "." not in rows[0]["time"]
+
+
+def test_a_queues_settings_read_in_human_units(client, owner_a, cluster):
+    from tests.harness.console import make_queue
+
+    user, tenant = owner_a
+    cluster.bootstrap = "127.0.0.1:9"
+    cluster.save()
+    make_queue(tenant, cluster, "orders", status="ready", mode="queue")  # 1 day, 1 MiB per partition, 1 MiB messages
+    signed_in(client, user)
+    shown = client.get("/console/queues/orders")
+    assert shown.status_code == 200
+    assert "<th>Keeps messages</th><td>1 day</td>" in shown.text and "<td>1 MiB per partition</td>" in shown.text
+    assert "86400000" not in shown.text and "1048576" not in shown.text

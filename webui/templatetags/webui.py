@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 from django import template
 from django.utils.html import format_html, format_html_join
+from tideway_server.controlplane import units
 
 register = template.Library()
 
@@ -21,6 +22,24 @@ def field_errors(errors, field):
     if not messages:
         return ""
     return format_html('<div class="errors" role="alert">{}</div>', format_html_join(" ", "{}", ((m,) for m in messages)))
+
+
+@register.filter
+def size(count):
+    """Bytes in KiB, MiB, GiB (1073741824 -> "1 GiB"); "" for nothing."""
+    return "" if count in (None, "") else units.size(int(count))
+
+
+@register.filter
+def duration(milliseconds):
+    """Milliseconds in the largest unit they fill (604800000 -> "7 days")."""
+    return "" if milliseconds in (None, "") else units.duration_ms(int(milliseconds))
+
+
+@register.filter
+def money(cents, currency="USD"):
+    """Cents in the currency's units (4900 -> "USD 49.00")."""
+    return "" if cents in (None, "") else units.money(cents, currency or "USD")
 
 
 @register.filter

@@ -119,11 +119,28 @@ def queue_edit(request, name: str):
 @require_safe
 @member_page()
 def queue_detail(request, name: str):
-    from tideway_server.topics.api.serializers import QueueSerializer
-
     queue = _queue(request, name)
-    settings = QueueSerializer(queue).data
-    return page(request, "queue.html", {"queue": queue, "settings": settings, "partitions": partition_table(queue)})
+    return page(request, "queue.html", {"queue": queue, "settings": _settings_in_words(queue),
+                                        "partitions": partition_table(queue)})
+
+
+def _settings_in_words(queue) -> list[tuple[str, str]]:
+    """A queue's settings as people read them (units, yes/no), in the order of the create form."""
+    from tideway_server.controlplane.units import duration_ms, size
+
+    rows = [("Mode", queue.mode), ("Partitions", f"{queue.partitions:,}"), ("Replicas", str(queue.replication_factor)),
+            ("Keeps messages", duration_ms(queue.retention_ms)),
+            ("Keeps at most", f"{size(queue.retention_bytes)} per partition"),
+            ("Compaction", "on: the latest message per key is kept" if queue.compaction else "off"),
+            ("Largest message", size(queue.max_message_bytes))]
+    if queue.mode == "queue":
+        rows += [("Visibility timeout", duration_ms(queue.visibility_timeout_ms)),
+                 ("Dead-lettered after", f"{queue.max_deliveries} deliver{'y' if queue.max_deliveries == 1 else 'ies'}"),
+                 ("Delivery delay", duration_ms(queue.delivery_delay_ms) if queue.delivery_delay_ms else "none"),
+                 ("FIFO", "yes" if queue.fifo else "no"), ("Dead-letter queue", f"{queue.name}.dlq")]
+    rows += [("Schema", f"{queue.schema_subject} ({queue.schema_encoding})" if queue.schema_subject else "none"),
+             ("Cluster", queue.cluster.name), ("Created", queue.created.strftime("%Y-%m-%d %H:%M UTC"))]
+    return rows
 
 
 @require_safe
