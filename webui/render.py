@@ -11,7 +11,8 @@ def page(request, template: str, context: dict, *, partial: str | None = None, s
     Every page template includes its partials, so both answers come from the same markup.
     """
     principal = getattr(request, "principal", None)
-    context = {"principal": principal, "may_manage": bool(principal and principal.has_scope("manage")), **context}
+    context = {"principal": principal, "may_manage": bool(principal and principal.has_scope("manage")),
+               "may_consume": bool(principal and principal.has_scope("consume")), **context}
     if partial is not None and request.headers.get("HX-Request") == "true" and not request.headers.get("HX-Boosted"):
         return render(request, f"webui/htmx/{partial}", context, status=status)
     return render(request, f"webui/{template}", context, status=status)

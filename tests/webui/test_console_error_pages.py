@@ -109,3 +109,32 @@ def test_a_queues_settings_read_in_human_units(client, owner_a, cluster):
     assert shown.status_code == 200
     assert "<th>Keeps messages</th><td>1 day</td>" in shown.text and "<td>1 MiB per partition</td>" in shown.text
     assert "86400000" not in shown.text and "1048576" not in shown.text
+
+
+def test_a_viewer_is_offered_no_page_or_piece_that_would_refuse_it(client, owner_a, cluster):
+    """The navigation, the dashboard and a queue's page show a viewer only what its role may see (they offered
+    API keys and asked for pieces that answered 403, leaving "Looking..." for ever); every link it is shown opens."""
+    import re
+
+    from tideway_server.tenants.actions import do_add_member
+
+    from tests.harness.console import PASSWORD, make_queue
+
+    _owner, tenant = owner_a
+    cluster.bootstrap = "127.0.0.1:9"
+    cluster.save()
+    make_queue(tenant, cluster, "orders", status="ready")
+    viewer = do_add_member(tenant, username="vera", role="viewer", password=PASSWORD, acting="test").user
+    signed_in(client, viewer)
+    dashboard = client.get("/console/")
+    assert dashboard.status_code == 200 and "/console/keys" not in dashboard.text
+    assert 'hx-get="/console/behind"' not in dashboard.text and 'id="role-note"' in dashboard.text
+    queue = client.get("/console/queues/orders")
+    assert queue.status_code == 200 and "/console/queues/orders/messages" not in queue.text
+    assert 'hx-get="/console/queues/orders/groups"' not in queue.text
+    for page_ in (dashboard, queue):
+        nav = re.search(r"<nav>(.*?)</nav>", page_.text, re.S).group(1)
+        for link in re.findall(r'href="(/console/[^"]*)"', nav + page_.text.split("</header>")[1]):
+            if link.endswith("/delete") or link.endswith("/edit") or link == "/console/signout":
+                continue
+            assert client.get(link).status_code == 200, link
