@@ -34,3 +34,17 @@ def error_page(request, status: int, sentence: str):
 
 def forbidden(request, sentence: str):
     return error_page(request, 403, sentence)
+
+
+def confirmation(request, *, title: str, consequence: str, undo: str, word: str, word_label: str, button: str,
+                 cancel: str, hidden: tuple = (), error: str = ""):
+    """The page before an action that cannot be taken back: what it does, whether it can be undone, and the
+    ``word`` to type (a name, as the dead-letter purge and queue deletion ask). 400 when a typed word was wrong."""
+    return page(request, "confirm.html", {"title": title, "consequence": consequence, "undo": undo, "word": word,
+                                          "word_label": word_label, "button": button, "cancel": cancel,
+                                          "hidden": hidden, "error": error}, status=400 if error else 200)
+
+
+def confirmed(request, word: str) -> bool:
+    """True when the POST carries the typed ``word`` (leading and trailing spaces aside)."""
+    return request.method == "POST" and request.POST.get("confirm", "").strip() == word

@@ -245,7 +245,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
 
                 # Revoked on the keys page: refused over REST (the gateway caches keys for a few seconds).
                 page.goto(f"{gateway.base_url}/console/keys")
-                page.get_by_role("button", name="Revoke browser test").click()
+                page.get_by_role("link", name="Revoke browser test").click()
+                expect(page.get_by_text("This cannot be undone")).to_be_visible()  # a typed confirmation (issue 43)
+                page.get_by_label("Type the key's name").fill("browser test")
+                page.get_by_role("button", name="Revoke").click()
                 expect(page.get_by_role("table", name="API keys")).to_contain_text("revoked")
                 for _ in range(40):
                     refused = api.post("/api/v1/queues/orders/groups/workers/receive", json={})

@@ -265,7 +265,12 @@ def test_api_keys_are_shown_once_and_revoked_by_owners_only(client, owner_a):
     as_developer = signed_in(Client(), developer)
     assert as_developer.get("/console/keys").status_code == 200
     assert as_developer.post(f"/console/keys/{row.prefix}/revoke").status_code == 403
-    assert client.post(f"/console/keys/{row.prefix}/revoke").status_code == 302
+    asked = client.get(f"/console/keys/{row.prefix}/revoke")  # a typed confirmation first (issue 43)
+    assert asked.status_code == 200 and "This cannot be undone" in asked.text
+    assert client.post(f"/console/keys/{row.prefix}/revoke", {"confirm": "c"}).status_code == 400
+    row.refresh_from_db()
+    assert row.revoked_at is None
+    assert client.post(f"/console/keys/{row.prefix}/revoke", {"confirm": "ci"}).status_code == 302
     row.refresh_from_db()
     assert row.revoked_at is not None
 
@@ -277,8 +282,14 @@ def test_members_are_managed_by_owners_and_every_change_is_in_the_audit_log(clie
                                              "email": "walt@example.com"})
     assert added.status_code == 200 and "walt is now a member" in added.text
     assert client.post("/console/members", {"action": "role", "username": "walt", "role": "developer"}).status_code == 200
-    last_owner = client.post("/console/members", {"action": "remove", "username": "alice"})
+    last_owner = client.post("/console/members", {"action": "remove", "username": "alice", "confirm": "alice"})
     assert last_owner.status_code == 400 and "at least one owner" in last_owner.text
+    asked = client.post("/console/members", {"action": "remove", "username": "walt"})  # confirm first (issue 43)
+    assert asked.status_code == 200 and "Type their user name" in asked.text
+    assert "walt" in client.get("/console/members").text
+    assert client.post("/console/members", {"action": "remove", "username": "walt", "confirm": "wal"}).status_code == 400
+    removed = client.post("/console/members", {"action": "remove", "username": "walt", "confirm": "walt"})
+    assert removed.status_code == 200 and "walt was removed" in removed.text
     audit = client.get("/console/audit", {"action": "member."})
     assert "member.change_role" in audit.text and "walt" in audit.text
     export = client.get("/console/audit/export", {"actor": "user:alice"})

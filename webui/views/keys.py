@@ -6,7 +6,7 @@ from django.http import Http404
 from django.shortcuts import redirect
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import may_manage_members, member_page
-from tideway_server.webui.render import page
+from tideway_server.webui.render import confirmation, confirmed, page
 
 SCOPES = ("produce", "consume", "manage")
 
@@ -43,10 +43,18 @@ def revoke(request, prefix: str):
     from tideway_server.tenants.actions import do_revoke_api_key
     from tideway_server.tenants.models import ApiKey
 
-    if request.method != "POST":
-        return redirect("/console/keys")
     row = ApiKey.objects.filter(tenant=request.principal.tenant, prefix=prefix).select_related("tenant").first()
     if row is None:
         raise Http404(f"API key {prefix!r} does not exist")
+    if row.revoked_at is not None:
+        return redirect("/console/keys")
+    if not confirmed(request, row.name):
+        return confirmation(
+            request, title=f"Revoke the key {row.name}",
+            consequence=f"Every client using the key {row.prefix}… stops working within a few seconds: REST calls, "
+                        "WebSockets, the native protocol and Kafka clients alike.",
+            undo="This cannot be undone: a revoked key never works again (create a new key for those clients).",
+            word=row.name, word_label="the key's name", button="Revoke", cancel="/console/keys",
+            error="" if request.method != "POST" else f"type the key's name ({row.name}) to revoke it")
     do_revoke_api_key(row, acting=request.principal.actor)
     return redirect("/console/keys")

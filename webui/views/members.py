@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import may_manage_members, member_page
-from tideway_server.webui.render import page
+from tideway_server.webui.render import confirmation, confirmed, page
 
 ROLES = ("owner", "admin", "developer", "viewer")
 AUDIT_PAGE = 100
@@ -44,6 +44,15 @@ def members(request):
                     do_change_role(membership, role, acting=request.principal.actor)
                     notice = f"{username} is now {role}"
                 elif action == "remove":
+                    if not confirmed(request, username):
+                        return confirmation(
+                            request, title=f"Remove {username} from {tenant.name}",
+                            consequence=f"{username} loses the console and the API for this tenant at once; their "
+                                        "API keys stay (revoke them on the keys page if they should stop too).",
+                            undo="To undo, add them again (with the role they had).", word=username,
+                            word_label="their user name", button="Remove", cancel="/console/members",
+                            hidden=(("action", "remove"), ("username", username)),
+                            error="" if "confirm" not in request.POST else f"type {username} to remove them")
                     do_remove_member(membership, acting=request.principal.actor)
                     notice = f"{username} was removed"
                 else:
