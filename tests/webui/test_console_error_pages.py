@@ -138,3 +138,17 @@ def test_a_viewer_is_offered_no_page_or_piece_that_would_refuse_it(client, owner
             if link.endswith("/delete") or link.endswith("/edit") or link == "/console/signout":
                 continue
             assert client.get(link).status_code == 200, link
+
+
+def test_a_dry_run_of_nothing_selected_asks_for_a_selection(client, owner_a, cluster):
+    """It said "a redrive would move 0 dead letters" (issue 43)."""
+    from tests.harness.console import make_queue
+
+    user, tenant = owner_a
+    cluster.bootstrap = "127.0.0.1:9"
+    cluster.save()
+    make_queue(tenant, cluster, "orders", status="ready", mode="queue")
+    signed_in(client, user)
+    answer = client.post("/console/queues/orders/dead-letters/redrive", {"which": "dry-run-selected"})
+    assert answer.status_code == 302 and "select+dead+letters+first" in answer["Location"]
+    assert "would+move" not in answer["Location"]

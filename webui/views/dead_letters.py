@@ -68,6 +68,9 @@ def redrive(request, name: str):
 def _dry_run(request, info, only_selected: bool):
     """What a redrive would move, without moving anything: how many letters, back to which queue."""
     chosen = {item for item in request.POST.getlist("letter")} if only_selected else None
+    if chosen is not None and not chosen:  # (it said "would move 0": issue 43)
+        return redirect(f"/console/queues/{info.name}/dead-letters?" + urlencode(
+            {"error": "select dead letters first: tick the ones a dry run should count"}))
     letters = data.run(operations.dead_letters, data.caller_for(request.principal), info, limit=LIST_MAX)
     moving = [letter for letter in letters if chosen is None or f"{letter['partition']}:{letter['offset']}" in chosen]
     origins = sorted({letter.get("headers", {}).get("tideway-dlq-origin-topic", info.name) for letter in moving})
