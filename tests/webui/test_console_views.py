@@ -85,7 +85,8 @@ def test_the_create_form_shows_the_apis_validation_messages_and_creates_nothing(
     assert inputs <= labels, f"fields without a label: {inputs - labels}"  # every field has its label
     refused = client.post("/console/create-queue", {"name": "bad name!", "partitions": "0", "mode": "queue"})
     assert refused.status_code == 400
-    assert "greater than or equal to 1" in refused.text  # the API serializer's own message
+    assert "at least 1 partition" in refused.text  # the API serializer's own message, in words (issue 43)
+    assert "use 1 to 100 letters, digits, &#x27;.&#x27;, &#x27;_&#x27; or &#x27;-&#x27;" in refused.text
     assert "name" in refused.text and not Queue.objects.exists()
 
 
@@ -104,7 +105,7 @@ def test_the_edit_form_changes_only_what_may_change_with_the_apis_messages(clien
     shrink = client.post("/console/queues/orders/edit", {"partitions": "1", "schema_subject": ""})
     assert shrink.status_code == 400 and "can only grow" in shrink.text  # the control plane's own rule and message
     short = client.post("/console/queues/orders/edit", {"retention_ms": "5", "schema_subject": ""})
-    assert short.status_code == 400 and "greater than or equal to 60000" in short.text  # the API serializer's message
+    assert short.status_code == 400 and "at least 1 minute (60,000 ms)" in short.text  # the API serializer's message
     queue = Queue.objects.get(name="orders")
     assert queue.partitions == 2 and queue.retention_ms == 86_400_000  # nothing changed
 
