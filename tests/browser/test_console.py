@@ -215,6 +215,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 expect(drainers.locator("[data-lag]")).to_have_attribute("data-lag", "0", timeout=15_000)
                 expect(page.locator("#throughput canvas")).to_have_count(2)  # messages and bytes
                 expect(page.locator("#throughput")).to_have_attribute("data-bytes-out", re.compile(r"^\d"))
+                # A few points cover the two minutes the chart shows, not years (issue 43: May 2027 to May 2029).
+                spans = page.evaluate("document.querySelector('#throughput').charts"
+                                      ".map(u => u.scales.x.max - u.scales.x.min)")
+                assert all(110 <= span <= 130 for span in spans), spans
                 # The chart's figures arrive as server-sent events: read one as the page does.
                 totals = page.evaluate("""url => new Promise(done => { const source = new EventSource(url);
                     source.onmessage = event => { source.close(); done(JSON.parse(event.data)); }; })""",

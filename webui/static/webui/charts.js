@@ -5,18 +5,30 @@
 (function () {
   const palette = {in: "#0b6bcb", out: "#067647"};
 
-  function pair(box, unit) {
+  // Bytes in KiB, MiB, GiB (as the pages write sizes); counts with thousands separators.
+  function bytes(value) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let unit = 0;
+    while (Math.abs(value) >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+    return (Number.isInteger(value) ? value : value.toFixed(1)) + " " + units[unit];
+  }
+
+  // ``span``: the seconds the x axis always covers, ending at the latest point, so one or two points do not
+  // stretch the axis over years (uPlot widens a range of zero width a long way).
+  function pair(box, unit, span) {
     const width = Math.min(Math.max((box.clientWidth || 900) / 2 - 16, 280), 560);
-    const make = (title) => new uPlot({
-      title: title, width: width, height: 200,
-      series: [{}, {label: "in " + unit, stroke: palette.in}, {label: "out " + unit, stroke: palette.out}],
-      axes: [{}, {size: 70}],
+    const x = {time: true, range: (u, min, max) => [Math.min(min, max - span), max]};
+    const make = (title, format) => new uPlot({
+      title: title, width: width, height: 200, scales: {x: x, y: {range: (u, min, max) => [0, Math.max(max, 1)]}},
+      series: [{}, {label: "in " + unit, stroke: palette.in, value: (u, v) => v == null ? "" : format(v)},
+               {label: "out " + unit, stroke: palette.out, value: (u, v) => v == null ? "" : format(v)}],
+      axes: [{}, {size: 80, values: (u, ticks) => ticks.map(format)}],
     }, [[], [], []], box);
-    return [make("messages", unit), make("bytes", unit)];
+    return [make("messages", (v) => Math.round(v).toLocaleString()), make("bytes", bytes)];
   }
 
   function live(box) {
-    const charts = pair(box, "/ s");
+    const charts = box.charts = pair(box, "/ s", 120);
     const points = 120, messages = [[], [], []], bytes = [[], [], []];
     let previous = null;
     function add(now) {
@@ -44,7 +56,7 @@
   }
 
   function hour(box) {
-    const charts = pair(box, "/ min");
+    const charts = box.charts = pair(box, "/ min", 3600);
     const sum = (values) => values.reduce((a, b) => a + b, 0);
     async function load() {
       try {
@@ -58,8 +70,8 @@
         const summary = document.getElementById(box.id + "-summary");
         if (summary) {
           summary.textContent = `Last hour: ${sum(h.messages_in).toLocaleString()} messages in ` +
-            `(${sum(h.bytes_in).toLocaleString()} bytes), ${sum(h.messages_out).toLocaleString()} out ` +
-            `(${sum(h.bytes_out).toLocaleString()} bytes)` +
+            `(${bytes(sum(h.bytes_in))}), ${sum(h.messages_out).toLocaleString()} out ` +
+            `(${bytes(sum(h.bytes_out))})` +
             (h.missing_brokers ? ` — ${h.missing_brokers} broker(s) did not answer` : "") +
             (h.errors.length ? ` — not reached: ${h.errors.join("; ")}` : "") + ".";
         }
