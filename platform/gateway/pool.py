@@ -14,6 +14,7 @@ import os
 
 from tideway.native import Producer, QueueConsumer, TidewayClient
 from tideway.native.group import CoordinatorLink
+from tideway.protocol.messages import CONSUMER
 from tideway.record.batch import Record, decode_records, iter_batches
 
 # A publish not acknowledged by every in-sync replica in this time fails (503, retry):
@@ -68,12 +69,14 @@ READ_RETRY_S = 2.0
 
 
 async def read_partition(bootstrap: str, topic: str, partition: int, offset: int, *, max_records: int,
-                         wait_ms: int, max_bytes: int = 4 << 20) -> tuple[list[Record], int, int]:
-    """Up to ``max_records`` records of one partition from ``offset``: (records, next offset, high watermark)."""
+                         wait_ms: int, max_bytes: int = 4 << 20,
+                         replica_id: int = CONSUMER) -> tuple[list[Record], int, int]:
+    """Up to ``max_records`` records of one partition from ``offset``: (records, next offset, high watermark).
+    ``replica_id`` INSPECTOR: a look by the platform (the console's message browser), not the tenant's egress."""
     broker_client = await client(bootstrap)
     # A moving leader is waited for briefly; a request should not hang on a partition that is gone.
     result = await broker_client.fetch(topic, partition, offset, max_bytes=max_bytes, wait_ms=wait_ms,
-                                       retry_for_s=READ_RETRY_S)
+                                       retry_for_s=READ_RETRY_S, replica_id=replica_id)
     records: list[Record] = []
     for position, _base, _size in iter_batches(result.records):
         records.extend(r for r in decode_records(result.records, position) if r.offset >= offset)

@@ -79,6 +79,9 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
             return (await describe_traffic(admin, [topic])).topics[topic][2]
 
     assert asyncio.run(out()) == 0  # the pages looked at records' times as an inspector: nobody consumed anything
+    browsed = client.get("/console/queues/busy/messages", {"mode": "offset", "partition": "0", "offset": "0"})
+    assert browsed.status_code == 200 and ">m0<" in browsed.text and ">m2<" in browsed.text
+    assert asyncio.run(out()) == 0  # browsing is a look too, not egress the tenant is billed for (issue 43)
 
     async def live_figures() -> list[dict]:
         from django.test import AsyncClient

@@ -2,7 +2,9 @@
 
 Filters (key contains, value contains, a header, a JSON path) are evaluated here, over at most
 ``SCAN_BUDGET`` records, reading through the gateway's pooled client, so a
-search over a large queue is bounded and says how far it got.
+search over a large queue is bounded and says how far it got. The reads are the
+platform's looks (not metered as the tenant's messages out, nor billed); the
+plan's consume rate limit still counts them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from tideway_server.gateway import limits, pool, schemas
 from tideway_server.gateway.auth import Caller
 from tideway_server.gateway.catalog import QueueInfo
 
-from tideway.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from tideway.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
 
 SCAN_BUDGET = 20_000
 READ_BATCH = 500
@@ -134,8 +136,11 @@ async def find(caller: Caller, queue: QueueInfo, search: Search, progress=None) 
         while position < end and found.scanned < SCAN_BUDGET:
             if search.mode != "latest" and len(found.messages) >= search.count:
                 break
+            # Read as the platform looking (INSPECTOR), not as a consumer: browsing is not the tenant's egress
+            # and is not billed (issue 43); the plan's consume rate still applies (below).
             records, next_offset, _ = await pool.read_partition(queue.bootstrap, queue.broker_topic, number, position,
-                                                                max_records=min(READ_BATCH, end - position), wait_ms=0)
+                                                                max_records=min(READ_BATCH, end - position), wait_ms=0,
+                                                                replica_id=INSPECTOR)
             if not records:
                 break
             for record in records:
