@@ -152,3 +152,30 @@ def test_a_dry_run_of_nothing_selected_asks_for_a_selection(client, owner_a, clu
     answer = client.post("/console/queues/orders/dead-letters/redrive", {"which": "dry-run-selected"})
     assert answer.status_code == 302 and "select+dead+letters+first" in answer["Location"]
     assert "would+move" not in answer["Location"]
+
+
+def test_a_new_tenant_is_shown_how_to_start_and_the_steps_tick_off(client, owner_a, cluster):
+    """Sign-up led nowhere (issue 43): the dashboard's "Get started" panel links to the first queue and key, and
+    gives snippets for curl, Python, a browser and Kafka clients with the tenant's queue and this site's address."""
+    from tideway_server.clusters.models import Broker
+    from tideway_server.tenants.actions import do_create_api_key
+
+    from tests.harness.console import make_queue
+
+    user, tenant = owner_a
+    signed_in(client, user)
+    fresh = client.get("/console/")
+    assert 'href="/console/create-queue">Create your first queue' in fresh.text
+    assert 'href="/console/keys">Create an API key' in fresh.text
+    assert "http://testserver/api/v1/queues/orders/messages" in fresh.text  # a placeholder name until one exists
+    for i in (1, 2):
+        Broker.objects.create(cluster=cluster, broker_id=i, host="10.0.0.%d" % i, port=9092, kafka_host="10.0.0.%d" % i,
+                              kafka_port=9095, state="alive")
+    make_queue(tenant, cluster, "payments", status="ready")
+    do_create_api_key(tenant, name="app", scopes=["produce", "consume"], acting="test")
+    started = client.get("/console/")
+    assert "✓ Your first queue" in started.text and "✓ An API key exists" in started.text
+    assert "http://testserver/api/v1/queues/payments/messages" in started.text
+    assert 'tideway.Client("http://testserver", KEY)' in started.text
+    assert "ws://testserver/ws/v1/queues/payments?token=" in started.text
+    assert "bootstrap.servers=10.0.0.1:9095,10.0.0.2:9095" in started.text

@@ -23,7 +23,24 @@ def dashboard(request):
     bars = quota_use(tenant)
     events = AuditEntry.objects.filter(tenant=tenant).order_by("-created")[:10]
     return page(request, "dashboard.html", {"tenant": tenant, "plan": plan, "bars": bars, "events": events,
-                                            "queue_count": bars[0]["used"]})
+                                            "queue_count": bars[0]["used"], **_onboarding(request, tenant)})
+
+
+def _onboarding(request, tenant) -> dict:
+    """The "Get started" panel: the first queue and key (done or a link) and snippets to send a first message with
+    curl, Python, a browser and a Kafka client, for the tenant's first queue at this site's address."""
+    from tideway_server.clusters.models import Broker
+    from tideway_server.tenants.models import ApiKey
+    from tideway_server.topics.models import Queue
+
+    first_queue = Queue.objects.filter(tenant=tenant).select_related("cluster").order_by("created").first()
+    base = request.build_absolute_uri("/").rstrip("/")
+    brokers = Broker.objects.filter(cluster=first_queue.cluster, kafka_port__gt=0).order_by("broker_id") if first_queue \
+        else Broker.objects.none()
+    return {"first_queue": first_queue, "queue_name": first_queue.name if first_queue else "orders",
+            "has_key": ApiKey.objects.filter(tenant=tenant, revoked_at__isnull=True).exists(), "base": base,
+            "ws_base": base.replace("http", "ws", 1),
+            "kafka_bootstrap": ",".join(f"{b.kafka_host or b.host}:{b.kafka_port}" for b in brokers[:3])}
 
 
 @require_safe
