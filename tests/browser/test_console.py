@@ -180,6 +180,9 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 expect(letters).to_contain_text("cannot parse")
                 assert not re.search(r"\bt[0-9]+\.", letters.inner_text()), "a broker-side name leaked into the page"
                 expect(letters).to_contain_text("workers")  # the group, by the tenant's own name
+                cells = letters.locator("tr").nth(1).locator("td")
+                died, published = cells.nth(3).inner_text(), cells.nth(4).inner_text()
+                assert published and died > published, (died, published)  # when it died, not when it was sent
                 check("dead-letters")
                 page.get_by_label("select").first.check()
                 page.get_by_role("button", name="Dry run (selected)").click()

@@ -33,6 +33,9 @@ def dead_letters(request, name: str):
         letter["origin"] = (f"{headers.get('tideway-dlq-origin-topic', name)} partition "
                             f"{headers.get('tideway-dlq-origin-partition', '?')}, offset {headers.get('tideway-dlq-origin-offset', '?')}")
         letter["group"] = headers.get("tideway-dlq-group", "")
+        # When it died: its last delivery (the record's own timestamp is when it was published).
+        last = headers.get("tideway-dlq-last-delivery-ms", "")
+        letter["dead_since"] = int(last) if last.isdigit() else None
     return page(request, "dead_letters.html", {"queue": info, "letters": letters, "error": error,
                                                "job": request.GET.get("job", ""), "notice": request.GET.get("notice", ""),
                                                "may_manage": request.principal.has_scope("manage")})
