@@ -91,9 +91,14 @@ def redrive_job(request, name: str, job_id: str):
     info = data.queue_info(request.principal, name)
     exists = data.run(operations.redrive_job_exists, info.id, job_id)
     result = AsyncResult(job_id) if exists else None
-    return page(request, "dead_letters.html", {"queue": info, "job": job_id, "result": result,
-                                               "moved": result.result.get("moved") if result is not None and result.successful() else None},
-                partial="redrive_job.html")
+    moved = result.result.get("moved") if result is not None and result.successful() else None
+    answer = page(request, "dead_letters.html", {"queue": info, "job": job_id, "result": result, "moved": moved},
+                  partial="redrive_job.html")
+    if moved is not None and request.headers.get("HX-Request") == "true":
+        # Done: the page again, so that the table no longer shows the letters moved back (it stayed stale).
+        answer["HX-Redirect"] = f"/console/queues/{name}/dead-letters?" + urlencode(
+            {"notice": f"Redrive {job_id}: done, {moved} moved back to the queue."})
+    return answer
 
 
 @member_page(scope="manage")
