@@ -65,6 +65,17 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 shown = on or page
                 assert _unlabelled_fields(shown) == [], f"{name}: fields without a label"
                 shown.screenshot(path=str(SCREENSHOTS / f"{len(visited):02d}-{name}.png"), full_page=True)
+                # No page wider than its window, on a laptop and on a phone (issue 43): wide tables scroll
+                # in their own box, the header and toolbars wrap.
+                for width, height in ((1280, 800), (390, 844)):
+                    shown.set_viewport_size({"width": width, "height": height})
+                    wide = shown.evaluate("document.documentElement.scrollWidth")
+                    widest = shown.evaluate("""(w) => [...document.querySelectorAll('body *')]
+                        .filter(e => e.getBoundingClientRect().right > w + 1)
+                        .slice(0, 3).map(e => e.tagName + '.' + e.className + '#' + e.id)""", width)
+                    assert wide <= width, f"{name}: {wide} px wide in a {width} px window: {widest}"
+                shown.screenshot(path=str(SCREENSHOTS / f"{len(visited):02d}-{name}-phone.png"), full_page=True)
+                shown.set_viewport_size({"width": 1280, "height": 800})
                 visited.append(name)
 
             page.goto(f"{gateway.base_url}/")

@@ -24,7 +24,7 @@
                {label: "out " + unit, stroke: palette.out, value: (u, v) => v == null ? "" : format(v)}],
       axes: [{}, {size: 80, values: (u, ticks) => ticks.map(format)}],
     }, [[], [], []], box);
-    return [make("messages", (v) => Math.round(v).toLocaleString()), make("bytes", bytes)];
+    return [make("messages", (v) => v.toLocaleString(undefined, {maximumFractionDigits: 1})), make("bytes", bytes)];
   }
 
   function live(box) {
