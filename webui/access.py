@@ -13,7 +13,8 @@ from functools import wraps
 from django.shortcuts import redirect
 from tideway_server.controlplane.api.principal import Principal
 from tideway_server.tenants.choices import ALL_SCOPES, ROLE_SCOPES
-from tideway_server.webui.render import forbidden
+from tideway_server.controlplane.errors import ActionError
+from tideway_server.webui.render import error_page, forbidden
 
 SESSION_TENANT = "console_tenant"
 
@@ -78,7 +79,10 @@ def member_page(scope: str | None = None, *, managers_only: bool = False):
                                           f"'{scope}' scope. Ask an owner or admin of the tenant.")
             if managers_only and request.method == "POST" and not may_manage_members(principal):
                 return forbidden(request, "Only owners and admins may change members and keys.")
-            return view(request, *args, **kwargs)
+            try:
+                return view(request, *args, **kwargs)
+            except ActionError as exc:  # e.g. the queue's cluster has no live broker: a page that says so, not a 500
+                return error_page(request, exc.status, f"{exc.message[:1].upper()}{exc.message[1:]}.")
 
         return wrapped
 

@@ -18,7 +18,8 @@ def page(request, template: str, context: dict, *, partial: str | None = None, s
     return render(request, f"webui/{template}", context, status=status)
 
 
-ERROR_TITLES = {400: "That did not work", 403: "Not allowed", 404: "Not found", 500: "Something went wrong"}
+ERROR_TITLES = {400: "That did not work", 403: "Not allowed", 404: "Not found", 500: "Something went wrong",
+                502: "The brokers refused", 503: "The brokers cannot be reached"}
 
 
 def error_page(request, status: int, sentence: str):

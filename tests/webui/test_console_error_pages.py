@@ -179,3 +179,15 @@ def test_a_new_tenant_is_shown_how_to_start_and_the_steps_tick_off(client, owner
     assert 'tideway.Client("http://testserver", KEY)' in started.text
     assert "ws://testserver/ws/v1/queues/payments?token=" in started.text
     assert "bootstrap.servers=10.0.0.1:9095,10.0.0.2:9095" in started.text
+
+
+def test_a_queue_whose_cluster_cannot_be_reached_is_a_page_that_says_so(client, owner_a, cluster):
+    """The message pages answered 500 when the queue's cluster had no live broker (gateway.catalog's ActionError)."""
+    from tests.harness.console import make_queue
+
+    user, tenant = owner_a
+    make_queue(tenant, cluster, "orders", status="ready")  # the cluster: no broker registered, no bootstrap
+    signed_in(client, user)
+    answer = client.get("/console/queues/orders/messages")
+    assert answer.status_code == 503 and "<nav>" in answer.text
+    assert "The brokers cannot be reached" in answer.text and "has no live broker" in answer.text
