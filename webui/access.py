@@ -12,8 +12,8 @@ from functools import wraps
 
 from django.shortcuts import redirect
 from tideway_server.controlplane.api.principal import Principal
-from tideway_server.tenants.choices import ALL_SCOPES, ROLE_SCOPES
 from tideway_server.controlplane.errors import ActionError
+from tideway_server.tenants.choices import ALL_SCOPES, ROLE_SCOPES
 from tideway_server.webui.render import error_page, forbidden
 
 SESSION_TENANT = "console_tenant"

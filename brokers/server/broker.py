@@ -708,14 +708,14 @@ class Broker:
                              ssl_context=self.peer_tls)
 
 
-
 # A tenant's topic admin runs the control plane's queue actions (several cluster changes, each pushed to every
 # broker): more time than the controller's own admin needs.
+ADMIN_TIMEOUT_S = 10.0
 TENANT_ADMIN_TIMEOUT_S = 30.0
 
 
 def _admin_timeout_s(request) -> float:
-    return TENANT_ADMIN_TIMEOUT_S if request.tenant_id is not None else 10.0
+    return TENANT_ADMIN_TIMEOUT_S if request.tenant_id is not None else ADMIN_TIMEOUT_S
 
 
 def _refuse_tenant_admin(request) -> None:

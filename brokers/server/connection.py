@@ -266,9 +266,10 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _handle(self, api_key: int, api_version: int, correlation_id: int, body: memoryview) -> None:
         try:
-            loop = asyncio.get_running_loop()
-            while (wait_s := self._muted_until - loop.time()) > 0:  # requests read ahead wait out a mute
-                await asyncio.sleep(wait_s)
+            if self._muted_until:  # this connection was muted once: requests read ahead wait out a mute
+                loop = asyncio.get_running_loop()
+                while (wait_s := self._muted_until - loop.time()) > 0:
+                    await asyncio.sleep(wait_s)
             response = await self._dispatch(self.session, api_key, api_version, correlation_id, body)
             if self._order is not None:
                 self._answer_in_order(correlation_id, response)

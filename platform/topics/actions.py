@@ -20,7 +20,7 @@ from tideway_server.tenants import audit
 from tideway_server.tenants.models import Tenant
 from tideway_server.topics.choices import QueueMode, QueueStatus
 from tideway_server.topics.models import Queue
-from tideway_server.topics.placement import choose_cluster, check_cluster
+from tideway_server.topics.placement import check_cluster, choose_cluster
 from tideway_server.topics.quotas import Footprint, check_queue_fits
 from tideway_server.topics.settings import broker_configs, dead_letter_configs
 

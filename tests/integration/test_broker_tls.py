@@ -14,12 +14,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
 
-from tests.harness.processes import OPERATOR_KEY, BrokerProcess, ControllerProcess, self_signed_certificate
+from tests.harness.processes import (
+    OPERATOR_KEY,
+    BrokerProcess,
+    ControllerProcess,
+    self_signed_certificate,
+)
 from tideway.native import Consumer, Producer, TidewayClient
 from tideway.native.conn import tls_context
 from tideway.protocol import errors

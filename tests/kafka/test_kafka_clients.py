@@ -67,6 +67,42 @@ def _consume_confluent(bootstrap: str, key: str, topic: str, partitions: int, ex
     return got
 
 
+def _consume_kafka_python(bootstrap: str, key: str, topic: str, partitions: int) -> list[tuple[bytes, bytes]]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    consumer = KafkaConsumer(**kafka_python_config(bootstrap, key, enable_auto_commit=False, group_id=None,
+                                                   auto_offset_reset="earliest", consumer_timeout_ms=5_000))
+    consumer.assign([KafkaPythonPartition(topic, p) for p in range(partitions)])
+    consumer.seek_to_beginning()
+    pairs = [(m.key, m.value) for m in consumer]
+    consumer.close()
+    return pairs
+
+
+def _consume_aiokafka(bootstrap: str, key: str, topic: str, partitions: int, expected: int) -> list[tuple[bytes, bytes]]:
+    async def read() -> list:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka import TopicPartition as AioPartition
+
+        reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                                  sasl_mechanism="PLAIN", sasl_plain_username="tideway", sasl_plain_password=key,
+                                  enable_auto_commit=False, auto_offset_reset="earliest")
+        await reader.start()
+        try:
+            reader.assign([AioPartition(topic, p) for p in range(partitions)])
+            out: list = []
+            deadline = time.monotonic() + 60
+            while len(out) < expected and time.monotonic() < deadline:
+                for records in (await reader.getmany(timeout_ms=1000)).values():
+                    out += [(r.key, r.value) for r in records]
+            return out
+        finally:
+            await reader.stop()
+
+    return asyncio.run(read())
+
+
 def _in_key_order(pairs) -> bool:
     """Every key's values of one producer ("<codec> <n>") come in the order they were produced."""
     last: dict[tuple[bytes, bytes], int] = {}
@@ -96,8 +132,7 @@ def test_librdkafka_produces_every_codec_and_reads_it_back(plane, tenant_a):
 
 
 def test_kafka_python_and_aiokafka_produce_and_read_by_assignment(plane, tenant_a):
-    from kafka import KafkaConsumer, KafkaProducer
-    from kafka import TopicPartition as KafkaPythonPartition
+    from kafka import KafkaProducer
 
     _slug, key = tenant_a
     name = make_queue(plane, key, partitions=2, mode="stream")
@@ -114,34 +149,9 @@ def test_kafka_python_and_aiokafka_produce_and_read_by_assignment(plane, tenant_
         assert all(f.get(10).offset >= 0 for f in futures)
         producer.close()
 
-    consumer = KafkaConsumer(**kafka_python_config(bootstrap, key, enable_auto_commit=False, group_id=None,
-                                                   auto_offset_reset="earliest", consumer_timeout_ms=5_000))
-    consumer.assign([KafkaPythonPartition(name, 0), KafkaPythonPartition(name, 1)])
-    consumer.seek_to_beginning()
-    pairs = [(m.key, m.value) for m in consumer]
-    consumer.close()
+    pairs = _consume_kafka_python(bootstrap, key, name, 2)
     assert sorted(pairs) == sorted(sent) and _in_key_order(pairs)
-
-    async def read_with_aiokafka() -> list:
-        from aiokafka import AIOKafkaConsumer
-        from aiokafka import TopicPartition as AioPartition
-
-        reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
-                                  sasl_mechanism="PLAIN", sasl_plain_username="tideway", sasl_plain_password=key,
-                                  enable_auto_commit=False, auto_offset_reset="earliest")
-        await reader.start()
-        try:
-            reader.assign([AioPartition(name, 0), AioPartition(name, 1)])
-            out = []
-            deadline = time.monotonic() + 60
-            while len(out) < len(sent) and time.monotonic() < deadline:
-                for records in (await reader.getmany(timeout_ms=1000)).values():
-                    out += [(r.key, r.value) for r in records]
-            return out
-        finally:
-            await reader.stop()
-
-    assert sorted(asyncio.run(read_with_aiokafka())) == sorted(sent)
+    assert sorted(_consume_aiokafka(bootstrap, key, name, 2, len(sent))) == sorted(sent)
 
 
 def test_one_log_every_protocol_keys_values_headers_and_timestamps(plane, tenant_a):
@@ -275,7 +285,7 @@ def test_a_queue_mode_queue_is_a_stream_to_kafka_and_a_queue_to_websockets_and_r
     for i in range(10):
         producer.produce(name, key=b"k%d" % i, value=b"job %d" % i, headers=[("n", b"%d" % i)], timestamp=stamp + i)
     assert producer.flush(30) == 0
-    written = [("k%d" % i, "job %d" % i, {"n": str(i)}, stamp + i) for i in range(10)]
+    written = [(f"k{i}", f"job {i}", {"n": str(i)}, stamp + i) for i in range(10)]
 
     async def over_websocket() -> list:
         url = plane.base_url.replace("http://", "ws://") + f"/ws/v1/queues/{name}"
@@ -303,9 +313,6 @@ def test_a_queue_mode_queue_is_a_stream_to_kafka_and_a_queue_to_websockets_and_r
 def test_what_tideways_own_producer_writes_in_every_codec_every_kafka_client_reads(plane, tenant_a):
     """Batches Tideway's own producer compresses (none, gzip, snappy in Java's framing, lz4, zstd) are read by
     librdkafka, kafka-python and aiokafka, keys and values as written."""
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as KafkaPythonPartition
-
     _slug, key = tenant_a
     name = make_queue(plane, key, partitions=1, mode="stream")
     sent = [(b"k%d" % (i % 5), b"%s %04d" % (codec.encode(), i)) for codec in CODECS for i in range(200)]
@@ -322,30 +329,5 @@ def test_what_tideways_own_producer_writes_in_every_codec_every_kafka_client_rea
     bootstrap = plane.deployment.kafka_bootstrap
     assert [(m.key(), m.value()) for m in _consume_confluent(bootstrap, key, name, 1, len(sent))] == sent
 
-    consumer = KafkaConsumer(**kafka_python_config(bootstrap, key, enable_auto_commit=False, group_id=None,
-                                                   auto_offset_reset="earliest", consumer_timeout_ms=5_000))
-    consumer.assign([KafkaPythonPartition(name, 0)])
-    consumer.seek_to_beginning()
-    assert [(m.key, m.value) for m in consumer] == sent
-    consumer.close()
-
-    async def read_with_aiokafka() -> list:
-        from aiokafka import AIOKafkaConsumer
-        from aiokafka import TopicPartition as AioPartition
-
-        reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
-                                  sasl_mechanism="PLAIN", sasl_plain_username="tideway", sasl_plain_password=key,
-                                  enable_auto_commit=False, auto_offset_reset="earliest")
-        await reader.start()
-        try:
-            reader.assign([AioPartition(name, 0)])
-            out: list = []
-            deadline = time.monotonic() + 60
-            while len(out) < len(sent) and time.monotonic() < deadline:
-                for records in (await reader.getmany(timeout_ms=1000)).values():
-                    out += [(r.key, r.value) for r in records]
-            return out
-        finally:
-            await reader.stop()
-
-    assert asyncio.run(read_with_aiokafka()) == sent
+    assert _consume_kafka_python(bootstrap, key, name, 1) == sent
+    assert _consume_aiokafka(bootstrap, key, name, 1, len(sent)) == sent

@@ -169,7 +169,7 @@ def test_a_new_tenant_is_shown_how_to_start_and_the_steps_tick_off(client, owner
     assert 'href="/console/keys">Create an API key' in fresh.text
     assert "http://testserver/api/v1/queues/orders/messages" in fresh.text  # a placeholder name until one exists
     for i in (1, 2):
-        Broker.objects.create(cluster=cluster, broker_id=i, host="10.0.0.%d" % i, port=9092, kafka_host="10.0.0.%d" % i,
+        Broker.objects.create(cluster=cluster, broker_id=i, host=f"10.0.0.{i}", port=9092, kafka_host=f"10.0.0.{i}",
                               kafka_port=9095, state="alive")
     make_queue(tenant, cluster, "payments", status="ready")
     do_create_api_key(tenant, name="app", scopes=["produce", "consume"], acting="test")
