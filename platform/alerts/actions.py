@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from django.db import IntegrityError, transaction
@@ -25,25 +26,35 @@ MAX_CHANNELS = 50
 NAME_LENGTH = 100
 
 
+# How a field is called in a message (the API's field names stay in ``details``).
+FIELD_WORDS = {"recovery_threshold": "the recovery threshold", "threshold": "the threshold",
+               "pending.n": "N (the evaluations looked at)", "pending.m": "M (the breaching evaluations)",
+               "repeat_interval_s": "the reminder interval in seconds", "missing_data": "what to do without data"}
+
+
 def _invalid(field: str, message: str) -> ActionError:
     return ActionError("invalid_request", message, details={"field": field})
 
 
+def _words(field: str) -> str:
+    return FIELD_WORDS.get(field, field)
+
+
 def _name(value, field: str = "name") -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > NAME_LENGTH:
-        raise _invalid(field, f"{field} is text of 1 to {NAME_LENGTH} characters")
+        raise _invalid(field, f"the {field} is text of 1 to {NAME_LENGTH} characters")
     return value.strip()
 
 
 def _number(value, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _invalid(field, f"{field} is a number")
+        raise _invalid(field, f"{_words(field)} is a number")
     return float(value)
 
 
 def _whole(value, field: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _invalid(field, f"{field} is a whole number from {low} to {high}")
+        raise _invalid(field, f"{_words(field)} is a whole number from {low} to {high}")
     return value
 
 
@@ -62,6 +73,28 @@ def _save_named(row, what: str) -> None:
         raise ActionError("conflict", f"a {what} named {row.name!r} exists") from None
 
 
+class _Problems:
+    """Every field's mistake at once (a form shows each beside its field), not only the first."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, ActionError] = {}
+
+    @contextmanager
+    def field(self, name: str):
+        try:
+            yield
+        except ActionError as exc:
+            self.found.setdefault(name, exc)
+
+    def raise_any(self) -> None:
+        if not self.found:
+            return
+        first_field, first = next(iter(self.found.items()))
+        fields = {name: [exc.message] for name, exc in self.found.items()}
+        more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+        raise ActionError(first.code, first.message + more, details={"field": first_field, "fields": fields})
+
+
 # -- channels -----------------------------------------------------------------------------------------------
 
 
@@ -76,32 +109,36 @@ def do_create_channel(tenant, data: dict, *, acting: str) -> tuple[NotificationC
     from tideway_server.alerts.secrets import new_secret, seal
     from tideway_server.alerts.webhooks import Refused, resolve_public
 
-    name = _name(data.get("name"))
-    kind = data.get("kind")
-    if kind not in ("webhook", "email"):
-        raise _invalid("kind", 'kind is "webhook" or "email"')
-    secret = None
-    channel = NotificationChannel(tenant=tenant, name=name, kind=kind)
-    if kind == "webhook":
-        url = data.get("url")
-        if not isinstance(url, str) or len(url) > 2000:
-            raise _invalid("url", "url is the webhook's http:// or https:// address")
-        try:
-            resolve_public(url)
-        except Refused as exc:
-            raise _invalid("url", str(exc)) from None
-        secret = new_secret()
-        channel.url, channel.secrets = url, [seal(secret)]
-    else:
-        email = data.get("email")
+    problems, secret = _Problems(), None
+    channel = NotificationChannel(tenant=tenant, kind=data.get("kind"))
+    with problems.field("name"):
+        channel.name = _name(data.get("name"))
+    with problems.field("kind"):
+        if channel.kind not in ("webhook", "email"):
+            raise _invalid("kind", 'the kind is "webhook" or "email"')
+    if channel.kind == "webhook":
+        with problems.field("url"):
+            url = data.get("url")
+            if not isinstance(url, str) or len(url) > 2000:
+                raise _invalid("url", "the URL is the webhook's http:// or https:// address")
+            try:
+                resolve_public(url)
+            except Refused as exc:
+                raise _invalid("url", str(exc)) from None
+            secret = new_secret()
+            channel.url, channel.secrets = url, [seal(secret)]
+    elif channel.kind == "email":
         from django.core.exceptions import ValidationError
         from django.core.validators import validate_email
 
-        try:
-            validate_email(email)
-        except (ValidationError, TypeError):
-            raise _invalid("email", "email is an e-mail address") from None
-        channel.email = email
+        with problems.field("email"):
+            try:
+                validate_email(data.get("email"))
+            except (ValidationError, TypeError):
+                raise _invalid("email", "the e-mail address is not one (name@example.com)") from None
+            channel.email = data["email"]
+    problems.raise_any()
+    name, kind = channel.name, channel.kind
     with transaction.atomic():
         _save_new(channel, NotificationChannel.objects.filter(tenant=tenant).count(), MAX_CHANNELS, "notification channel")
         audit.record(tenant, acting, "channel.create", name, kind=kind)
@@ -170,67 +207,86 @@ def rule_json(rule: AlertRule) -> dict:
 
 
 def _rule_fields(tenant, data: dict, rule: AlertRule, *, partial: bool) -> list:
-    """Apply ``data`` to ``rule`` after checking every field; the channels named (None: unchanged)."""
+    """Apply ``data`` to ``rule`` after checking every field; the channels named (None: unchanged). All the
+    mistakes are reported together: ``details.fields`` maps each field to its message."""
     def given(field):
         return field in data or not partial
 
+    problems, channels = _Problems(), None
     if given("name"):
-        rule.name = _name(data.get("name"))
+        with problems.field("name"):
+            rule.name = _name(data.get("name"))
     if given("metric"):
-        if data.get("metric") not in METRICS:
-            raise _invalid("metric", f"metric is one of {', '.join(METRICS)}")
-        rule.metric = data["metric"]
+        with problems.field("metric"):
+            if data.get("metric") not in METRICS:
+                raise _invalid("metric", f"the metric is one of {', '.join(METRICS)}")
+            rule.metric = data["metric"]
     for field in ("queue", "group"):
         if field in data:
-            value = data[field] or ""
-            if not isinstance(value, str) or len(value) > 100:
-                raise _invalid(field, f"{field} is a name (or empty: every {field})")
-            setattr(rule, field, value)
-    if rule.queue:
+            with problems.field(field):
+                value = data[field] or ""
+                if not isinstance(value, str) or len(value) > 100:
+                    raise _invalid(field, f"the {field} is a name (or empty: every {field})")
+                setattr(rule, field, value)
+    if rule.queue and "queue" not in problems.found:
         from tideway_server.topics.models import Queue
 
-        if not Queue.objects.filter(tenant=tenant, name=rule.queue).exists():
-            raise ActionError("queue_not_found", f"queue {rule.queue!r} does not exist")
+        with problems.field("queue"):
+            if not Queue.objects.filter(tenant=tenant, name=rule.queue).exists():
+                raise ActionError("queue_not_found", f"queue {rule.queue!r} does not exist")
     if "comparator" in data:
-        if data["comparator"] not in COMPARATORS:
-            raise _invalid("comparator", f"comparator is one of {' '.join(COMPARATORS)}")
-        rule.comparator = data["comparator"]
+        with problems.field("comparator"):
+            if data["comparator"] not in COMPARATORS:
+                raise _invalid("comparator", f"the comparator is one of {' '.join(COMPARATORS)}")
+            rule.comparator = data["comparator"]
     if given("threshold"):
-        rule.threshold = _number(data.get("threshold"), "threshold")
-    if "recovery_threshold" in data:
-        rule.recovery_threshold = _number(data["recovery_threshold"], "recovery_threshold")
-    elif not partial:
-        rule.recovery_threshold = rule.threshold
-    # The recovery threshold lies on the safe side of the threshold (or on it).
-    if (rule.comparator in (">", ">=") and rule.recovery_threshold > rule.threshold) or \
-            (rule.comparator in ("<", "<=") and rule.recovery_threshold < rule.threshold):
-        raise _invalid("recovery_threshold", "the recovery threshold is on the safe side of the threshold (or equal)")
+        with problems.field("threshold"):
+            rule.threshold = _number(data.get("threshold"), "threshold")
+    with problems.field("recovery_threshold"):
+        if "recovery_threshold" in data:
+            rule.recovery_threshold = _number(data["recovery_threshold"], "recovery_threshold")
+        elif not partial:
+            rule.recovery_threshold = rule.threshold
+        # The recovery threshold lies on the safe side of the threshold (or on it).
+        if "threshold" not in problems.found and rule.threshold is not None and rule.recovery_threshold is not None and (
+                (rule.comparator in (">", ">=") and rule.recovery_threshold > rule.threshold)
+                or (rule.comparator in ("<", "<=") and rule.recovery_threshold < rule.threshold)):
+            raise _invalid("recovery_threshold",
+                           "the recovery threshold is on the safe side of the threshold (or equal)")
     if "pending" in data:
         pending = data["pending"] if isinstance(data["pending"], dict) else {}
-        rule.pending_n = _whole(pending.get("n"), "pending.n", 1, 100)
-        rule.pending_m = _whole(pending.get("m"), "pending.m", 1, rule.pending_n)
+        with problems.field("pending.n"):
+            rule.pending_n = _whole(pending.get("n"), "pending.n", 1, 100)
+        with problems.field("pending.m"):
+            rule.pending_m = _whole(pending.get("m"), "pending.m", 1, min(rule.pending_n, 100))
     if "missing_data" in data:
-        if data["missing_data"] not in MISSING_DATA:
-            raise _invalid("missing_data", f"missing_data is one of {', '.join(MISSING_DATA)}")
-        rule.missing_data = data["missing_data"]
+        with problems.field("missing_data"):
+            if data["missing_data"] not in MISSING_DATA:
+                raise _invalid("missing_data", f"{_words('missing_data')} is one of {', '.join(MISSING_DATA)}")
+            rule.missing_data = data["missing_data"]
     if "repeat_interval_s" in data:
-        rule.repeat_interval_s = _whole(data["repeat_interval_s"], "repeat_interval_s", 0, 7 * 86400)
+        with problems.field("repeat_interval_s"):
+            rule.repeat_interval_s = _whole(data["repeat_interval_s"], "repeat_interval_s", 0, 7 * 86400)
     if "enabled" in data:
-        if not isinstance(data["enabled"], bool):
-            raise _invalid("enabled", "enabled is true or false")
-        rule.enabled = data["enabled"]
+        with problems.field("enabled"):
+            if not isinstance(data["enabled"], bool):
+                raise _invalid("enabled", "enabled is true or false")
+            rule.enabled = data["enabled"]
     if "silenced_until" in data:
-        rule.silenced_until = None if data["silenced_until"] in (None, "") else moment(str(data["silenced_until"]), "silenced_until")
+        with problems.field("silenced_until"):
+            rule.silenced_until = None if data["silenced_until"] in (None, "") else \
+                moment(str(data["silenced_until"]), "silenced_until")
     if "channels" in data:
-        names = data["channels"]
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise _invalid("channels", "channels is a list of channel names")
-        found = list(NotificationChannel.objects.filter(tenant=tenant, name__in=names))
-        missing = sorted(set(names) - {c.name for c in found})
-        if missing:
-            raise ActionError("channel_not_found", f"channel {missing[0]!r} does not exist")
-        return found
-    return None
+        with problems.field("channels"):
+            names = data["channels"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise _invalid("channels", "channels is a list of channel names")
+            channels = list(NotificationChannel.objects.filter(tenant=tenant, name__in=names))
+            missing = sorted(set(names) - {c.name for c in channels})
+            if missing:
+                raise ActionError("channel_not_found", f"channel {missing[0]!r} does not exist")
+    problems.raise_any()
+    return channels
 
 
 def do_create_rule(tenant, data: dict, *, acting: str) -> AlertRule:

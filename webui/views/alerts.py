@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import member_page
-from tideway_server.webui.render import forbidden, page
+from tideway_server.webui.render import confirmation, confirmed, forbidden, page
 
 COMPARATORS = (">", ">=", "<", "<=")
 
@@ -17,54 +17,99 @@ def _may_change(request) -> bool:
     return request.principal.has_scope("manage")
 
 
-def _number(text: str, field: str):
+# The action's field names (``details.fields``) and the form's inputs.
+FORM_FIELDS = {"pending.m": "pending_m", "pending.n": "pending_n", "url": "target", "email": "target"}
+
+
+def _number(text: str):
+    """A float when the text is one; else the text itself, for the action to refuse in its own words."""
     try:
         return float(text)
     except (TypeError, ValueError):
-        raise ActionError("invalid_request", f"{field} is a number") from None
+        return text
+
+
+def _whole(text: str, default: int):
+    text = (text or "").strip()
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _rule_form(post) -> dict:
-    """The create form as the action takes it (empty optional fields left out)."""
+    """The rule form as the action takes it (empty optional fields left out)."""
     data = {"name": post.get("name", ""), "metric": post.get("metric", ""), "queue": post.get("queue", ""),
             "group": post.get("group", ""), "comparator": post.get("comparator", ">"),
-            "threshold": _number(post.get("threshold"), "threshold"), "channels": post.getlist("channels"),
-            "missing_data": post.get("missing_data", "insufficient_data")}
+            "threshold": _number(post.get("threshold")), "channels": post.getlist("channels"),
+            "missing_data": post.get("missing_data", "insufficient_data"),
+            "pending": {"m": _whole(post.get("pending_m"), 1), "n": _whole(post.get("pending_n"), 1)},
+            "repeat_interval_s": _whole(post.get("repeat_interval_s"), 0)}
     if post.get("recovery_threshold", "").strip():
-        data["recovery_threshold"] = _number(post["recovery_threshold"], "recovery threshold")
-    try:
-        m, n = int(post.get("pending_m") or 1), int(post.get("pending_n") or 1)
-        repeat = int(post.get("repeat_interval_s") or 0)
-    except ValueError:
-        raise ActionError("invalid_request", "the pending period and the repeat interval are whole numbers") from None
-    data["pending"], data["repeat_interval_s"] = {"m": m, "n": n}, repeat
+        data["recovery_threshold"] = _number(post["recovery_threshold"])
     return data
+
+
+def field_errors(exc: ActionError) -> dict:
+    """{form input: [messages]} for every field the action refused; "form" for a refusal of no one field."""
+    fields = exc.details.get("fields") or {exc.details.get("field", "form"): [exc.message]}
+    return {FORM_FIELDS.get(name, name): [f"{m[:1].upper()}{m[1:]}." for m in messages] for name, messages in fields.items()}
+
+
+def _form_of_rule(rule: dict) -> dict:
+    """The form's values for an existing rule (the edit form starts from them)."""
+    return {"name": rule["name"], "metric": rule["metric"], "queue": rule["queue"] or "", "group": rule["group"] or "",
+            "comparator": rule["comparator"], "threshold": f"{rule['threshold']:g}",
+            "recovery_threshold": f"{rule['recovery_threshold']:g}", "pending_m": rule["pending"]["m"],
+            "pending_n": rule["pending"]["n"], "missing_data": rule["missing_data"],
+            "repeat_interval_s": rule["repeat_interval_s"], "channels": rule["channels"]}
+
+
+def _posted(post) -> dict:
+    """What was typed, to show again with the errors (the channels as a list)."""
+    return {**post.dict(), "channels": post.getlist("channels")}
+
+
+def _rule_choices(tenant) -> dict:
+    from tideway_server.alerts.actions import channel_json
+    from tideway_server.alerts.models import METRICS, MISSING_DATA, NotificationChannel
+    from tideway_server.topics.models import Queue
+
+    return {"metrics": METRICS.items(), "comparators": COMPARATORS, "missing_data": MISSING_DATA,
+            "queues": Queue.objects.filter(tenant=tenant).order_by("name").values_list("name", flat=True),
+            "channels": [channel_json(c) for c in NotificationChannel.objects.filter(tenant=tenant).order_by("name")]}
+
+
+def _alerts_page(request, *, rule_form=None, rule_errors=None, channel_form=None, channel_errors=None):
+    from tideway_server.alerts.actions import rule_json
+    from tideway_server.alerts.models import AlertRule
+
+    tenant = request.principal.tenant
+    rules = [rule_json(r) for r in AlertRule.objects.filter(tenant=tenant).prefetch_related("channels").order_by("name")]
+    failed = bool(rule_errors or channel_errors)
+    return page(request, "alerts.html", {
+        "rules": rules, **_rule_choices(tenant), "may_change": _may_change(request),
+        "form": rule_form or {}, "errors": rule_errors or {}, "channel_form": channel_form or {},
+        "channel_errors": channel_errors or {}, "created_secret": request.session.pop("channel_secret", None),
+        "test": request.session.pop("channel_test", None), "deleted": request.session.pop("alerts_deleted", None)},
+        status=400 if failed else 200)
 
 
 @member_page()
 def alerts(request):
-    from tideway_server.alerts.actions import channel_json, do_create_rule, rule_json
-    from tideway_server.alerts.models import METRICS, MISSING_DATA, AlertRule, NotificationChannel
-    from tideway_server.topics.models import Queue
+    from tideway_server.alerts.actions import do_create_rule
 
-    tenant = request.principal.tenant
-    error = request.session.pop("channel_error", "")
     if request.method == "POST":
         if not _may_change(request):
             return forbidden(request, "Creating alert rules needs the 'manage' scope: ask an owner or admin.")
         try:
-            rule = do_create_rule(tenant, _rule_form(request.POST), acting=request.principal.actor)
+            rule = do_create_rule(request.principal.tenant, _rule_form(request.POST), acting=request.principal.actor)
         except ActionError as exc:
-            error = exc.message
-        else:
-            return redirect(f"/console/alerts/{rule.pk}")
-    rules = [rule_json(r) for r in AlertRule.objects.filter(tenant=tenant).prefetch_related("channels").order_by("name")]
-    channels = [channel_json(c) for c in NotificationChannel.objects.filter(tenant=tenant).order_by("name")]
-    return page(request, "alerts.html", {
-        "rules": rules, "channels": channels, "metrics": METRICS.items(), "comparators": COMPARATORS,
-        "missing_data": MISSING_DATA, "queues": Queue.objects.filter(tenant=tenant).order_by("name").values_list("name", flat=True),
-        "may_change": _may_change(request), "error": error, "form": request.POST if error else {},
-        "created_secret": request.session.pop("channel_secret", None)}, status=400 if error else 200)
+            return _alerts_page(request, rule_form=_posted(request.POST), rule_errors=field_errors(exc))
+        return redirect(f"/console/alerts/{rule.pk}")
+    return _alerts_page(request)
 
 
 def _rule(request, rule_id: int):
@@ -80,7 +125,7 @@ def _rule(request, rule_id: int):
 def alert_detail(request, rule_id: str):
     from datetime import UTC, datetime, timedelta
 
-    from tideway_server.alerts.actions import do_delete_rule, do_update_rule, event_json, rule_json
+    from tideway_server.alerts.actions import do_update_rule, event_json, rule_json
 
     rule = _rule(request, int(rule_id))
     error = ""
@@ -89,9 +134,6 @@ def alert_detail(request, rule_id: str):
             return forbidden(request, "Changing alert rules needs the 'manage' scope: ask an owner or admin.")
         action = request.POST.get("action")
         try:
-            if action == "delete":
-                do_delete_rule(rule, acting=request.principal.actor)
-                return redirect("/console/alerts")
             if action == "silence":
                 minutes = int(request.POST.get("minutes") or 60)
                 until = datetime.now(UTC) + timedelta(minutes=max(1, min(minutes, 7 * 24 * 60)))
@@ -101,11 +143,50 @@ def alert_detail(request, rule_id: str):
             elif action in ("enable", "disable"):
                 rule = do_update_rule(rule, {"enabled": action == "enable"}, acting=request.principal.actor)
             return redirect(f"/console/alerts/{rule.pk}")
-        except (ActionError, ValueError) as exc:
-            error = getattr(exc, "message", str(exc))
+        except ValueError:
+            error = "the silence is a whole number of minutes"
+        except ActionError as exc:
+            error = exc.message
     events = [event_json(e) for e in rule.events.order_by("-sequence")[:100]]
     return page(request, "alert.html", {"rule": rule_json(rule), "events": events, "may_change": _may_change(request),
-                                        "error": error})
+                                        "error": error}, status=400 if error else 200)
+
+
+@member_page(scope="manage")
+def alert_edit(request, rule_id: str):
+    """Change a rule: the create form, filled in with the rule (its state and history stay)."""
+    from tideway_server.alerts.actions import do_update_rule, rule_json
+
+    rule = _rule(request, int(rule_id))
+    form, errors = _form_of_rule(rule_json(rule)), {}
+    if request.method == "POST":
+        try:
+            do_update_rule(rule, _rule_form(request.POST), acting=request.principal.actor)
+        except ActionError as exc:
+            form, errors = _posted(request.POST), field_errors(exc)
+        else:
+            return redirect(f"/console/alerts/{rule.pk}")
+    return page(request, "alert_edit.html", {"rule": rule_json(rule), "form": form, "errors": errors,
+                                             **_rule_choices(request.principal.tenant)},
+                status=400 if errors else 200)
+
+
+@member_page(scope="manage")
+def alert_delete(request, rule_id: str):
+    from tideway_server.alerts.actions import do_delete_rule
+
+    rule = _rule(request, int(rule_id))
+    if not confirmed(request, rule.name):
+        return confirmation(
+            request, title=f"Delete the alert rule {rule.name}",
+            consequence="The rule stops being evaluated and its history (firings, resolutions and their deliveries) "
+                        "is deleted with it. Its channels stay.",
+            undo="This cannot be undone. To stop it for a while instead, silence it or turn it off on its page.",
+            word=rule.name, word_label="the rule's name", button="Delete rule", cancel=f"/console/alerts/{rule.pk}",
+            error="" if request.method != "POST" else f"type the rule's name ({rule.name}) to delete it")
+    do_delete_rule(rule, acting=request.principal.actor)
+    request.session["alerts_deleted"] = f"The rule {rule.name} was deleted."
+    return redirect("/console/alerts")
 
 
 @require_POST
@@ -119,9 +200,8 @@ def channel_create(request):
     data["url" if data["kind"] == "webhook" else "email"] = request.POST.get("target", "")
     try:
         channel, secret = do_create_channel(request.principal.tenant, data, acting=request.principal.actor)
-    except ActionError as exc:
-        request.session["channel_error"] = exc.message
-        return redirect("/console/alerts#channels")
+    except ActionError as exc:  # the page again, the channel form as typed and each mistake beside its field
+        return _alerts_page(request, channel_form=request.POST.dict(), channel_errors=field_errors(exc))
     if secret:  # shown once, on the next page
         request.session["channel_secret"] = {"channel": channel.name, "secret": secret}
     return redirect("/console/alerts#channels")
@@ -139,12 +219,12 @@ def _channel(request, channel_id: str):
 @require_POST
 @member_page()
 def channel_action(request, channel_id: str, action: str):
-    from tideway_server.alerts.actions import do_delete_channel, do_rotate_secret, do_test_channel
+    from tideway_server.alerts.actions import do_rotate_secret, do_test_channel
 
     if not _may_change(request):
         return forbidden(request, "Changing channels needs the 'manage' scope: ask an owner or admin.")
     channel = _channel(request, channel_id)
-    if action == "test":
+    if action == "test":  # sent now, while the member waits (a few seconds at most): the outcome on the next page
         delivery = do_test_channel(channel, acting=request.principal.actor)
         outcome = delivery.attempts[-1] if delivery.attempts else {}
         request.session["channel_test"] = {"channel": channel.name, "status": delivery.status,
@@ -154,8 +234,26 @@ def channel_action(request, channel_id: str, action: str):
         request.session["channel_secret"] = {"channel": channel.name, "secret": secret}
     elif action == "finish-rotation":
         do_rotate_secret(channel, acting=request.principal.actor, finish=True)
-    elif action == "delete":
-        do_delete_channel(channel, acting=request.principal.actor)
+    return redirect("/console/alerts#channels")
+
+
+@member_page(scope="manage")
+def channel_delete(request, channel_id: str):
+    from tideway_server.alerts.actions import do_delete_channel
+
+    channel = _channel(request, channel_id)
+    rules = list(channel.rules.order_by("name").values_list("name", flat=True))
+    if not confirmed(request, channel.name):
+        using = f" The rules {', '.join(rules)} notify it and will notify their other channels only." if rules else ""
+        return confirmation(
+            request, title=f"Delete the channel {channel.name}",
+            consequence=f"Nothing more is sent to {channel.url or channel.email}, and its deliveries' history is "
+                        f"deleted.{using}",
+            undo="This cannot be undone: a new channel gets a new signing secret.",
+            word=channel.name, word_label="the channel's name", button="Delete channel", cancel="/console/alerts#channels",
+            error="" if request.method != "POST" else f"type the channel's name ({channel.name}) to delete it")
+    do_delete_channel(channel, acting=request.principal.actor)
+    request.session["alerts_deleted"] = f"The channel {channel.name} was deleted."
     return redirect("/console/alerts#channels")
 
 
