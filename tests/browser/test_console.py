@@ -256,7 +256,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
                 assert _post(api, "/api/v1/queues/events/groups/analytics/seek", {"to": "latest"}).status_code == 200
                 page.goto(f"{gateway.base_url}/console/queues/events")
                 page.get_by_label("Move analytics to").select_option("earliest")
-                page.get_by_role("button", name="Reset positions").click()
+                page.get_by_role("button", name="Preview the reset").click()  # where it would go, first (issue 43)
+                expect(page.get_by_role("table", name="Positions before and after")).to_contain_text("re-reads 5 records")
+                check("group-reset-preview")
+                page.get_by_role("button", name="Move the positions").click()
                 expect(page.get_by_role("status")).to_contain_text("moved")
                 check("group-reset")
                 committed = api.get("/api/v1/queues/events/groups/analytics/offsets").json()["partitions"]

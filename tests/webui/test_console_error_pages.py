@@ -191,3 +191,19 @@ def test_a_queue_whose_cluster_cannot_be_reached_is_a_page_that_says_so(client, 
     answer = client.get("/console/queues/orders/messages")
     assert answer.status_code == 503 and "<nav>" in answer.text
     assert "The brokers cannot be reached" in answer.text and "has no live broker" in answer.text
+
+
+def test_redriving_every_dead_letter_asks_for_the_queue_name_first(client, owner_a, cluster):
+    """"Redrive all" moved everything in one click (issue 43)."""
+    from tests.harness.console import make_queue
+
+    user, tenant = owner_a
+    cluster.bootstrap = "127.0.0.1:9"
+    cluster.save()
+    make_queue(tenant, cluster, "orders", status="ready", mode="queue")
+    signed_in(client, user)
+    ask = client.post("/console/queues/orders/dead-letters/redrive", {"which": "all", "rate_per_s": "25"})
+    assert ask.status_code == 200 and "Redrive every dead letter of orders" in ask.text and "at 25 per second" in ask.text
+    assert 'name="which" value="all"' in ask.text and 'name="rate_per_s" value="25"' in ask.text
+    wrong = client.post("/console/queues/orders/dead-letters/redrive", {"which": "all", "rate_per_s": "25", "confirm": "x"})
+    assert wrong.status_code == 400 and "type the queue&#x27;s name (orders)" in wrong.text

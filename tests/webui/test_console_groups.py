@@ -70,7 +70,17 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
     assert one.status_code == 200 and 'data-lag="45"' in one.text
     cells = re.findall(r"<tr><td>(\d)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>", one.text)
     assert cells == [("0", "50", "50", "0"), ("1", "5", "50", "45")]  # partition, position, log end, lag
-    assert "No member is connected" in one.text and "Reset positions" in one.text
+    assert "No member is connected" in one.text and "Preview the reset" in one.text
+    # a reset shows where each position would go first (issue 43), and moves them only when confirmed
+    preview = client.post("/console/queues/busy/groups/g-055/reset", {"to": "earliest"})
+    assert preview.status_code == 200 and "Nothing has moved yet" in preview.text
+    assert "re-reads 50 records" in preview.text and "re-reads 5 records" in preview.text
+    assert 'data-lag="45"' in client.get("/console/queues/busy/groups/g-055").text  # unmoved
+    ahead = client.post("/console/queues/busy/groups/g-055/reset", {"to": "offset", "offset": "40"})
+    assert "re-reads 10 records" in ahead.text and "skips 35 records" in ahead.text
+    moved = client.post("/console/queues/busy/groups/g-055/reset", {"to": "earliest", "step": "apply"})
+    assert moved.status_code == 200 and "positions were moved" in moved.text
+    assert 'data-lag="100"' in client.get("/console/queues/busy/groups/g-055").text
     missing = client.get("/console/queues/busy/groups/nobody")
     assert missing.status_code == 404 and "group_not_found" in missing.text
 

@@ -377,7 +377,13 @@ def test_an_operator_suspends_a_tenant_and_its_members_and_keys_are_refused_unti
     staff = get_user_model().objects.create_user("otto", password=PASSWORD, is_staff=True)
     operator = signed_in(client, staff)
     assert signed_in(Client(), owner_b[0]).post(f"/console/operator/tenants/{tenant.slug}/suspend", {"suspended": "1"}).status_code == 403
-    assert operator.post(f"/console/operator/tenants/{tenant.slug}/suspend", {"suspended": "1"}).status_code == 302
+    # a suspension asks for the tenant's slug first (resuming does not: it takes nothing away)
+    ask = operator.get(f"/console/operator/tenants/{tenant.slug}/suspend")
+    assert ask.status_code == 200 and "Resume it on the tenants page" in ask.text
+    assert operator.post(f"/console/operator/tenants/{tenant.slug}/suspend", {"suspended": "1"}).status_code == 400
+    assert signed_in(Client(), user).get("/console/queues").status_code == 200  # not suspended yet
+    assert operator.post(f"/console/operator/tenants/{tenant.slug}/suspend",
+                         {"suspended": "1", "confirm": tenant.slug}).status_code == 302
     member = signed_in(Client(), user)
     refused = member.get("/console/queues")
     assert refused.status_code == 403 and "suspended" in refused.text

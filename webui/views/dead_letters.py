@@ -10,7 +10,7 @@ from tideway_server.gateway import operations
 from tideway_server.gateway.errors import GatewayError
 from tideway_server.webui import data
 from tideway_server.webui.access import member_page
-from tideway_server.webui.render import page
+from tideway_server.webui.render import confirmation, confirmed, page
 
 LIST_MAX = 500
 
@@ -58,6 +58,16 @@ def redrive(request, name: str):
                 selected.append((int(partition), int(offset)))
         if not selected:
             return redirect(f"/console/queues/{name}/dead-letters?" + urlencode({"error": "select dead letters first"}))
+    if which == "all" and not confirmed(request, info.name):
+        rate = request.POST.get("rate_per_s", "100") or "100"
+        return confirmation(
+            request, title=f"Redrive every dead letter of {info.name}",
+            consequence=f"Every dead letter of {info.name} (not only those on the page) goes back to the queue it came "
+                        f"from, at {rate} per second, and is delivered to its group again. Run a dry run to count them.",
+            undo="This cannot be undone: once delivered again, a message is processed again.",
+            word=info.name, word_label="the queue's name", button="Redrive all",
+            cancel=f"/console/queues/{info.name}/dead-letters", hidden=(("which", "all"), ("rate_per_s", rate)),
+            error="" if "confirm" not in request.POST else f"type the queue's name ({info.name}) to redrive everything")
     try:
         rate = float(request.POST.get("rate_per_s", "100") or 100)
         job = data.run(operations.start_redrive, data.caller_for(request.principal), info, rate_per_s=rate, limit=None,

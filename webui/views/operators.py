@@ -8,7 +8,7 @@ from django.db.models import Count, F, Q, Sum
 from django.shortcuts import redirect
 from django.views.decorators.http import require_safe
 from tideway_server.webui.access import console_principal
-from tideway_server.webui.render import forbidden, page
+from tideway_server.webui.render import confirmation, confirmed, forbidden, page
 
 
 def operator_page(view):
@@ -58,12 +58,21 @@ def suspend(request, slug: str):
     from tideway_server.tenants.actions import do_suspend_tenant
     from tideway_server.tenants.models import Tenant
 
-    if request.method != "POST":
-        return redirect("/console/operator/tenants")
     tenant = Tenant.objects.filter(slug=slug).first()
     if tenant is None:
         raise Http404(f"tenant {slug!r} does not exist")
-    do_suspend_tenant(tenant, request.POST.get("suspended") == "1", acting=f"operator:{request.user.username}")
+    suspending = request.method == "GET" or request.POST.get("suspended") == "1"
+    if suspending and not confirmed(request, tenant.slug):  # resuming gives back, takes nothing: one click
+        return confirmation(
+            request, title=f"Suspend the tenant {tenant.slug}",
+            consequence=f"{tenant.name}'s API keys are refused by the API, the gateway and the brokers within a few "
+                        "seconds (producers and consumers stop), and its members cannot sign in to the console. "
+                        "Its queues, messages and settings are kept.",
+            undo="Resume it on the tenants page to undo this: its keys and members work again.",
+            word=tenant.slug, word_label="the tenant's slug", button="Suspend", cancel="/console/operator/tenants",
+            hidden=(("suspended", "1"),),
+            error="" if request.method != "POST" else f"type the tenant's slug ({tenant.slug}) to suspend it")
+    do_suspend_tenant(tenant, suspending, acting=f"operator:{request.user.username}")
     return redirect("/console/operator/tenants")
 
 

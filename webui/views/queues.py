@@ -210,11 +210,11 @@ def _lag_history(request, info, group: str, kind: str) -> dict:
 @member_page(scope="consume")
 def group_reset(request, name: str, group: str):
     """Move a stream group with no members to the earliest, the latest, an offset or a time
-    (gateway.operations.groups.reset_idle_group)."""
+    (gateway.operations.groups.reset_idle_group), after a preview of where each partition's position goes."""
     from datetime import UTC, datetime
 
     from tideway_server.gateway.errors import GatewayError
-    from tideway_server.gateway.operations.groups import reset_idle_group
+    from tideway_server.gateway.operations.groups import preview_reset, reset_idle_group
     from tideway_server.webui import data
 
     if request.method != "POST":
@@ -222,26 +222,29 @@ def group_reset(request, name: str, group: str):
     info = data.queue_info(request.principal, name)
     caller = data.caller_for(request.principal)
     where = request.POST.get("to", "earliest")
+    form = {"to": where, "offset": request.POST.get("offset", ""), "time": request.POST.get("time", "")}
     kwargs: dict = {}
     try:
         if where in ("earliest", "latest"):
             kwargs["to"] = where
         elif where == "offset":
-            kwargs["offset"] = int(request.POST.get("offset", ""))
+            kwargs["offset"] = int(form["offset"])
         elif where == "time":
-            moment = datetime.fromisoformat(request.POST.get("time", "")).replace(tzinfo=UTC)
+            moment = datetime.fromisoformat(form["time"]).replace(tzinfo=UTC)
             kwargs["timestamp_ms"] = int(moment.timestamp() * 1000)
         else:
             raise ValueError(where)
     except ValueError:
-        return page(request, "group_reset.html", {"queue": info, "group": group, "error": "give an offset or a time (UTC)"},
-                    status=400)
-
+        return page(request, "group_reset.html", {"queue": info, "group": group,
+                                                  "error": "give an offset (a whole number) or a time (UTC)"}, status=400)
+    context = {"queue": info, "group": group, "form": form}
     try:
+        if request.POST.get("step") != "apply":  # first, what it would do
+            return page(request, "group_reset.html", {**context, "preview": data.run(preview_reset, caller, info, group, **kwargs)})
         positions = data.run(reset_idle_group, caller, info, group, **kwargs)
     except GatewayError as exc:
-        return page(request, "group_reset.html", {"queue": info, "group": group, "error": data.refusal(exc)}, status=exc.status)
-    return page(request, "group_reset.html", {"queue": info, "group": group, "positions": sorted(positions.items())})
+        return page(request, "group_reset.html", {**context, "error": data.refusal(exc)}, status=exc.status)
+    return page(request, "group_reset.html", {**context, "positions": sorted(positions.items())})
 
 
 @require_safe

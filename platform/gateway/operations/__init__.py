@@ -285,9 +285,10 @@ async def commit(caller: Caller, queue: QueueInfo, group: str, offsets: dict[int
 
 
 async def seek(caller: Caller, queue: QueueInfo, group: str, *, to: str | None = None, offset: int | None = None,
-               timestamp_ms: int | None = None, partitions: list[int] | None = None) -> dict[int, int]:
+               timestamp_ms: int | None = None, partitions: list[int] | None = None,
+               dry_run: bool = False) -> dict[int, int]:
     """Move a stream group to "earliest", "latest", an offset or a time, on ``partitions`` (default: all); returns
-    the positions committed."""
+    the positions committed (``dry_run``: the positions it would commit, committing nothing)."""
     given = [x for x in (to, offset, timestamp_ms) if x is not None]
     if len(given) != 1 or (to is not None and to not in ("earliest", "latest")):
         raise invalid('give exactly one of "to" (earliest or latest), "offset" or "timestamp"')
@@ -295,7 +296,8 @@ async def seek(caller: Caller, queue: QueueInfo, group: str, *, to: str | None =
     for p in partitions if partitions is not None else range(queue.partitions):
         number = partition_number(queue, p)
         offsets[number] = offset if offset is not None else await offset_at(queue, number, to if to is not None else timestamp_ms)
-    await commit(caller, queue, group, offsets)
+    if not dry_run:
+        await commit(caller, queue, group, offsets)
     return offsets
 
 

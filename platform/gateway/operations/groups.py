@@ -71,10 +71,26 @@ async def lag_page(queue: QueueInfo, search: str, page: int, per_page: int) -> t
 
 async def reset_idle_group(caller: Caller, queue: QueueInfo, group: str, **where) -> dict[int, int]:
     """Move a stream group's positions (``seek``'s ``to``, ``offset`` or ``timestamp_ms``), refused while the group
-    has members: their next commit would move the positions back."""
+    has members: their next commit would move the positions back. ``dry_run=True``: where they would go, unmoved."""
     client = await pool.client(queue.bootstrap)
     described = await describe_group(client, broker_group(caller, group, "stream"), "stream")
     if described.members:
         raise GatewayError("group_busy", f"group {group!r} has {len(described.members)} member(s): stop its consumers "
                            "before moving its positions")
     return await seek(caller, queue, group, **where)
+
+
+async def preview_reset(caller: Caller, queue: QueueInfo, group: str, **where) -> list[dict]:
+    """What a reset would do, moving nothing: per partition the group's position now, where it would go, the log
+    end, and how many records that re-reads (positive) or skips (negative). Refused while the group has members."""
+    client = await pool.client(queue.bootstrap)
+    described = await describe_group(client, broker_group(caller, group, "stream"), "stream")
+    now = {c.partition: c.offset for c in described.offsets if c.topic == queue.broker_topic and c.offset >= 0}
+    targets = await reset_idle_group(caller, queue, group, dry_run=True, **where)
+    rows = []
+    for partition, after in sorted(targets.items()):
+        end, _ = await client.list_offset(queue.broker_topic, partition, LATEST_TIMESTAMP)
+        before = now.get(partition)
+        rows.append({"partition": partition, "now": before, "after": after, "log_end": end,
+                     "change": None if before is None else before - after})
+    return rows
