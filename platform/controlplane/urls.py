@@ -16,7 +16,8 @@ urlpatterns = [
     path("api/v1/", include("tideway_server.alerts.api.urls")),
     path("api/v1/registry/", include("tideway_server.registry.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[],
+                                                     template_name="webui/api/swagger_ui.html"), name="docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema", authentication_classes=[], permission_classes=[])),
 ]
 

@@ -49,6 +49,16 @@ def _unlabelled_fields(page) -> list[str]:
         .map(f => f.name || f.id || f.outerHTML.slice(0, 60))""")
 
 
+def _accessibility_problems(page) -> list[str]:
+    """axe-core's serious and critical violations on the page (WCAG 2 A and AA rules), one line each."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    found = Axe().run(page, options={"runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa",
+                                                                            "best-practice"]}}).response
+    return [f"{v['id']} ({v['impact']}): {v['help']}: {[n['target'] for n in v['nodes'][:3]]}"
+            for v in found["violations"] if v["impact"] in ("serious", "critical")]
+
+
 def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     suffix = uuid.uuid4().hex[:6]
@@ -60,10 +70,12 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             visited: list[str] = []
+            accessibility: dict[str, list[str]] = {}
 
             def check(name: str, on=None) -> None:
                 shown = on or page
                 assert _unlabelled_fields(shown) == [], f"{name}: fields without a label"
+                accessibility[name] = _accessibility_problems(shown)
                 shown.screenshot(path=str(SCREENSHOTS / f"{len(visited):02d}-{name}.png"), full_page=True)
                 # No page wider than its window, on a laptop and on a phone (issue 43): wide tables scroll
                 # in their own box, the header and toolbars wrap.
@@ -326,6 +338,42 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert sum(int(r["amount_cents"]) for r in rows[:-1]) == from_api["total_cents"]
             assert {r["metric"] for r in rows if r["kind"] == "usage"} <= {line["metric"] for line in from_api["lines"]}
 
+            # The rest of the console's pages (issue 43: every page, at both widths, with axe-core).
+            page.goto(f"{gateway.base_url}/console/invoices")
+            check("invoices")
+            page.goto(f"{gateway.base_url}/console/password")
+            check("password")
+            page.goto(f"{gateway.base_url}/console/alerts")
+            page.get_by_label("Channel name").fill("ops mail")
+            page.get_by_label("Kind").select_option("email")
+            page.get_by_label("Webhook URL or e-mail address").fill("not an address")
+            page.get_by_role("button", name="Add channel").click()
+            expect(page.get_by_label("Webhook URL or e-mail address")).to_have_value("not an address")  # kept
+            check("alerts-mistake")
+            assert problems.pop() == "console error: Failed to load resource: the server responded with a status of 400 (Bad Request)"  # (the form's own answer)
+            page.get_by_label("Webhook URL or e-mail address").fill("ops@example.com")
+            page.get_by_role("button", name="Add channel").click()
+            page.get_by_label("Name", exact=True).fill("orders behind")
+            page.get_by_label("Metric").select_option("lag")
+            page.get_by_label("Threshold", exact=True).fill("1000")
+            page.get_by_label("ops mail (email)").check()
+            page.get_by_role("button", name="Create rule").click()
+            expect(page.get_by_role("heading", name="Alerts: orders behind")).to_be_visible()
+            check("alert")
+            page.get_by_role("link", name="Edit rule").click()
+            expect(page.get_by_label("ops mail (email)")).to_be_checked()
+            check("alert-edit")
+            page.goto(f"{gateway.base_url}/console/alerts")
+            check("alerts")
+            page.get_by_role("link", name="ops mail", exact=True).click()
+            check("channel")
+            page.goto(f"{gateway.base_url}/console/alerts")
+            page.get_by_role("link", name="Delete ops mail").click()
+            expect(page.get_by_text("This cannot be undone")).to_be_visible()
+            check("channel-delete")
+            page.goto(f"{gateway.base_url}/console/queues/orders/delete")
+            check("queue-delete")
+
             # An operator (a staff user) sees the clusters, every tenant and the plans.
             operator, password = gateway.create_operator()
             staff = browser.new_page()
@@ -344,7 +392,15 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             check("operator-tenants", staff)
             staff.goto(f"{gateway.base_url}/console/operator/plans")
             check("operator-plans", staff)
+            staff.goto(f"{gateway.base_url}/console/operator/revenue")
+            check("operator-revenue", staff)
+            staff.goto(f"{gateway.base_url}/console/operator/tenants")
+            staff.get_by_role("link", name=re.compile(r"^Suspend erin")).click()
+            expect(staff.get_by_text("Resume it on the tenants page")).to_be_visible()  # asks first (issue 43)
+            check("operator-suspend", staff)
             assert problems == [], problems
+            # axe-core on every page visited (issue 43): no serious or critical violation
+            assert {name: found for name, found in accessibility.items() if found} == {}
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 26
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 38
