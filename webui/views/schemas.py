@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 
 from django.db.models import Count, Max
 from django.http import Http404
-from django.views.decorators.http import require_safe
+from django.shortcuts import redirect
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import member_page
 from tideway_server.webui.render import forbidden, page
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")
+SUBJECT = re.compile(r"[A-Za-z0-9._:-]{1,255}")  # the console's route for a subject takes these
 
 
 def _pretty(text: str) -> list[str]:
@@ -23,16 +25,40 @@ def _pretty(text: str) -> list[str]:
         return text.splitlines()
 
 
-@require_safe
 @member_page()
 def subjects(request):
-    from tideway_server.registry.actions import level_for
+    """The subjects, and a form to register a first version of a new one (a new tenant's first schema)."""
+    from tideway_server.registry.actions import do_register, level_for
     from tideway_server.registry.models import SubjectVersion
+    from tideway_server.topics.models import Queue
 
-    rows = (SubjectVersion.objects.filter(tenant=request.principal.tenant, deleted=False).values("subject")
+    tenant = request.principal.tenant
+    form, errors = {"schema_type": "AVRO"}, {}
+    if request.method == "POST":
+        if not request.principal.has_scope("manage"):
+            return forbidden(request, "Your role may not register schemas: it needs the 'manage' scope.")
+        form = {key: request.POST.get(key, "") for key in ("subject", "schema_type", "schema")}
+        subject_name = form["subject"].strip()
+        if not SUBJECT.fullmatch(subject_name):
+            errors["subject"] = ["A subject is 1 to 255 letters, digits, '.', '_', ':' and '-' (a queue's values: "
+                                 "QUEUE-value, its keys: QUEUE-key)."]
+        elif SubjectVersion.objects.filter(tenant=tenant, subject=subject_name, deleted=False).exists():
+            errors["subject"] = [f"{subject_name} exists: add a version on its page."]
+        else:
+            try:
+                do_register(tenant, subject_name, text=form["schema"], schema_type=form["schema_type"],
+                            acting=request.principal.actor)
+            except ActionError as exc:
+                errors["schema"] = [f"{exc.message[:1].upper()}{exc.message[1:]}."]
+            else:
+                return redirect(f"/console/schemas/{subject_name}")
+    rows = (SubjectVersion.objects.filter(tenant=tenant, deleted=False).values("subject")
             .annotate(versions=Count("id"), latest=Max("version")).order_by("subject"))
-    table = [{**row, "level": level_for(request.principal.tenant, row["subject"])} for row in rows]
-    return page(request, "schemas.html", {"subjects": table})
+    table = [{**row, "level": level_for(tenant, row["subject"])} for row in rows]
+    queues = Queue.objects.filter(tenant=tenant).order_by("name").values_list("name", flat=True)[:200]
+    return page(request, "schemas.html", {"subjects": table, "types": TYPES, "form": form, "errors": errors,
+                                          "suggestions": [f"{q}-value" for q in queues]},
+                status=400 if errors else 200)
 
 
 @member_page()
@@ -77,13 +103,15 @@ def subject(request, subject: str):
     numbers = sorted(by_number)
     a = _number(request.GET.get("a"), numbers[-2] if len(numbers) > 1 else (numbers[0] if numbers else 0))
     b = _number(request.GET.get("b"), numbers[-1] if numbers else 0)
+    shown = by_number.get(_number(request.GET.get("v"), numbers[-1] if numbers else 0))
     diff = []
     if a in by_number and b in by_number:
         diff = list(difflib.unified_diff(_pretty(by_number[a].schema.text), _pretty(by_number[b].schema.text),
                                          f"version {a}", f"version {b}", lineterm=""))
     return page(request, "schema.html", {"subject": subject, "versions": versions, "a": a, "b": b, "diff": diff,
                                          "level": level_for(tenant, subject), "levels": compatibility.LEVELS,
-                                         "types": TYPES, "check": check,
+                                         "types": TYPES, "check": check, "shown": shown,
+                                         "shown_text": "\n".join(_pretty(shown.schema.text)) if shown else "",
                                          "may_manage": request.principal.has_scope("manage")},
                 status=400 if check.get("error") else 200)
 
