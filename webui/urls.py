@@ -55,6 +55,7 @@ urlpatterns = [
     path("audit/export", members.audit_export),
     path("keys", keys.keys),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/revoke$", keys.revoke),
+    re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/rotate$", keys.rotate),
     path("queues", queues.queue_list),
     path("create-queue", queues.queue_create),  # not under queues/: a queue may be named "new"
     re_path(rf"^queues/{NAME}$", queues.queue_detail),

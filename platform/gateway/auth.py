@@ -80,8 +80,8 @@ def _load_key(prefix: str) -> _KeyRow | None:
     principal = Principal(tenant=row.tenant, scopes=frozenset(row.scopes), actor=f"key:{row.prefix}",
                           queue_patterns=tuple(row.queue_patterns) or ("*",), api_key=row)
     limits = Limits(plan.max_requests_per_s, plan.max_publish_bytes_per_s, plan.max_consume_bytes_per_s, plan.max_message_bytes)
-    # A suspended tenant's keys are refused like revoked ones (within KEY_CACHE_SECONDS).
-    refused = row.revoked_at is not None or row.tenant.suspended_at is not None
+    # A suspended tenant's keys are refused like revoked ones (within KEY_CACHE_SECONDS); so is an expired key.
+    refused = row.refusal(now) is not None or row.tenant.suspended_at is not None
     return _KeyRow(row.secret_sha256, refused, Caller(principal, limits))
 
 
@@ -110,7 +110,7 @@ async def caller_for_key(key: str) -> Caller:
     if row is None or not secret_matches(secret, row.secret_sha256):
         raise GatewayError("invalid_credentials", "the API key is not valid")
     if row.revoked:
-        raise GatewayError("invalid_credentials", "the API key was revoked")
+        raise GatewayError("invalid_credentials", "the API key was revoked or has expired")
     return row.caller
 
 
@@ -135,7 +135,7 @@ async def caller_for_token(token: str) -> Caller:
         raise GatewayError("invalid_credentials", "the token has expired: get a new one with POST /api/v1/tokens")
     row = await _key_row(str(payload.get("k", "")))
     if row is None or row.revoked:
-        raise GatewayError("invalid_credentials", "the API key this token was obtained with was revoked")
+        raise GatewayError("invalid_credentials", "the API key this token was obtained with was revoked or has expired")
     caller = row.caller
     if "s" in payload:
         principal = caller.principal

@@ -7,6 +7,7 @@ string of the caller (see tenants.models.AuditEntry).
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -88,18 +89,47 @@ def do_set_message_export(tenant: Tenant, enabled: bool, *, acting: str) -> Tena
 
 
 def do_create_api_key(tenant: Tenant, *, name: str, scopes: list[str], queue_patterns: list[str] | None = None,
-                      acting: str) -> tuple[ApiKey, str]:
-    """A new key; returns the row and the full key string, which is never shown again."""
+                      expires_at=None, acting: str) -> tuple[ApiKey, str]:
+    """A new key; returns the row and the full key string, which is never shown again. ``expires_at``: refused
+    from then on (None: until revoked)."""
     unknown = sorted(set(scopes) - ALL_SCOPES)
     if unknown or not scopes:
-        raise ActionError("invalid_scopes", f"scopes must be a non-empty subset of {sorted(ALL_SCOPES)}; got {scopes}")
+        raise ActionError("invalid_scopes", "a key needs at least one scope, from "
+                          f"{', '.join(sorted(ALL_SCOPES))}" + (f" ({', '.join(unknown)} is none)" if unknown else ""),
+                          details={"field": "scopes"})
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ActionError("invalid_request", "a key's expiry is in the future", details={"field": "expires_at"})
     key, prefix, secret_sha256 = new_key()
     with transaction.atomic():
         row = ApiKey.objects.create(tenant=tenant, name=name, prefix=prefix, secret_sha256=secret_sha256,
                                     scopes=sorted(set(scopes)), queue_patterns=list(queue_patterns or ["*"]),
-                                    created_by=acting)
-        audit.record(tenant, acting, "api_key.create", prefix, name=name, scopes=row.scopes, queue_patterns=row.queue_patterns)
+                                    expires_at=expires_at, created_by=acting)
+        audit.record(tenant, acting, "api_key.create", prefix, name=name, scopes=row.scopes, queue_patterns=row.queue_patterns,
+                     expires_at=expires_at.isoformat() if expires_at else None)
     return row, key
+
+
+ROTATION_GRACE_MAX_S = 30 * 86400
+
+
+def do_rotate_api_key(key: ApiKey, *, grace_s: int, acting: str) -> tuple[ApiKey, str]:
+    """A new key with the old one's name, scopes and patterns (and no expiry); the old key keeps working ``grace_s``
+    seconds more (0: stops now), time to deploy the new one. Returns the new row and its key (shown once)."""
+    if key.refusal(timezone.now()) is not None:
+        raise ActionError("invalid_request", f"{key.refusal(timezone.now())}: create a new key instead")
+    if not 0 <= grace_s <= ROTATION_GRACE_MAX_S:
+        raise ActionError("invalid_request", "the old key keeps working from 0 seconds to 30 days",
+                          details={"field": "grace_s"})
+    with transaction.atomic():
+        old = ApiKey.objects.select_for_update().get(pk=key.pk)
+        until = timezone.now() + timedelta(seconds=grace_s)
+        new_row, secret = do_create_api_key(old.tenant, name=old.name, scopes=old.scopes, queue_patterns=old.queue_patterns,
+                                            acting=acting)
+        old.expires_at = min(until, old.expires_at) if old.expires_at else until
+        old.save(update_fields=["expires_at"])
+        audit.record(old.tenant, acting, "api_key.rotate", old.prefix, name=old.name, replaced_by=new_row.prefix,
+                     old_key_stops=old.expires_at.isoformat())
+    return new_row, secret
 
 
 def do_revoke_api_key(key: ApiKey, *, acting: str) -> ApiKey:

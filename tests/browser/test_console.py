@@ -305,6 +305,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(page.get_by_role("table", name="API keys")).to_contain_text("revoked")
             page.goto(f"{gateway.base_url}/console/audit?action=api_key")
             expect(page.get_by_role("table", name="Audit log")).to_contain_text("api_key.revoke")
+            # times in the viewer's time zone, with how long ago (issue 43): the browser runs in UTC here
+            first_time = page.get_by_role("table", name="Audit log").locator("time[data-shown]").first
+            expect(first_time).to_contain_text("UTC")
+            expect(first_time.locator("xpath=following-sibling::span[1]")).to_contain_text(re.compile(r"ago|now"))
 
             # Usage and the invoice: the usage job (Spark) over what the brokers and the gateway metered.
             import subprocess

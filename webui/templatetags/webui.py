@@ -60,10 +60,39 @@ def _words(value) -> str:
     return str(value)
 
 
+def _moment(value) -> datetime | None:
+    """A datetime from a datetime, an ISO text ("...Z" too) or milliseconds since the epoch; None otherwise."""
+    try:
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, int | float) or (isinstance(value, str) and value.isdigit()):
+            return datetime.fromtimestamp(int(value) / 1000, UTC)
+        if isinstance(value, str) and value:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        pass
+    return None
+
+
+def _time_element(moment: datetime, text: str, precise: bool):
+    """``<time>`` in UTC; webui/times.js shows it in the viewer's time zone with a relative time beside it."""
+    iso = moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return format_html('<time datetime="{}"{}>{} UTC</time>', iso, " data-precise" if precise else "", text)
+
+
+@register.filter
+def when(value):
+    """A moment (datetime, ISO text, or ms since the epoch) as a ``<time>`` the browser shows in the viewer's own
+    time zone, with "5 minutes ago" beside it; UTC to the minute without JavaScript; "" for nothing."""
+    moment = _moment(value)
+    return "" if moment is None else _time_element(moment, moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M"), False)
+
+
 @register.filter
 def stamp(milliseconds):
-    """A record's time (ms since the epoch) as UTC text."""
-    try:
-        return datetime.fromtimestamp(int(milliseconds) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    except (TypeError, ValueError, OverflowError, OSError):
+    """A record's time (ms since the epoch) to the millisecond, as ``when`` shows it."""
+    moment = _moment(milliseconds)
+    if moment is None:
         return ""
+    return _time_element(moment, moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], True)

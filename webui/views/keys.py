@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.http import Http404
 from django.shortcuts import redirect
+from django.utils import timezone
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import may_manage_members, member_page
 from tideway_server.webui.render import confirmation, confirmed, page
 
 SCOPES = ("produce", "consume", "manage")
+EXPIRIES = ((0, "never (until revoked)"), (7, "in 7 days"), (30, "in 30 days"), (90, "in 90 days"), (365, "in a year"))
+GRACES = ((3600, "an hour"), (86400, "a day"), (7 * 86400, "7 days"), (0, "no time: it stops now"))
+
+
+def _key_states(rows) -> list:
+    """Each key with its state in words: active, expires soon, expired, revoked."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    for row in rows:
+        row.state = ("revoked" if row.revoked_at else "expired" if row.expires_at and row.expires_at <= now
+                     else "active")
+    return rows
 
 
 @member_page(scope="manage", managers_only=True)
@@ -17,25 +33,55 @@ def keys(request):
     from tideway_server.tenants.models import ApiKey
 
     tenant = request.principal.tenant
-    created, error = None, ""
+    created, errors, form = request.session.pop("rotated_key", None), {}, {}
     if request.method == "POST":
-        name = request.POST.get("name", "").strip()[:100]
-        scopes = [s for s in SCOPES if s in request.POST.getlist("scopes")]
-        patterns = [p.strip() for p in request.POST.get("queue_patterns", "").split(",") if p.strip()] or ["*"]
-        if not name:
-            error = "give the key a name"
-        else:
+        form = {"name": request.POST.get("name", "").strip()[:100], "scopes": request.POST.getlist("scopes"),
+                "queue_patterns": request.POST.get("queue_patterns", ""), "expires": request.POST.get("expires", "0")}
+        scopes = [s for s in SCOPES if s in form["scopes"]]
+        patterns = [p.strip() for p in form["queue_patterns"].split(",") if p.strip()] or ["*"]
+        days = int(form["expires"]) if form["expires"].isdigit() else 0
+        if not form["name"]:
+            errors["name"] = ["Give the key a name (what uses it, say)."]
+        if not scopes:
+            errors["scopes"] = ["Tick at least one scope: produce, consume or manage."]
+        if not errors:
             try:
-                row, secret = do_create_api_key(tenant, name=name, scopes=scopes, queue_patterns=patterns,
+                row, secret = do_create_api_key(tenant, name=form["name"], scopes=scopes, queue_patterns=patterns,
+                                                expires_at=timezone.now() + timedelta(days=days) if days else None,
                                                 acting=request.principal.actor)
             except ActionError as exc:
-                error = exc.message
+                errors[exc.details.get("field", "form")] = [f"{exc.message[:1].upper()}{exc.message[1:]}."]
             else:
-                created = {"name": row.name, "key": secret}
-    rows = ApiKey.objects.filter(tenant=tenant).order_by("-created")
-    return page(request, "keys.html", {"keys": rows, "created": created, "error": error, "scopes": SCOPES,
+                created, form = {"name": row.name, "key": secret}, {}
+    rows = _key_states(ApiKey.objects.filter(tenant=tenant).order_by("-created"))
+    return page(request, "keys.html", {"keys": rows, "created": created, "errors": errors, "form": form,
+                                       "scopes": SCOPES, "expiries": EXPIRIES,
                                        "may_change": may_manage_members(request.principal)},
-                status=400 if error else 200)
+                status=400 if errors else 200)
+
+
+@member_page(scope="manage", managers_only=True)
+def rotate(request, prefix: str):
+    """A new key in place of this one: the same name, scopes and queues; the old one works a while longer."""
+    from tideway_server.tenants.actions import do_rotate_api_key
+    from tideway_server.tenants.models import ApiKey
+
+    row = ApiKey.objects.filter(tenant=request.principal.tenant, prefix=prefix).select_related("tenant").first()
+    if row is None:
+        raise Http404(f"API key {prefix!r} does not exist")
+    error = ""
+    if request.method == "POST":
+        grace = request.POST.get("grace_s", "")
+        try:
+            new_row, secret = do_rotate_api_key(row, grace_s=int(grace) if grace.isdigit() else -1,
+                                                acting=request.principal.actor)
+        except ActionError as exc:
+            error = exc.message
+        else:
+            request.session["rotated_key"] = {"name": new_row.name, "key": secret, "replaces": row.prefix,
+                                              "old_stops": row.expires_at.isoformat() if row.expires_at else None}
+            return redirect("/console/keys")
+    return page(request, "key_rotate.html", {"key": row, "graces": GRACES, "error": error}, status=400 if error else 200)
 
 
 @member_page(scope="manage", managers_only=True)

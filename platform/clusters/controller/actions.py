@@ -354,7 +354,7 @@ def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
     from tideway_server.tenants.models import ApiKey
 
     row = (ApiKey.objects.filter(prefix=prefix).select_related("tenant__plan")
-           .only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at", "tenant__suspended_at",
+           .only("tenant_id", "secret_sha256", "scopes", "queue_patterns", "revoked_at", "expires_at", "tenant__suspended_at",
                  "tenant__plan__max_connections_per_key", "tenant__plan__max_publish_bytes_per_s",
                  "tenant__plan__max_consume_bytes_per_s").first())
     if row is None:
@@ -362,7 +362,8 @@ def describe_credential(prefix: str) -> m.DescribeCredentialResponse:
     return m.DescribeCredentialResponse(
         found=True, tenant_id=row.tenant_id, secret_sha256=row.secret_sha256, scopes=list(row.scopes),
         queue_patterns=list(row.queue_patterns),
-        revoked=row.revoked_at is not None or row.tenant.suspended_at is not None,  # a suspended tenant's keys too
+        # an expired key, and a suspended tenant's keys, are refused like revoked ones
+        revoked=row.refusal(timezone.now()) is not None or row.tenant.suspended_at is not None,
         connections_max=row.tenant.plan.max_connections_per_key,
         publish_bytes_per_s=row.tenant.plan.max_publish_bytes_per_s,
         consume_bytes_per_s=row.tenant.plan.max_consume_bytes_per_s,

@@ -43,11 +43,11 @@ def principal_for_key(key: str) -> Principal:
     row = ApiKey.objects.select_related("tenant", "tenant__plan").filter(prefix=prefix).first()
     if row is None or not secret_matches(secret, row.secret_sha256):
         raise exceptions.AuthenticationFailed("the API key is not valid")
-    if row.revoked_at is not None:
-        raise exceptions.AuthenticationFailed("the API key was revoked")
+    now = timezone.now()
+    if row.refusal(now) is not None:  # revoked or expired
+        raise exceptions.AuthenticationFailed(row.refusal(now))
     if row.tenant.suspended_at is not None:
         raise exceptions.AuthenticationFailed(f"tenant {row.tenant.slug!r} is suspended")
-    now = timezone.now()
     if row.last_used_at is None or now - row.last_used_at > LAST_USED_WRITE_INTERVAL:
         ApiKey.objects.filter(pk=row.pk).update(last_used_at=now)
     return Principal(

@@ -55,9 +55,16 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ["prefix", "name", "scopes", "queue_patterns", "created", "created_by", "revoked_at", "last_used_at"]
+        fields = ["prefix", "name", "scopes", "queue_patterns", "created", "created_by", "revoked_at", "expires_at",
+                  "last_used_at"]
         read_only_fields = ["prefix", "created", "created_by", "revoked_at", "last_used_at"]
-        extra_kwargs = {"name": {"max_length": 100}}
+        extra_kwargs = {"name": {"max_length": 100},
+                        "expires_at": {"help_text": "refused from this time on (omitted or null: until revoked)"}}
+
+
+class RotateApiKeySerializer(serializers.Serializer):
+    grace_s = serializers.IntegerField(min_value=0, max_value=30 * 86400, default=86400,
+                                       help_text="how long the old key keeps working (default a day; 0: stops now)")
 
 
 class NewApiKeySerializer(ApiKeySerializer):

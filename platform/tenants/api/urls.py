@@ -6,6 +6,7 @@ urlpatterns = [
     path("tenant", views.CurrentTenantView.as_view()),
     path("keys/", views.ApiKeyListView.as_view()),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{12})$", views.ApiKeyDetailView.as_view()),
+    re_path(r"^keys/(?P<prefix>[0-9a-f]{12})/rotate$", views.ApiKeyRotateView.as_view()),
     path("members/", views.MemberListView.as_view()),
     re_path(r"^members/(?P<username>[\w.@+-]{1,150})$", views.MemberDetailView.as_view()),
     path("audit/", views.AuditLogView.as_view()),

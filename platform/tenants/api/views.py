@@ -18,6 +18,7 @@ from tideway_server.tenants.api.serializers import (
     NewApiKeySerializer,
     OperatorTenantSerializer,
     PlanSerializer,
+    RotateApiKeySerializer,
     SignupSerializer,
     TenantSerializer,
 )
@@ -71,9 +72,16 @@ class ApiKeyListView(APIView):
         row, key = actions.do_create_api_key(request.auth.tenant, name=body.validated_data["name"],
                                              scopes=body.validated_data["scopes"],
                                              queue_patterns=body.validated_data.get("queue_patterns"),
-                                             acting=request.auth.actor)
+                                             expires_at=body.validated_data.get("expires_at"), acting=request.auth.actor)
         row.key = key
         return Response(NewApiKeySerializer(row).data, status=status.HTTP_201_CREATED)
+
+
+def _tenant_key(request, prefix: str) -> ApiKey:
+    row = ApiKey.objects.filter(tenant=request.auth.tenant, prefix=prefix).select_related("tenant").first()
+    if row is None:
+        raise not_found(f"API key {prefix!r}")
+    return row
 
 
 class ApiKeyDetailView(APIView):
@@ -81,10 +89,7 @@ class ApiKeyDetailView(APIView):
     members_admin = True
 
     def _key(self, request, prefix: str) -> ApiKey:
-        row = ApiKey.objects.filter(tenant=request.auth.tenant, prefix=prefix).select_related("tenant").first()
-        if row is None:
-            raise not_found(f"API key {prefix!r}")
-        return row
+        return _tenant_key(request, prefix)
 
     @extend_schema(responses=ApiKeySerializer, tags=["API keys"])
     def get(self, request, prefix: str):
@@ -93,6 +98,22 @@ class ApiKeyDetailView(APIView):
     @extend_schema(responses=ApiKeySerializer, tags=["API keys"], summary="Revoke the key (it stops working at once)")
     def delete(self, request, prefix: str):
         return Response(ApiKeySerializer(actions.do_revoke_api_key(self._key(request, prefix), acting=request.auth.actor)).data)
+
+
+class ApiKeyRotateView(APIView):
+    required_scopes = {"POST": "manage"}
+    members_admin = True
+
+    @extend_schema(request=RotateApiKeySerializer, responses={201: NewApiKeySerializer}, tags=["API keys"],
+                   summary="Rotate: a new key with the same name, scopes and patterns; the old one keeps working "
+                           "grace_s seconds more")
+    def post(self, request, prefix: str):
+        body = RotateApiKeySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row, key = actions.do_rotate_api_key(_tenant_key(request, prefix), grace_s=body.validated_data["grace_s"],
+                                             acting=request.auth.actor)
+        row.key = key
+        return Response(NewApiKeySerializer(row).data, status=status.HTTP_201_CREATED)
 
 
 class MemberListView(APIView):

@@ -20,10 +20,19 @@ class ApiKey(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=200, blank=True, default="")
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)  # refused from then on, like a revoked key (None: never)
     last_used_at = models.DateTimeField(null=True, blank=True)  # written at most once a minute
 
     class Meta:
         ordering = ["tenant_id", "created", "id"]
+
+    def refusal(self, now) -> str | None:
+        """Why the key may not be used at ``now`` (revoked, expired), or None while it is live."""
+        if self.revoked_at is not None:
+            return "the API key was revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return f"the API key expired at {self.expires_at:%Y-%m-%d %H:%M} UTC"
+        return None
 
     def __str__(self) -> str:
         return f"{self.name} (tw_{self.prefix}_...)"
