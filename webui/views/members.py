@@ -19,11 +19,16 @@ EXPORT_MAX = 10_000
 
 @member_page(managers_only=True)
 def members(request):
-    from tideway_server.tenants.actions import do_add_member, do_change_role, do_remove_member
-    from tideway_server.tenants.models import Membership
+    """Members and their roles; invitations by e-mail (nobody is added without accepting, and the page never says
+    whether an address or a user name belongs to someone); role changes; removal after a typed confirmation."""
+    from django.utils import timezone
+    from tideway_server.tenants.actions import do_change_role, do_remove_member
+    from tideway_server.tenants.invitations import do_cancel_invitation, do_invite
+    from tideway_server.tenants.models import Invitation, Membership
 
     tenant = request.principal.tenant
     error = notice = ""
+    invited, errors, form = None, {}, {}
     if request.method == "POST":
         action = request.POST.get("action", "")
         username = request.POST.get("username", "").strip()
@@ -31,15 +36,24 @@ def members(request):
         try:
             if role and role not in ROLES:
                 raise ActionError("invalid_request", f"role must be one of {', '.join(ROLES)}")
-            if action == "add":
-                do_add_member(tenant, username=username, role=role or "developer",
-                              password=request.POST.get("password") or None, email=request.POST.get("email", ""),
-                              acting=request.principal.actor)
-                notice = f"{username} is now a member"
+            if action == "invite":
+                form = {"email": request.POST.get("email", "").strip(), "role": role or "developer"}
+                try:
+                    row, link = do_invite(tenant, email=form["email"], role=form["role"], acting=request.principal.actor,
+                                          site=request.build_absolute_uri("/"))
+                except ActionError as exc:
+                    errors[exc.details.get("field", "form")] = [f"{exc.message[:1].upper()}{exc.message[1:]}."]
+                else:
+                    invited, form = {"email": row.email, "role": row.role, "link": link}, {}
+            elif action == "cancel":
+                row = Invitation.objects.filter(tenant=tenant, pk=int(request.POST.get("invitation") or 0)).first()
+                if row is not None:
+                    do_cancel_invitation(row, acting=request.principal.actor)
+                    notice = f"The invitation to {row.email} was cancelled: its link no longer works."
             else:
                 membership = Membership.objects.filter(tenant=tenant, user__username=username).select_related("user", "tenant").first()
                 if membership is None:
-                    raise ActionError("not_found", f"member {username!r} does not exist")
+                    raise ActionError("not_found", f"{username!r} is not a member of this tenant")
                 if action == "role":
                     do_change_role(membership, role, acting=request.principal.actor)
                     notice = f"{username} is now {role}"
@@ -49,7 +63,7 @@ def members(request):
                             request, title=f"Remove {username} from {tenant.name}",
                             consequence=f"{username} loses the console and the API for this tenant at once; their "
                                         "API keys stay (revoke them on the keys page if they should stop too).",
-                            undo="To undo, add them again (with the role they had).", word=username,
+                            undo="To undo, invite them again (with the role they had).", word=username,
                             word_label="their user name", button="Remove", cancel="/console/members",
                             hidden=(("action", "remove"), ("username", username)),
                             error="" if "confirm" not in request.POST else f"type {username} to remove them")
@@ -57,12 +71,15 @@ def members(request):
                     notice = f"{username} was removed"
                 else:
                     raise ActionError("invalid_request", "unknown action")
-        except ActionError as exc:
-            error = exc.message
+        except (ActionError, ValueError) as exc:
+            error = getattr(exc, "message", "that is not an invitation")
     rows = Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+    pending = [i for i in Invitation.objects.filter(tenant=tenant, accepted_at=None, cancelled_at=None)[:100]
+               if i.pending(timezone.now())]
     return page(request, "members.html", {"members": rows, "roles": ROLES, "error": error, "notice": notice,
+                                          "invited": invited, "errors": errors, "form": form, "invitations": pending,
                                           "may_change": may_manage_members(request.principal)},
-                status=400 if error else 200)
+                status=400 if error or errors else 200)
 
 
 @member_page(managers_only=True)
