@@ -88,8 +88,8 @@ def tenants(control_plane):
             assert api.post("/api/v1/queues/", json={"name": queue, "replication_factor": 1}).status_code == 201
             extra_key = api.post("/api/v1/keys/", json={"name": f"{label}-key", "scopes": ["consume"]}).json()
             username = control_plane.unique(f"{label}-member")
-            assert api.post("/api/v1/members/", json={"username": username, "role": "developer",
-                                                     "password": "a-long-password"}).status_code == 201
+            assert control_plane.add_member(api, username, "developer", "a-long-password").status_code == 201
+            invitation = api.post("/api/v1/invitations/", json={"email": f"{label}-waiting@example.com"}).json()["id"]
             subject = f"{label}-subject"
             schema_id = api.post(f"/api/v1/registry/subjects/{subject}/versions", json={"schema": AVRO}).json()["id"]
             assert api.put(f"/api/v1/registry/config/{subject}", json={"compatibility": "FULL"}).status_code == 200
@@ -103,7 +103,8 @@ def tenants(control_plane):
                                                      "channels": [f"{label}-channel"]}).json()["id"]
         made[label] = {"slug": slug, "key": key, "name": queue, "prefix": extra_key["prefix"], "username": username,
                        "subject": subject, "schema_id": schema_id, "version": "1", "group": "g", "partition": 0,
-                       "member_id": member, "job_id": job, "rule_id": rule, "channel_id": channel}
+                       "member_id": member, "job_id": job, "rule_id": rule, "channel_id": channel,
+                       "invitation_id": invitation}
     # An invoice each (the usage job makes them; here straight from the pricing code, in the deployment's database).
     script = ("import json; from tideway_server.billing.pricing import refresh_invoice; "
               "from tideway_server.tenants.models import Tenant; "
@@ -125,6 +126,7 @@ def _state(control_plane, key: str, ids: dict) -> dict:
             "queues": api.get("/api/v1/queues/").json(),
             "keys": [{k: v for k, v in row.items() if k != "last_used_at"} for row in api.get("/api/v1/keys/").json()],
             "members": api.get("/api/v1/members/").json(),
+            "invitations": api.get("/api/v1/invitations/").json(),
             "subjects": api.get("/api/v1/registry/subjects").json(),
             "versions": api.get(f"/api/v1/registry/subjects/{ids['subject']}/versions").json(),
             "level": api.get(f"/api/v1/registry/config/{ids['subject']}").json(),
@@ -143,7 +145,8 @@ def _state(control_plane, key: str, ids: dict) -> dict:
 NAMESPACED_WRITES = {("post", "/api/v1/registry/subjects/{subject}/versions"), ("put", "/api/v1/registry/config/{subject}")}
 MISSING = {"slug": "no-such-tenant", "name": "no-such-queue", "prefix": "0123456789ab", "username": "no-such-user",
            "subject": "no-such-subject", "schema_id": 987654321, "version": "1", "group": "g", "partition": 0,
-           "member_id": "0" * 32, "job_id": "0" * 32, "invoice_id": 987654321, "rule_id": 987654321, "channel_id": 987654321}
+           "member_id": "0" * 32, "job_id": "0" * 32, "invoice_id": 987654321, "rule_id": 987654321, "channel_id": 987654321,
+           "invitation_id": 987654321}
 
 
 def _fill(path: str, ids: dict) -> str:

@@ -23,7 +23,7 @@ def test_signup_members_and_roles(control_plane):
     viewer, developer = control_plane.unique("viewer"), control_plane.unique("developer")
     with _as_user(control_plane, owner, "owner-password") as api:
         for name, role in ((viewer, "viewer"), (developer, "developer")):
-            assert api.post("/api/v1/members/", json={"username": name, "role": role, "password": "member-password"}).status_code == 201
+            assert control_plane.add_member(api, name, role, "member-password").status_code == 201
         assert sorted(m["role"] for m in api.get("/api/v1/members/").json()) == ["developer", "owner", "viewer"]
         last_owner = api.patch(f"/api/v1/members/{owner}", json={"role": "admin"})
         assert last_owner.status_code == 409 and last_owner.json()["code"] == "last_owner"
@@ -33,7 +33,7 @@ def test_signup_members_and_roles(control_plane):
         assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
     with _as_user(control_plane, developer, "member-password") as api:
         assert api.post("/api/v1/queues/", json={"name": "dev-queue", "replication_factor": 1}).status_code == 201
-        refused = api.post("/api/v1/members/", json={"username": control_plane.unique("x"), "role": "viewer", "password": "member-password"})
+        refused = api.post("/api/v1/invitations/", json={"email": "x@example.com", "role": "viewer"})
         assert refused.status_code == 403  # only owners and admins change members
     with _as_user(control_plane, owner, "wrong-password") as api:
         assert api.get("/api/v1/queues/").status_code == 401

@@ -65,7 +65,7 @@ def test_a_member_creates_a_rule_in_the_console_sees_it_fire_and_sees_the_delive
     name = make_queue(plane, key, partitions=1, mode="stream")
     username, password = plane.unique("alma"), "a long enough password"
     with plane.client(key) as api:
-        assert api.post("/api/v1/members/", json={"username": username, "role": "admin", "password": password}).status_code == 201
+        assert plane.add_member(api, username, "admin", password).status_code == 201
         assert api.post("/api/v1/notification-channels/", json={"name": "hook", "kind": "webhook", "url": url}).status_code == 201
 
     async def behind() -> None:  # 50 messages, the group "workers" has read 5

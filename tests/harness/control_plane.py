@@ -63,6 +63,15 @@ class ControlPlane:
         assert out.returncode == 0, out.stderr
         return username, password
 
+    def add_member(self, api: httpx.Client, username: str, role: str, password: str) -> httpx.Response:
+        """A member as the product makes one: ``api`` (an owner's or admin's) invites, the invitee accepts over
+        the API with their own user name and password. The acceptance's answer (201 and the member)."""
+        invited = api.post("/api/v1/invitations/", json={"email": f"{username}@example.com", "role": role})
+        assert invited.status_code == 201, invited.text
+        with self.client() as anonymous:
+            return anonymous.post("/api/v1/invitations/accept", json={
+                "token": invited.json()["token"], "username": username, "password": password, "new_account": True})
+
     def client(self, key: str | None = None, **kwargs) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=60, **kwargs)

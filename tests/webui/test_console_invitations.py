@@ -98,3 +98,36 @@ def test_the_members_page_no_longer_adds_users_or_sets_passwords(client, owner_a
 
     assert unknown.status_code == other_tenants_user.status_code == 400
     assert sentence(unknown, "nobody-at-all") == sentence(other_tenants_user, "bob") == "&#x27;X&#x27; is not a member of this tenant"
+
+
+def test_the_api_invites_and_the_invitee_accepts_acting_themselves(client, owner_a, owner_b):
+    from tideway_server.tenants.actions import do_create_api_key
+    from tideway_server.tenants.models import Membership
+
+    _user, tenant = owner_a
+    _, key = do_create_api_key(tenant, name="admin", scopes=["manage"], acting="test")
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    added = client.post("/api/v1/members/", {"username": "bob", "role": "owner", "password": PASSWORD},
+                        content_type="application/json", **auth)
+    assert added.status_code == 409 and added.json()["code"] == "by_invitation"
+    assert not Membership.objects.filter(tenant=tenant, user=owner_b[0]).exists()
+    invited = client.post("/api/v1/invitations/", {"email": "bob@example.com", "role": "developer"},
+                          content_type="application/json", **auth).json()
+    assert invited["link"].endswith(invited["token"]) and [i["email"] for i in client.get("/api/v1/invitations/", **auth).json()] == ["bob@example.com"]
+    anonymous = Client()
+    wrong = anonymous.post("/api/v1/invitations/accept", {"token": invited["token"], "username": "bob", "password": "nope"},
+                           content_type="application/json")
+    assert wrong.status_code == 401
+    joined = anonymous.post("/api/v1/invitations/accept", {"token": invited["token"], "username": "bob", "password": PASSWORD},
+                            content_type="application/json")
+    assert joined.status_code == 201 and joined.json()["role"] == "developer"
+    assert Membership.objects.get(tenant=tenant, user=owner_b[0]).role == "developer"
+    used = anonymous.post("/api/v1/invitations/accept", {"token": invited["token"], "username": "bob", "password": PASSWORD},
+                          content_type="application/json")
+    assert used.status_code == 404
+    second = client.post("/api/v1/invitations/", {"email": "carol@example.com"}, content_type="application/json", **auth).json()
+    assert client.delete(f"/api/v1/invitations/{second['id']}", **auth).status_code == 204
+    cancelled = anonymous.post("/api/v1/invitations/accept", {"token": second["token"], "username": "carol",
+                                                              "password": PASSWORD, "new_account": True},
+                               content_type="application/json")
+    assert cancelled.status_code == 404

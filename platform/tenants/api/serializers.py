@@ -112,3 +112,21 @@ class OperatorTenantSerializer(serializers.ModelSerializer):
         model = Tenant
         fields = ["slug", "name", "plan", "region", "created"]
         read_only_fields = ["created"]
+
+
+class InvitationSerializer(serializers.Serializer):
+    id = serializers.IntegerField(read_only=True)
+    email = serializers.EmailField(max_length=254)
+    role = serializers.ChoiceField(Role.choices, default="developer")
+    invited_by = serializers.CharField(read_only=True)
+    expires_at = serializers.DateTimeField(read_only=True)
+    link = serializers.CharField(read_only=True, help_text="the signed link to give the invitee (in this answer only)")
+    token = serializers.CharField(read_only=True, help_text="the link's signed token, for POST /invitations/accept")
+
+
+class AcceptInvitationSerializer(serializers.Serializer):
+    token = serializers.CharField(max_length=500)
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=128, write_only=True)
+    new_account = serializers.BooleanField(default=False, help_text="create this user (the invitee's own user name "
+                                           "and password) rather than sign in as an existing one")

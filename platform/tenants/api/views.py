@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from tideway_server.controlplane.api.errors import not_found
 from tideway_server.controlplane.api.permissions import ANY_SCOPE
+from tideway_server.controlplane.errors import ActionError
 from tideway_server.tenants import actions
 from tideway_server.tenants.api.serializers import (
+    AcceptInvitationSerializer,
     ApiKeySerializer,
     AuditEntrySerializer,
     CurrentTenantSerializer,
+    InvitationSerializer,
     MemberRoleSerializer,
     MemberSerializer,
     NewApiKeySerializer,
@@ -22,7 +26,7 @@ from tideway_server.tenants.api.serializers import (
     SignupSerializer,
     TenantSerializer,
 )
-from tideway_server.tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
+from tideway_server.tenants.models import ApiKey, AuditEntry, Invitation, Membership, Plan, Tenant
 
 AUDIT_LIMIT_MAX = 1000
 
@@ -125,14 +129,78 @@ class MemberListView(APIView):
         rows = Membership.objects.filter(tenant=request.auth.tenant).select_related("user")
         return Response(MemberSerializer(rows, many=True).data)
 
-    @extend_schema(request=MemberSerializer, responses={201: MemberSerializer}, tags=["members"])
+    @extend_schema(request=None, responses={409: None}, tags=["members"],
+                   summary="Refused: members join by accepting an invitation (POST /api/v1/invitations/)")
     def post(self, request):
-        body = MemberSerializer(data=request.data)
+        raise ActionError("by_invitation", "members join by accepting an invitation: invite their e-mail address "
+                                           "with POST /api/v1/invitations/")
+
+
+class InvitationListView(APIView):
+    required_scopes = {"GET": "manage", "POST": "manage"}
+    members_admin = True
+
+    @extend_schema(responses=InvitationSerializer(many=True), tags=["members"])
+    def get(self, request):
+        now = timezone.now()
+        rows = [r for r in Invitation.objects.filter(tenant=request.auth.tenant, accepted_at=None, cancelled_at=None)
+                if r.pending(now)]
+        return Response(InvitationSerializer(rows, many=True).data)
+
+    @extend_schema(request=InvitationSerializer, responses={201: InvitationSerializer}, tags=["members"],
+                   summary="Invite an e-mail address (e-mailed the link; the answer carries it too)")
+    def post(self, request):
+        from tideway_server.tenants.invitations import do_invite, token_for
+
+        body = InvitationSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row, link = do_invite(request.auth.tenant, email=body.validated_data["email"], role=body.validated_data["role"],
+                              acting=request.auth.actor, site=request.build_absolute_uri("/"))
+        row.link, row.token = link, token_for(row)
+        return Response(InvitationSerializer(row).data, status=status.HTTP_201_CREATED)
+
+
+class InvitationDetailView(APIView):
+    required_scopes = {"DELETE": "manage"}
+    members_admin = True
+
+    @extend_schema(responses={204: None}, tags=["members"], summary="Cancel an invitation (its link stops working)")
+    def delete(self, request, invitation_id: str):
+        from tideway_server.tenants.invitations import do_cancel_invitation
+
+        row = Invitation.objects.filter(tenant=request.auth.tenant, pk=int(invitation_id)).select_related("tenant").first()
+        if row is None:
+            raise not_found(f"invitation {invitation_id}")
+        do_cancel_invitation(row, acting=request.auth.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class InvitationAcceptView(APIView):
+    """The invitee, acting themselves: signs in (their user name and password) or creates their own account."""
+
+    public = True
+    authentication_classes: list = []
+
+    @extend_schema(request=AcceptInvitationSerializer, responses={201: MemberSerializer}, tags=["members"], auth=[])
+    def post(self, request):
+        from django.contrib.auth import authenticate
+        from tideway_server.tenants.invitations import (
+            do_accept,
+            do_sign_up_and_accept,
+            invitation_for,
+        )
+
+        body = AcceptInvitationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        membership = actions.do_add_member(request.auth.tenant, username=data["user"]["username"], role=data["role"],
-                                           password=data.get("password"), email=data.get("user", {}).get("email", ""),
-                                           acting=request.auth.actor)
+        row = invitation_for(data["token"])
+        if data["new_account"]:
+            membership = do_sign_up_and_accept(row, username=data["username"], password=data["password"])
+        else:
+            user = authenticate(request=request._request, username=data["username"], password=data["password"])
+            if user is None or not user.is_active:
+                raise exceptions.AuthenticationFailed("the user name or password is not valid")
+            membership = do_accept(row, user)
         return Response(MemberSerializer(membership).data, status=status.HTTP_201_CREATED)
 
 
