@@ -59,7 +59,8 @@ urlpatterns = [
     re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/revoke$", keys.revoke),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/rotate$", keys.rotate),
     path("queues", queues.queue_list),
-    path("create-queue", queues.queue_create),  # not under queues/: a queue may be named "new"
+    path("create-queue", queues.queue_create),
+    path("queue-figures", queues.queue_figures),  # not under queues/ either  # not under queues/: a queue may be named "new"
     re_path(rf"^queues/{NAME}$", queues.queue_detail),
     re_path(rf"^queues/{NAME}/partitions$", queues.queue_partitions),
     re_path(rf"^queues/{NAME}/groups$", queues.queue_groups),

@@ -143,6 +143,15 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(page.get_by_role("status")).to_contain_text("Published: partition")
             messages = page.get_by_role("table", name="Messages")
             expect(messages).to_contain_text("order-42")
+            # the message's detail pane (issue 43): its value as indented JSON, with its headers, to copy or download
+            messages.locator("details.message-detail summary").first.click()
+            pane = messages.locator("details.message-detail[open] pre").first
+            expect(pane).to_contain_text('"id": 42')
+            expect(pane).to_contain_text('"source": "console"')
+            with page.expect_download() as saved:
+                messages.locator("details.message-detail[open]").get_by_role("link", name="Download").click()
+            assert json.loads(open(saved.value.path()).read())["value"] == {"id": 42}
+            check("message-detail")
             page.get_by_label("Show").select_option("latest")
             page.get_by_label("Key contains").fill("order-4")
             page.evaluate("""() => { window.sawProgress = false;
@@ -299,6 +308,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(page.locator("#traffic-hour-summary")).to_contain_text("Last hour:")
             expect(page.get_by_text("No dead letters waiting")).to_be_visible()  # redriven
             check("dashboard-behind")
+            page.goto(f"{gateway.base_url}/console/queues")  # messages stored and rates per queue (issue 43)
+            expect(page.get_by_role("table", name="Queues").locator("[data-stored]").first).to_have_attribute(
+                "data-stored", re.compile(r"^[1-9]\d*$"))
+            expect(page.locator("#fig-in-1")).not_to_contain_text("measuring", timeout=15_000)  # a rate after 5 s
             for name in ("members", "audit", "schemas", "settings", "keys"):
                 page.goto(f"{gateway.base_url}/console/{name}")
                 check(f"{name}-page")
@@ -407,4 +420,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert {name: found for name, found in accessibility.items() if found} == {}
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 38
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 39

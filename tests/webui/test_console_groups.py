@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 
 import pytest
 
@@ -91,6 +92,16 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
     assert asyncio.run(out()) == 0  # the pages looked at records' times as an inspector: nobody consumed anything
     browsed = client.get("/console/queues/busy/messages", {"mode": "offset", "partition": "0", "offset": "0"})
     assert browsed.status_code == 200 and ">m0<" in browsed.text and ">m2<" in browsed.text
+    # the queue list's figures (issue 43): messages stored now, and rates from the member's previous look
+    listed = client.get("/console/queues")
+    assert 'hx-get="/console/queue-figures?names=busy"' in listed.text
+    first = client.get("/console/queue-figures", {"names": "busy,nope"}, HTTP_HX_REQUEST="true")
+    assert 'id="fig-stored-1" hx-swap-oob="true" data-stored="100"' in first.text and "measuring" in first.text
+    assert 'id="fig-stored-2" hx-swap-oob="true" data-stored=""' in first.text  # not the tenant's: nothing said
+    time.sleep(1.1)
+    second = client.get("/console/queue-figures", {"names": "busy"}, HTTP_HX_REQUEST="true")
+    assert re.search(r'id="fig-in-1" hx-swap-oob="true">0\.0<', second.text) and "measuring" not in second.text
+    assert 'id="detail-0-0"' in browsed.text and "&quot;value_as&quot;: &quot;text&quot;" in browsed.text  # its pane
     assert asyncio.run(out()) == 0  # browsing is a look too, not egress the tenant is billed for (issue 43)
 
     async def live_figures() -> list[dict]:

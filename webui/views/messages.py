@@ -75,8 +75,28 @@ def _owner(request) -> tuple[int, int]:
     return request.user.pk, request.principal.tenant.pk
 
 
+def detail(message: dict) -> str:
+    """A message as its detail pane shows it (and downloads it): indented JSON, with a value that is JSON as JSON
+    (the decoded form for a schema's wire format), otherwise as text or hex."""
+    value, encoding = message.get("value"), "hex" if message.get("value_hex") else "text"
+    if message.get("decoded"):
+        value, encoding = message["decoded"], message.get("decoded_as") or "decoded"
+    if isinstance(value, str) and encoding != "hex":
+        try:
+            value, encoding = json.loads(value), "json"
+        except ValueError:
+            pass
+    document = {"partition": message.get("partition"), "offset": message.get("offset"),
+                "timestamp": datetime.fromtimestamp(message["timestamp"] / 1000, UTC).isoformat(timespec="milliseconds")
+                if isinstance(message.get("timestamp"), int) else None,
+                "key": message.get("key"), "headers": message.get("headers") or {}, "value": value, "value_as": encoding}
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
 def _rows(request, info, search, found, error, query: str | None = None, *, produce: dict | None = None,
           status: int = 200):
+    for message in found.messages if found is not None else ():
+        message["detail"] = detail(message)
     return page(request, "messages.html", {"queue": info, "search": search, "found": found, "error": error,
                                            "published": request.GET.get("published", ""),
                                            "produce": produce or {"delay_seconds": "0"},

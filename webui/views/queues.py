@@ -8,6 +8,8 @@ shows the API's messages.
 
 from __future__ import annotations
 
+import logging
+
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseNotAllowed
 from django.shortcuts import redirect
@@ -15,6 +17,8 @@ from django.views.decorators.http import require_safe
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import member_page
 from tideway_server.webui.render import page
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
 SORTS = {"name": "name", "-name": "-name", "created": "created", "-created": "-created",
@@ -49,6 +53,61 @@ def queue_list(request):
     page_number = request.GET.get("page", "1")
     current = listed.get_page(page_number)
     return page(request, "queues.html", {"page": current, "search": search, "sort": sort}, partial="queue_rows.html")
+
+
+FIGURES_KEEP_S = 300  # a look older than this gives no rate (the next look starts a new measure)
+
+
+@require_safe
+@member_page()
+def queue_figures(request):
+    """The queue list's figures for the queues named (those of the shown page, in order): messages stored and
+    messages in and out per second, as out-of-band pieces of the table (HTMX asks every 5 s). A rate is the
+    difference with this member's previous look (kept in the cache), so the first look shows none yet."""
+    from django.core.cache import cache
+    from tideway_server.gateway.operations.traffic import queue_list_figures
+    from tideway_server.topics.models import Queue
+    from tideway_server.webui import data
+
+    names = [n for n in request.GET.get("names", "").split(",") if n][:PAGE_SIZE]
+    rows = {q.name: q for q in Queue.objects.filter(tenant=request.principal.tenant, name__in=names).select_related("cluster")
+            if request.principal.may_touch(q.name)}
+    from tideway_server.clusters.admin import bootstrap_of
+
+    by_cluster: dict = {}
+    bootstraps: dict = {}  # cluster id -> its brokers (one query per cluster, not per queue)
+    for queue in rows.values():
+        if queue.cluster is None or not queue.broker_topic:
+            continue
+        if queue.cluster_id not in bootstraps:
+            try:
+                bootstraps[queue.cluster_id] = bootstrap_of(queue.cluster)
+            except ActionError:  # no live broker: its queues show a dash
+                bootstraps[queue.cluster_id] = None
+        if bootstraps[queue.cluster_id]:
+            by_cluster.setdefault(bootstraps[queue.cluster_id], {})[queue.broker_topic] = queue.partitions
+    looked: dict = {}
+    for bootstrap, partitions in by_cluster.items():
+        try:
+            looked.update(data.run(queue_list_figures, bootstrap, partitions))
+        except Exception as exc:  # noqa: BLE001 - a cluster that does not answer: its queues show a dash
+            log.info("queue list figures: %s did not answer: %r", bootstrap, exc)
+    figures = []
+    for index, name in enumerate(names, start=1):
+        queue, now = rows.get(name), looked.get(rows[name].broker_topic) if name in rows else None
+        shown = {"index": index, "stored": None, "in_per_s": None, "out_per_s": None, "answered": now is not None}
+        if now is not None:
+            shown["stored"] = now["stored"]
+            key = f"console:queue-figures:{request.user.pk}:{queue.pk}"
+            before = cache.get(key)
+            cache.set(key, (now["t"], now["counters"]), FIGURES_KEEP_S)
+            if before is not None and 1 <= now["t"] - before[0] <= FIGURES_KEEP_S:
+                spent = now["t"] - before[0]
+                moved = [after - earlier for after, earlier in zip(now["counters"], before[1], strict=True)]
+                if min(moved) >= 0:  # (a broker restarted: no rate this time)
+                    shown["in_per_s"], shown["out_per_s"] = moved[0] / spent, moved[2] / spent
+        figures.append(shown)
+    return page(request, "htmx/queue_figures.html", {"figures": figures})
 
 
 @member_page(scope="manage")

@@ -9,6 +9,7 @@ broker's restart starts its counts again (the charts treat a fall as a restart, 
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import redis
@@ -21,6 +22,7 @@ from tideway_server.gateway.errors import GatewayError
 
 from tideway.native.traffic import describe_traffic
 from tideway.protocol import errors
+from tideway.protocol.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tideway.protocol.names import TenantNames
 
 FIELDS = ("messages_in", "bytes_in", "messages_out", "bytes_out")
@@ -75,3 +77,20 @@ def tenant_throttling(tenant_id: int) -> dict:
         raise GatewayError("unavailable", f"the rate limiter (Redis) did not answer: {exc}") from exc
     finally:
         connection.close()
+
+
+async def queue_list_figures(bootstrap: str, partitions: dict[str, int]) -> dict[str, dict]:
+    """For the console's queue list: per topic of one cluster, the messages stored (high watermark minus first
+    offset, over its partitions; None when a leader did not answer) and the cumulative traffic counters. Two
+    offset requests per leader and one traffic request per broker, whatever the number of queues."""
+    client = await pool.client(bootstrap)
+    wanted = [(topic, p) for topic, count in partitions.items() for p in range(count)]
+    firsts, ends = await asyncio.gather(client.list_offsets([(t, p, EARLIEST_TIMESTAMP) for t, p in wanted]),
+                                        client.list_offsets([(t, p, LATEST_TIMESTAMP) for t, p in wanted]))
+    traffic = await describe_traffic(client, list(partitions))
+    out = {}
+    for topic, count in partitions.items():
+        spans = [(firsts.get((topic, p)), ends.get((topic, p))) for p in range(count)]
+        stored = None if any(a is None or b is None for a, b in spans) else sum(max(0, b[0] - a[0]) for a, b in spans)
+        out[topic] = {"stored": stored, "counters": traffic.topics.get(topic, [0, 0, 0, 0]), "t": time.time()}
+    return out
