@@ -5,14 +5,15 @@ a tenant with ``--queues`` queues (rows, as the control plane keeps them) and
 ``--events`` audit events, signs a member in with Django's test client (the
 whole view, template and database path, no network), and times each list
 page ``--rounds`` times: dashboard, queues (first page, a search, a later page,
-sorted by age), the HTMX rows partial, the audit log, API keys, members.
+sorted by age), the HTMX rows partial, the audit log, API keys, members, alerts, schemas, invoices.
 Issue 16's target: every list page under 300 ms.
 
 With ``--groups N`` (default 2,000; 0 skips it) it starts a real broker, gives
 a 3-partition queue N consumer groups with committed positions, and times
 the queue page's group table (the HTMX partial the page refreshes every 2 s:
 lag in messages and seconds, rates, sorted by lag, 50 per page), a search in
-it, and the dashboard's "furthest behind" partial. Target: under 300 ms.
+it, the queue list's figures for that queue (messages stored, rates), and the dashboard's "furthest behind"
+partial. Target: under 300 ms.
 
 With ``--messages N`` (default 1,000,000; 0 skips it) it also starts a real
 broker, writes N keyed 100-byte messages to a 3-partition queue and times the
@@ -55,6 +56,9 @@ PAGES = {
     "audit_filtered": ("/console/audit", {"action": "queue"}),
     "api_keys": ("/console/keys", {}),
     "members": ("/console/members", {}),
+    "alerts": ("/console/alerts", {}),
+    "schemas": ("/console/schemas", {}),
+    "invoices": ("/console/invoices", {}),
 }
 
 
@@ -177,6 +181,7 @@ def groups_phase(tenant, cluster, client, count: int, rounds: int) -> dict:
             ("queue_groups_first_page", "/console/queues/busy/groups", {}),
             ("queue_groups_page_20", "/console/queues/busy/groups", {"page": "20"}),
             ("queue_groups_search", "/console/queues/busy/groups", {"q": "group-0199"}),
+            ("queue_list_figures", "/console/queue-figures", {"names": "busy"}),
             ("dashboard_behind", "/console/behind", {}),
         ):
             timings = []

@@ -67,6 +67,7 @@ urlpatterns = [
     re_path(rf"^queues/{NAME}/counters$", queues.queue_counters),
     re_path(rf"^queues/{NAME}/groups/(?P<group>[A-Za-z0-9._-]{{1,100}})$", queues.group_detail),
     re_path(rf"^queues/{NAME}/groups/(?P<group>[A-Za-z0-9._-]{{1,100}})/reset$", queues.group_reset),
+    re_path(rf"^queues/{NAME}/groups/(?P<group>[A-Za-z0-9._-]{{1,100}})/delete$", queues.group_delete),
     re_path(rf"^queues/{NAME}/delete$", queues.queue_delete),
     re_path(rf"^queues/{NAME}/edit$", queues.queue_edit),
     re_path(rf"^queues/{NAME}/messages$", messages.messages),

@@ -406,6 +406,38 @@ class GroupCoordinator:
             out.append(m.CommittedOffset(topic=tp[0], partition=tp[1], offset=offset, metadata=metadata, commit_timestamp_ms=ts))
         return m.OffsetFetchResponse(offsets=out)
 
+    async def offset_delete(self, request: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
+        """Forget a stream group's positions on the partitions named, refused for a topic its members read (as
+        Kafka's OffsetDelete); a group left with no position and no member is gone (its type record too), so
+        the name is free for a queue group. Tombstones in the state log, written before the answer."""
+        index = self.check_coordinator(request.group_id)
+        group_id = request.group_id
+        if self.group_types.get(group_id) == "queue":
+            raise errors.InconsistentGroupTypeError(f"group {group_id!r} is a queue group: its positions are its queue's")
+        group = self.stream_groups.get(group_id)
+        read = set() if group is None else {t for mb in group.members.values() for t in mb.topics}
+        results, records, forgotten = [], [], []
+        for ref in request.partitions:
+            result = m.CommittedOffset(topic=ref.topic, partition=ref.partition)
+            if ref.topic in read:
+                exc = errors.GroupSubscribedToTopicError(f"members of group {group_id!r} read {ref.topic}: stop them first")
+                result.error_code, result.error_message = exc.errno, exc.message
+            elif group is not None and (ref.topic, ref.partition) in group.offsets:
+                records.append((["offset", group_id, ref.topic, ref.partition], None))
+                forgotten.append((ref.topic, ref.partition))
+            results.append(result)
+        emptied = group is not None and not group.members and set(group.offsets) <= set(forgotten) and bool(forgotten)
+        if emptied:
+            records.append((["group", group_id], None))
+        if records:
+            await self.write(index, records)
+            for tp in forgotten:
+                group.offsets.pop(tp, None)
+            if emptied:
+                self.stream_groups.pop(group_id, None)
+                self.group_types.pop(group_id, None)
+        return m.OffsetDeleteResponse(partitions=results)
+
     async def list_groups(self, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
         """The groups of the internal partitions this broker coordinates (each broker answers for its own).
 

@@ -73,6 +73,7 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.FIND_COORDINATOR: Access.TENANT,
     ApiKey.OFFSET_COMMIT: Access.TENANT,
     ApiKey.OFFSET_FETCH: Access.TENANT,
+    ApiKey.OFFSET_DELETE: Access.TENANT,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: Access.TENANT,
     ApiKey.DESCRIBE_GROUP: Access.TENANT,
     ApiKey.LIST_GROUPS: Access.TENANT,
@@ -318,6 +319,17 @@ def _offset_fetch(principal: Principal, request: m.OffsetFetchRequest) -> AfterR
     return after
 
 
+def _offset_delete(principal: Principal, request: m.OffsetDeleteRequest) -> AfterResponse:
+    _consume_group(principal, request, "stream")  # (whoever may commit a group's positions may forget them)
+    for ref in request.partitions:
+        ref.topic = _topic_in(principal, ref.topic)
+
+    def after(response: m.OffsetDeleteResponse) -> None:
+        response.partitions = _rename_items(principal, response.partitions)
+
+    return after
+
+
 def _heartbeat(principal: Principal, request: m.ConsumerGroupHeartbeatRequest) -> AfterResponse:
     _consume_group(principal, request, "stream")
     if request.topics is not None:
@@ -413,6 +425,7 @@ _TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]]
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.OFFSET_DELETE: _offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _heartbeat,
     ApiKey.DESCRIBE_GROUP: _describe_group,
     ApiKey.LIST_GROUPS: _list_groups,

@@ -203,6 +203,7 @@ class Broker:
             ApiKey.FIND_COORDINATOR: Route(coordinator.find_coordinator, takes_session=True),
             ApiKey.OFFSET_COMMIT: Route(coordinator.offset_commit),
             ApiKey.OFFSET_FETCH: Route(coordinator.offset_fetch),
+            ApiKey.OFFSET_DELETE: Route(coordinator.offset_delete),
             ApiKey.CONSUMER_GROUP_HEARTBEAT: Route(coordinator.heartbeat),
             ApiKey.DESCRIBE_GROUP: Route(coordinator.describe),
             ApiKey.LIST_GROUPS: Route(coordinator.list_groups),

@@ -79,6 +79,15 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
     assert 'data-lag="45"' in client.get("/console/queues/busy/groups/g-055").text  # unmoved
     ahead = client.post("/console/queues/busy/groups/g-055/reset", {"to": "offset", "offset": "40"})
     assert "re-reads 10 records" in ahead.text and "skips 35 records" in ahead.text
+    # deleting an idle group (issue 43): asked first; then its positions are gone and the group with them
+    ask = client.get("/console/queues/busy/groups/g-054/delete")
+    assert ask.status_code == 200 and "cannot be undone" in ask.text
+    assert client.post("/console/queues/busy/groups/g-054/delete", {"confirm": "g-05"}).status_code == 400
+    gone = client.post("/console/queues/busy/groups/g-054/delete", {"confirm": "g-054"})
+    assert gone.status_code == 302 and gone["Location"] == "/console/queues/busy?deleted_group=g-054"
+    assert client.get("/console/queues/busy/groups/g-054").status_code == 404
+    assert "119 groups" in client.get("/console/queues/busy/groups", HTTP_HX_REQUEST="true").text
+    assert client.post("/console/queues/busy/groups/g-054/delete", {"confirm": "g-054"}).status_code == 404  # none left
     moved = client.post("/console/queues/busy/groups/g-055/reset", {"to": "earliest", "step": "apply"})
     assert moved.status_code == 200 and "positions were moved" in moved.text
     assert 'data-lag="100"' in client.get("/console/queues/busy/groups/g-055").text

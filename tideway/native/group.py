@@ -30,7 +30,7 @@ from tideway.protocol.messages import ApiKey
 from tideway.record.batch import Record, decode_records, iter_batches
 from tideway.retry import Backoff
 
-__all__ = ["CoordinatorLink", "GroupConsumer", "describe_group", "group_lag", "group_positions", "list_groups",
+__all__ = ["CoordinatorLink", "GroupConsumer", "delete_offsets", "describe_group", "group_lag", "group_positions", "list_groups",
            "timestamp_at"]
 
 log = logging.getLogger(__name__)
@@ -356,6 +356,17 @@ async def fetch_committed(link: CoordinatorLink, partitions: list[TopicPartition
     request = m.OffsetFetchRequest(group_id=link.group_id, partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in partitions])
     response: m.OffsetFetchResponse = await link.request(ApiKey.OFFSET_FETCH, request)
     return {(o.topic, o.partition): o.offset for o in response.offsets}
+
+
+async def delete_offsets(link: CoordinatorLink, partitions: list[TopicPartition]) -> None:
+    """Forget the link's stream group's positions on ``partitions`` (the group goes with its last); raise the
+    first refusal (GroupSubscribedToTopicError while members read the topic)."""
+    request = m.OffsetDeleteRequest(group_id=link.group_id,
+                                    partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in partitions])
+    response: m.OffsetDeleteResponse = await link.request(ApiKey.OFFSET_DELETE, request)
+    for result in response.partitions:
+        if result.error_code:
+            raise errors.error_for_code(result.error_code, result.error_message)
 
 
 async def describe_group(client: TidewayClient, group_id: str, group_type: str = "stream") -> m.DescribeGroupResponse:

@@ -331,6 +331,13 @@ class InconsistentGroupTypeError(BrokerError):
     name = "INCONSISTENT_GROUP_PROTOCOL"
 
 
+class GroupSubscribedToTopicError(BrokerError):
+    """Raised when a group's positions on a topic are deleted while members of the group read that topic."""
+
+    errno = 86
+    name = "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
 class InvalidGroupIdError(BrokerError):
     """Raised when a group id is empty or malformed."""
 

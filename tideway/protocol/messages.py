@@ -57,6 +57,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CREDENTIAL = 1005  # broker -> controller: an API key's digest, tenant, scopes and patterns
     REPLICA_DAMAGED = 1006  # broker -> controller: a replica here holds a batch that fails its CRC
     OFFSET_FOR_LEADER_EPOCH = 23  # the end offset of a leader epoch, for a consumer checking its position
+    OFFSET_DELETE = 47  # forget a stream group's positions on partitions no member reads (the group goes with its last)
     DESCRIBE_TRAFFIC = 1100  # anyone -> broker: messages and bytes in and out, per topic and per tenant per minute
 
 
@@ -476,6 +477,15 @@ class OffsetFetchResponse(_Response):
     offsets: list[CommittedOffset] = []
 
 
+class OffsetDeleteRequest(Struct, kw_only=True):
+    group_id: str
+    partitions: list[TopicPartitionRef] = []
+
+
+class OffsetDeleteResponse(_Response):
+    partitions: list[CommittedOffset] = []  # per partition: error_code 0 (forgotten, or there was none) or why not
+
+
 class ConsumerGroupHeartbeatRequest(Struct, kw_only=True):
     group_id: str
     member_id: str = ""  # "" to join
@@ -755,6 +765,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.LIST_GROUPS: ListGroupsRequest,
     ApiKey.DESCRIBE_TRAFFIC: DescribeTrafficRequest,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochRequest,
+    ApiKey.OFFSET_DELETE: OffsetDeleteRequest,
     ApiKey.SHARE_ACQUIRE: ShareAcquireRequest,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeRequest,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
@@ -787,6 +798,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.LIST_GROUPS: ListGroupsResponse,
     ApiKey.DESCRIBE_TRAFFIC: DescribeTrafficResponse,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochResponse,
+    ApiKey.OFFSET_DELETE: OffsetDeleteResponse,
     ApiKey.SHARE_ACQUIRE: ShareAcquireResponse,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,

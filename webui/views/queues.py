@@ -306,6 +306,35 @@ def group_reset(request, name: str, group: str):
     return page(request, "group_reset.html", {**context, "positions": sorted(positions.items())})
 
 
+@member_page(scope="manage")
+def group_delete(request, name: str, group: str):
+    """Delete an idle stream group's positions on this queue (the group itself once it has none left), after
+    typing its name."""
+    from tideway_server.gateway.errors import GatewayError
+    from tideway_server.gateway.operations.groups import delete_idle_group
+    from tideway_server.tenants import audit
+    from tideway_server.webui import data
+    from tideway_server.webui.render import confirmation, confirmed, error_page
+
+    info = data.queue_info(request.principal, name)
+    if not confirmed(request, group):
+        return confirmation(
+            request, title=f"Delete the group {group} of {name}",
+            consequence=f"The group's positions on {name} are forgotten: a consumer that joins {group} later starts "
+                        "where its client's reset policy says (earliest or latest), not where the group was. The group "
+                        "must have no member connected.",
+            undo="This cannot be undone: note its positions (on its page) to put them back with a reset.",
+            word=group, word_label="the group's name", button="Delete group",
+            cancel=f"/console/queues/{name}/groups/{group}",
+            error="" if request.method != "POST" else f"type the group's name ({group}) to delete it")
+    try:
+        count = data.run(delete_idle_group, data.caller_for(request.principal), info, group)
+    except GatewayError as exc:
+        return error_page(request, exc.status, f"{data.refusal(exc)[:1].upper()}{data.refusal(exc)[1:]}.")
+    audit.record(request.principal.tenant, request.principal.actor, "group.delete", f"{name}/{group}", positions=count)
+    return redirect(f"/console/queues/{name}?deleted_group={group}")
+
+
 @require_safe
 @member_page(scope="consume")
 def queue_counters(request, name: str):

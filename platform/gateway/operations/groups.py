@@ -1,4 +1,4 @@
-"""Every group of a queue with its lag, and a reset of an idle stream group: the console's group pages.
+"""Every group of a queue with its lag, and a reset or deletion of an idle stream group: the console's group pages.
 
 Built to stay fast with thousands of groups: every group's positions come in one LIST_GROUPS per broker, the
 log ends in one look per partition, so lag in messages is known for all of them at once; they are sorted by
@@ -17,7 +17,7 @@ from tideway_server.gateway.catalog import QueueInfo
 from tideway_server.gateway.errors import GatewayError
 from tideway_server.gateway.operations import broker_group, seek
 
-from tideway.native.group import describe_group, group_positions, timestamp_at
+from tideway.native.group import CoordinatorLink, delete_offsets, describe_group, group_positions, timestamp_at
 from tideway.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
 from tideway.protocol.names import TenantNames
 
@@ -94,3 +94,19 @@ async def preview_reset(caller: Caller, queue: QueueInfo, group: str, **where) -
         rows.append({"partition": partition, "now": before, "after": after, "log_end": end,
                      "change": None if before is None else before - after})
     return rows
+
+
+async def delete_idle_group(caller: Caller, queue: QueueInfo, group: str) -> int:
+    """Forget a stream group's positions on this queue, refused while it has members (GROUP_SUBSCRIBED_TO_TOPIC
+    from the coordinator); the group is gone once it has no position left anywhere. How many positions went."""
+    client = await pool.client(queue.bootstrap)
+    name = broker_group(caller, group, "stream")
+    described = await describe_group(client, name, "stream")
+    if described.members:
+        raise GatewayError("group_busy", f"group {group!r} has {len(described.members)} member(s): stop its consumers "
+                           "before deleting it")
+    positions = [(c.topic, c.partition) for c in described.offsets if c.topic == queue.broker_topic]
+    if not positions:
+        raise GatewayError("group_not_found", f"group {group!r} has no position on {queue.name!r}")
+    await delete_offsets(CoordinatorLink(client, name), positions)
+    return len(positions)
