@@ -342,6 +342,12 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(page.locator("#usage-charts canvas").first).to_be_visible()
             assert int(page.locator('[data-metric="messages_in"]').inner_text()) >= 202  # what this tenant sent
             check("usage")
+            page.goto(f"{gateway.base_url}/console/queues/orders")  # the throughput chart's range (issue 43)
+            page.get_by_label("Show").select_option("day")
+            expect(page.locator("#throughput")).to_have_attribute("data-points", "24")
+            assert int(page.locator("#throughput").get_attribute("data-messages-in")) >= 202  # the job's figures
+            expect(page.locator("#throughput canvas")).to_have_count(2)
+            check("queue-last-day")
             page.goto(f"{gateway.base_url}/console/invoices")
             page.get_by_role("table", name="Invoices").get_by_role("link").first.click()
             check("invoice")
@@ -420,4 +426,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert {name: found for name, found in accessibility.items() if found} == {}
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 39
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 40

@@ -82,3 +82,34 @@ def test_an_edit_past_the_plans_retention_is_a_form_error_and_changes_nothing(cl
     assert answer.status_code == 400
     assert "the free plan keeps messages up to 7 days; 30 days was asked" in answer.text
     assert Queue.objects.get(name="orders").retention_ms == 86_400_000
+
+
+def test_the_throughput_chart_covers_a_day_or_a_month_from_the_usage_rollups(client, owner_a, cluster):
+    """The chart covered two minutes from the page's load (issue 43): a range picker reads the usage job's
+    rollups of the queue for the last 24 hours (by hour) or 30 days (by day), every bucket shown."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from tideway_server.billing.models import UsageRollup
+
+    from tests.harness.console import make_queue
+
+    user, tenant = owner_a
+    make_queue(tenant, cluster, "orders")
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    for start, value in ((hour, 40), (hour - timedelta(hours=3), 2), (hour - timedelta(hours=30), 999)):
+        UsageRollup.objects.create(tenant=tenant, period=start.strftime("%Y-%m"), granularity="hour", start=start,
+                                   queue="orders", metric="messages_in", value=value)
+    UsageRollup.objects.create(tenant=tenant, period=hour.strftime("%Y-%m"), granularity="hour", start=hour,
+                               queue="other", metric="messages_in", value=5)  # another queue's
+    signed_in(client, user)
+    live = client.get("/console/queues/orders").content.decode()
+    assert "data-live=" in live and "throughput-history" not in live
+    day = client.get("/console/queues/orders", {"range": "day"}).content.decode()
+    figures = json.loads(day.split('<script id="throughput-history" type="application/json">')[1].split("</script>")[0])
+    assert len(figures["t"]) == 24 and figures["unit"] == "/ hour" and figures["span"] == 86400
+    assert figures["messages_in"][-1] == 40 and figures["messages_in"][-4] == 2 and sum(figures["messages_in"]) == 42
+    assert figures["t"][-1] == int(hour.timestamp()) and '<option value="day" selected>' in day
+    month = client.get("/console/queues/orders", {"range": "month"}).content.decode()
+    assert '"unit": "/ day"' in month and "data-history=" in month
+    assert "data-live=" in client.get("/console/queues/orders", {"range": "year"}).content.decode()  # unknown: live

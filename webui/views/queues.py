@@ -175,12 +175,47 @@ def queue_edit(request, name: str):
                 status=400 if errors else 200)
 
 
+THROUGHPUT_RANGES = {"live": ("the last 2 minutes, live", None, 0), "day": ("the last 24 hours", "hour", 24),
+                     "month": ("the last 30 days", "day", 30)}
+
+
+def throughput_history(queue, span: str) -> dict | None:
+    """The queue's messages and bytes in and out per hour (24 hours) or per day (30 days), from the usage job's
+    rollups (the live chart covers only minutes); every bucket of the range, empty ones at 0. None for "live"."""
+    from datetime import UTC, datetime, timedelta
+
+    from tideway_server.billing.models import UsageRollup, UsageRun
+
+    _words, granularity, count = THROUGHPUT_RANGES[span]
+    if granularity is None:
+        return None
+    step = timedelta(hours=1) if granularity == "hour" else timedelta(days=1)
+    now = datetime.now(UTC)
+    last = now.replace(minute=0, second=0, microsecond=0) if granularity == "hour" else now.replace(
+        hour=0, minute=0, second=0, microsecond=0)
+    starts = [last - step * i for i in range(count - 1, -1, -1)]
+    fields = ("messages_in", "messages_out", "bytes_in", "bytes_out")
+    figures = {field: dict.fromkeys(starts, 0) for field in fields}
+    for start, metric, value in UsageRollup.objects.filter(
+            tenant=queue.tenant, queue=queue.name, granularity=granularity, start__gte=starts[0],
+            metric__in=fields).values_list("start", "metric", "value"):
+        if start in figures[metric]:
+            figures[metric][start] += value
+    run = UsageRun.objects.filter(finished__isnull=False).order_by("-finished").first()
+    return {"t": [int(s.timestamp()) for s in starts], "span": int(step.total_seconds()) * count,
+            "unit": f"/ {granularity}", **{field: list(figures[field].values()) for field in fields},
+            "computed_at": run.finished.isoformat() if run else None}
+
+
 @require_safe
 @member_page()
 def queue_detail(request, name: str):
     queue = _queue(request, name)
+    span = request.GET.get("range", "live") if request.GET.get("range") in THROUGHPUT_RANGES else "live"
+    history = throughput_history(queue, span) if request.principal.has_scope("consume") else None
     return page(request, "queue.html", {"queue": queue, "settings": _settings_in_words(queue),
-                                        "partitions": partition_table(queue)})
+                                        "partitions": partition_table(queue), "range": span, "history": history,
+                                        "ranges": [(key, words) for key, (words, _g, _c) in THROUGHPUT_RANGES.items()]})
 
 
 def _settings_in_words(queue) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 // The console's traffic charts (uPlot, served by the app), two of each: messages per second and bytes per second.
 //  - data-live: a queue's counters as server-sent events, one a second; two make a rate; the last two minutes shown.
 //  - data-hour: a tenant's last hour, one point per minute, fetched every 30 s.
+//  - data-history: the id of a JSON script with a queue's figures per hour or day (the range picker's longer spans).
 // The latest figures are also written on the element (data-*) so they can be read without the canvas.
 (function () {
   const palette = {in: "#0b6bcb", out: "#067647"};
@@ -81,7 +82,17 @@
     setInterval(load, 30000);
   }
 
+  function history(box) {
+    const h = JSON.parse(document.getElementById(box.dataset.history).textContent);
+    const charts = box.charts = pair(box, h.unit, h.span);
+    charts[0].setData([h.t, h.messages_in, h.messages_out]);
+    charts[1].setData([h.t, h.bytes_in, h.bytes_out]);
+    box.dataset.messagesIn = h.messages_in.reduce((a, b) => a + b, 0);
+    box.dataset.points = h.t.length;
+  }
+
   if (!window.uPlot) return;
+  document.querySelectorAll("[data-history]").forEach(history);
   document.querySelectorAll("[data-live]").forEach(live);
   document.querySelectorAll("[data-hour]").forEach(hour);
 })();
