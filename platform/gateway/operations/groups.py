@@ -17,7 +17,13 @@ from tideway_server.gateway.catalog import QueueInfo
 from tideway_server.gateway.errors import GatewayError
 from tideway_server.gateway.operations import broker_group, seek
 
-from tideway.native.group import CoordinatorLink, delete_offsets, describe_group, group_positions, timestamp_at
+from tideway.native.group import (
+    CoordinatorLink,
+    delete_offsets,
+    describe_group,
+    group_positions,
+    timestamp_at,
+)
 from tideway.protocol.messages import EARLIEST_TIMESTAMP, INSPECTOR, LATEST_TIMESTAMP
 from tideway.protocol.names import TenantNames
 
