@@ -105,7 +105,9 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
 
             page.get_by_role("link", name="Queues", exact=True).click()
             check("queues")
-            page.get_by_role("link", name="Create a queue").click()
+            # The onboarding panel leads the way (issue 43): the first queue, then a key, then a first message.
+            page.get_by_role("link", name="Dashboard").click()
+            page.locator("#onboarding").get_by_role("link", name="Create your first queue").click()
             check("create-queue")
             page.get_by_label("Name").fill("orders")
             page.get_by_label("Partitions").fill("2")
@@ -187,16 +189,26 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             exported = json.loads(open(download.value.path()).read())
             assert [m["key"] for m in exported["messages"]] == ["order-42"]
 
-            # An API key from the keys page, shown once.
-            page.get_by_role("link", name="API keys").click()
+            # An API key from the onboarding panel's link to the keys page, shown once.
+            page.get_by_role("link", name="Dashboard").click()
+            onboarding = page.locator("#onboarding")
+            expect(onboarding).to_contain_text("✓ Your first queue: orders")
+            onboarding.get_by_role("link", name="Create an API key").click()
             page.get_by_label("Name", exact=True).fill("browser test")
             page.get_by_label("manage").check()
             page.get_by_role("button", name="Create key").click()
             key = page.get_by_label("Key", exact=True).input_value()
             assert key.startswith("tw_")
             check("keys")
+            page.get_by_role("link", name="Dashboard").click()
+            expect(onboarding).to_contain_text("✓ An API key exists")
+            onboarding.get_by_text("Snippets for orders").click()
+            snippet = onboarding.locator("pre").first.inner_text()
+            # the first message (produced on the messages page above) read back with the snippet's receive line
+            receive_url = re.search(r"(http\S+/api/v1/queues/orders/groups/workers/receive)", snippet).group(1)
+            assert receive_url.startswith(gateway.base_url)
             with httpx.Client(base_url=gateway.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
-                answer = _post(api, "/api/v1/queues/orders/groups/workers/receive", {"wait_seconds": 5})
+                answer = _post(api, receive_url.removeprefix(gateway.base_url), {"wait_seconds": 5})
                 assert answer.status_code == 200, answer.text
                 received = answer.json()["messages"]
                 assert [m["key"] for m in received] == ["order-42"]
