@@ -26,6 +26,7 @@ urlpatterns = [
     path("throttling", dashboard.throttling),
     path("signin", auth.signin),
     path("signup", auth.signup),
+    re_path(r"^signup/(?P<token>[A-Za-z0-9_:.-]{10,500})$", auth.signup_finish),
     path("signout", auth.signout),
     path("password", auth.password_change),
     path("tenant", auth.switch_tenant),

@@ -226,3 +226,6 @@ EMAIL_HOST_PASSWORD = os.environ.get("TIDEWAY_EMAIL_PASSWORD", "")
 EMAIL_USE_TLS = os.environ.get("TIDEWAY_EMAIL_TLS", "").lower() in ("1", "true", "yes")
 EMAIL_TIMEOUT = 10
 DEFAULT_FROM_EMAIL = os.environ.get("TIDEWAY_EMAIL_FROM", "Tideway <alerts@localhost>")
+# Sign-up sends a link to the address given; a development site (which usually sends no mail) shows it on the
+# page too. Never in production: the page would then let anyone sign up with anyone's address.
+SIGNUP_LINK_ON_PAGE = os.environ.get("TIDEWAY_SIGNUP_LINK_ON_PAGE", "false" if PRODUCTION else "true").lower() == "true"

@@ -24,19 +24,43 @@ def test_the_root_leads_to_the_console_and_the_console_to_sign_in(client):
     assert answer.status_code == 302 and answer.headers["Location"] == "/console/signin?next=/console/queues"
 
 
-def test_sign_up_creates_the_tenant_and_signs_in(client):
-    answer = client.post("/console/signup", {"username": "carol", "email": "carol@example.com",
-                                             "password": PASSWORD, "tenant_name": "Carol Ltd"})
+def _signup_link(client, email: str) -> str:
+    answer = client.post("/console/signup", {"email": email})
+    assert answer.status_code == 200 and "Check your inbox" in answer.text
+    return answer.text.split('id="signup-link"')[0].rsplit('href="', 1)[1].split('"')[0].removeprefix("http://testserver")
+
+
+def test_sign_up_sends_a_link_then_creates_the_tenant_and_signs_in(client, owner_a):
+    from django.core import mail
+
+    link = _signup_link(client, "carol@example.com")
+    assert mail.outbox[-1].to == ["carol@example.com"] and link in mail.outbox[-1].body
+    answer = client.post(link, {"username": "carol", "password": PASSWORD, "tenant_name": "Carol Ltd"})
     assert answer.status_code == 302
     dashboard = client.get("/console/")
     assert dashboard.status_code == 200 and "Carol Ltd" in dashboard.text
     assert "member.add" in dashboard.text  # the same audit row the API writes
-    again = Client().post("/console/signup", {"username": "carol", "email": "c@example.com", "password": PASSWORD,
-                                              "tenant_name": "Other"})
-    assert again.status_code == 400 and "is taken" in again.text
-    short = Client().post("/console/signup", {"username": "dave", "email": "d@example.com", "password": "short",
-                                              "tenant_name": "D"})
+    assert "exists: sign in" in Client().get(link).text  # the link has done its work
+    short = Client().post(_signup_link(Client(), "d@example.com"), {"username": "dave", "password": "short", "tenant_name": "D"})
     assert short.status_code == 400 and "at least 10 characters" in short.text
+    assert Client().get("/console/signup/forged-token-1234").status_code == 404
+
+
+def test_sign_up_never_says_which_user_names_or_addresses_exist(client, owner_a):
+    """It said "the user name 'alice' is taken" to anyone (issue 43): the first step asks only for an address and
+    answers the same for every one; only the holder of the e-mailed link sees a name is taken."""
+    def sent(email):
+        page = Client().post("/console/signup", {"email": email}).text
+        return page.split('role="status">')[1].split("</p>")[0].replace(email, "X")
+
+    assert sent("alice@example.com") == sent("nobody-here@example.com")  # alice has an account; nobody does
+    from django.test import override_settings
+
+    with override_settings(SIGNUP_LINK_ON_PAGE=False):  # production: the link only by e-mail
+        assert 'id="signup-link"' not in Client().post("/console/signup", {"email": "eve@example.com"}).text
+    link = _signup_link(client, "frank@example.com")
+    taken = client.post(link, {"username": "alice", "password": PASSWORD, "tenant_name": "F"})
+    assert taken.status_code == 400 and "is taken" in taken.text  # to the address's owner only
 
 
 def test_sign_in_is_throttled_after_repeated_failures(owner_a):
@@ -236,7 +260,7 @@ def test_a_viewer_changes_nothing_through_any_console_form(owner_a, cluster):
     client = signed_in(Client(), viewer)
     audit_rows = AuditEntry.objects.count()
     own_account = {"/console/signout", "/console/tenant", "/console/password", "/console/signin", "/console/signup",
-                   "/console/invitations/not-a-signed-invitation"}
+                   "/console/invitations/not-a-signed-invitation", "/console/signup/not-a-signed-invitation"}
     for url in _console_urls():
         if url in own_account:
             continue

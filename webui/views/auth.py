@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django import forms
 from django.contrib.auth import authenticate, login, logout, update_session_auth_hash
 from django.contrib.auth.forms import PasswordChangeForm
@@ -13,20 +15,29 @@ from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui import throttle
 from tideway_server.webui.access import SESSION_TENANT, memberships
 
+log = logging.getLogger(__name__)
+
 
 class SigninForm(forms.Form):
     username = forms.CharField(label="User name", max_length=150)
     password = forms.CharField(label="Password", widget=forms.PasswordInput)
 
 
+class SignupStartForm(forms.Form):
+    email = forms.EmailField(label="Email", help_text="we send a link there to finish creating your account")
+
+
 class SignupForm(forms.Form):
     username = forms.RegexField(label="User name", regex=r"^[A-Za-z0-9_.@+-]{3,150}$",
                                 error_messages={"invalid": "3 to 150 letters, digits or _ . @ + -"})
-    email = forms.EmailField(label="Email")
     password = forms.CharField(label="Password", widget=forms.PasswordInput, min_length=10,
                                help_text="at least 10 characters")
     tenant_name = forms.CharField(label="Organisation", max_length=100,
                                   help_text="your tenant: queues, keys and members belong to it")
+
+
+SIGNUP_SALT = "tideway.webui.signup"
+SIGNUP_LINK_DAYS = 1
 
 
 def _next(request) -> str:
@@ -56,18 +67,53 @@ def signin(request):
 
 
 def signup(request):
+    """Step one: an e-mail address, and a link sent there. The answer is the same whatever the address (and no
+    user name is asked yet), so sign-up never tells who has an account; in development, where no mail is sent,
+    the link is also on the page (settings.SIGNUP_LINK_ON_PAGE)."""
+    from django.conf import settings
+    from django.core import signing
+    from django.core.mail import send_mail
+
+    form = SignupStartForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        email = form.cleaned_data["email"].strip().lower()
+        link = request.build_absolute_uri(f"/console/signup/{signing.dumps({'email': email}, salt=SIGNUP_SALT)}")
+        try:
+            send_mail("Finish creating your Tideway account",
+                      f"Open this link within a day to choose your user name and password:\n{link}\n\n"
+                      "If you did not ask for it, ignore this message.", settings.DEFAULT_FROM_EMAIL, [email])
+        except Exception as exc:  # noqa: BLE001 - no mail here: the page says so where it may show the link
+            log.info("sign-up link to %s not e-mailed: %s", email, exc)
+        return render(request, "webui/signup_sent.html", {
+            "email": email, "link": link if settings.SIGNUP_LINK_ON_PAGE else None})
+    return render(request, "webui/signup.html", {"form": form}, status=400 if form.errors else 200)
+
+
+def signup_finish(request, token: str):
+    """Step two, from the e-mailed link: the user name, password and organisation; the account and its tenant."""
+    from django.core import signing
     from tideway_server.tenants.actions import do_signup
 
+    try:
+        email = signing.loads(token, salt=SIGNUP_SALT, max_age=SIGNUP_LINK_DAYS * 86400)["email"]
+    except (signing.BadSignature, KeyError, TypeError):
+        return render(request, "webui/error.html", {"title": "Not found", "sentence": "This sign-up link is not valid "
+                      "or has expired (links last a day): sign up again."}, status=404)
+    from django.contrib.auth import get_user_model
+
+    if get_user_model().objects.filter(email__iexact=email).exists():  # (the link has done its work: it is used)
+        return render(request, "webui/error.html", {"title": "You have an account", "sentence": f"An account for "
+                      f"{email} exists: sign in with it (members of several organisations switch in the header)."})
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            user, _tenant = do_signup(**form.cleaned_data)
+            user, _tenant = do_signup(email=email, **form.cleaned_data)
         except ActionError as exc:
             form.add_error("username" if "user" in exc.code else "tenant_name", exc.message)
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             return redirect("/console/")
-    return render(request, "webui/signup.html", {"form": form}, status=400 if form.errors else 200)
+    return render(request, "webui/signup_finish.html", {"form": form, "email": email}, status=400 if form.errors else 200)
 
 
 def signout(request):
