@@ -65,27 +65,14 @@ def queue_figures(request):
     messages in and out per second, as out-of-band pieces of the table (HTMX asks every 5 s). A rate is the
     difference with this member's previous look (kept in the cache), so the first look shows none yet."""
     from django.core.cache import cache
-    from tideway_server.gateway.operations.traffic import queue_list_figures
+    from tideway_server.gateway.operations.traffic import queue_list_figures, topics_by_cluster
     from tideway_server.topics.models import Queue
     from tideway_server.webui import data
 
     names = [n for n in request.GET.get("names", "").split(",") if n][:PAGE_SIZE]
     rows = {q.name: q for q in Queue.objects.filter(tenant=request.principal.tenant, name__in=names).select_related("cluster")
             if request.principal.may_touch(q.name)}
-    from tideway_server.clusters.admin import bootstrap_of
-
-    by_cluster: dict = {}
-    bootstraps: dict = {}  # cluster id -> its brokers (one query per cluster, not per queue)
-    for queue in rows.values():
-        if queue.cluster is None or not queue.broker_topic:
-            continue
-        if queue.cluster_id not in bootstraps:
-            try:
-                bootstraps[queue.cluster_id] = bootstrap_of(queue.cluster)
-            except ActionError:  # no live broker: its queues show a dash
-                bootstraps[queue.cluster_id] = None
-        if bootstraps[queue.cluster_id]:
-            by_cluster.setdefault(bootstraps[queue.cluster_id], {})[queue.broker_topic] = queue.partitions
+    by_cluster = topics_by_cluster(rows.values())
     looked: dict = {}
     for bootstrap, partitions in by_cluster.items():
         try:

@@ -16,6 +16,7 @@ import redis
 from django.conf import settings
 from tideway_server.clusters.admin import bootstrap_of
 from tideway_server.clusters.models import Cluster
+from tideway_server.controlplane.errors import ActionError
 from tideway_server.gateway import limits, pool
 from tideway_server.gateway.catalog import QueueInfo
 from tideway_server.gateway.errors import GatewayError
@@ -77,6 +78,24 @@ def tenant_throttling(tenant_id: int) -> dict:
         raise GatewayError("unavailable", f"the rate limiter (Redis) did not answer: {exc}") from exc
     finally:
         connection.close()
+
+
+def topics_by_cluster(queues) -> dict[str, dict[str, int]]:
+    """The queues' broker topics and partition counts, by their cluster's bootstrap (one query per cluster);
+    queues of a cluster with no live broker are left out."""
+    bootstraps: dict[int, str | None] = {}
+    out: dict[str, dict[str, int]] = {}
+    for queue in queues:
+        if queue.cluster is None or not queue.broker_topic:
+            continue
+        if queue.cluster_id not in bootstraps:
+            try:
+                bootstraps[queue.cluster_id] = bootstrap_of(queue.cluster)
+            except ActionError:
+                bootstraps[queue.cluster_id] = None
+        if bootstraps[queue.cluster_id]:
+            out.setdefault(bootstraps[queue.cluster_id], {})[queue.broker_topic] = queue.partitions
+    return out
 
 
 async def queue_list_figures(bootstrap: str, partitions: dict[str, int]) -> dict[str, dict]:
