@@ -1,8 +1,10 @@
-"""Sign-in throttling: after a few failed attempts for a user name from one address, wait.
+"""Sign-in throttling: after a few failed attempts for a user name from one address, wait; and a bound on the
+sign-up links the console e-mails (so the site cannot be made to flood someone's inbox).
 
 Counted in Django's cache (per process; one `tideway serve` process serves the
 console). Five failures within 5 minutes lock that name for that address for the
-rest of the 5 minutes; a success clears the count.
+rest of the 5 minutes; a success clears the count. At most 3 sign-up links an hour go to one e-mail address,
+and at most 20 an hour are asked for from one client address.
 """
 
 from __future__ import annotations
@@ -33,3 +35,25 @@ def failed(request, username: str) -> None:
 
 def succeeded(request, username: str) -> None:
     cache.delete(_key(request, username))
+
+
+MAILS_PER_RECIPIENT = 3
+MAILS_PER_CLIENT = 20
+MAIL_WINDOW_S = 3600
+
+
+def _count(key: str) -> int:
+    if cache.add(key, 1, MAIL_WINDOW_S):
+        return 1
+    try:
+        return cache.incr(key)
+    except ValueError:
+        cache.set(key, 1, MAIL_WINDOW_S)
+        return 1
+
+
+def may_mail(request, recipient: str) -> bool:
+    """Count a mail to ``recipient`` asked for by this client; False once either is past its hourly bound."""
+    to = _count(f"console-mail-to:{recipient.strip().lower()}")
+    by = _count(f"console-mail-by:{request.META.get('REMOTE_ADDR', '')}")
+    return to <= MAILS_PER_RECIPIENT and by <= MAILS_PER_CLIENT

@@ -63,6 +63,17 @@ def test_sign_up_never_says_which_user_names_or_addresses_exist(client, owner_a)
     assert taken.status_code == 400 and "is taken" in taken.text  # to the address's owner only
 
 
+def test_sign_up_links_to_one_address_are_bounded(client):
+    """The site cannot be made to flood an inbox: at most 3 links an hour to one address (the page says the same)."""
+    from django.core import mail
+    from django.core.cache import cache
+
+    cache.clear()
+    pages = [Client().post("/console/signup", {"email": "victim@example.com"}) for _ in range(5)]
+    assert all(p.status_code == 200 and "Check your inbox" in p.text for p in pages)
+    assert len([m for m in mail.outbox if m.to == ["victim@example.com"]]) == 3
+
+
 def test_sign_in_is_throttled_after_repeated_failures(owner_a):
     client = Client()
     for _ in range(5):

@@ -79,6 +79,8 @@ def signup(request):
         email = form.cleaned_data["email"].strip().lower()
         link = request.build_absolute_uri(f"/console/signup/{signing.dumps({'email': email}, salt=SIGNUP_SALT)}")
         try:
+            if not throttle.may_mail(request, email):  # the page says the same: it never tells what happened
+                raise RuntimeError("the hourly bound of sign-up links for this address or client is reached")
             send_mail("Finish creating your Tideway account",
                       f"Open this link within a day to choose your user name and password:\n{link}\n\n"
                       "If you did not ask for it, ignore this message.", settings.DEFAULT_FROM_EMAIL, [email])
