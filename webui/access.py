@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from tideway_server.controlplane.api.principal import Principal
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.tenants.choices import ALL_SCOPES, ROLE_SCOPES
-from tideway_server.webui.render import error_page, forbidden
+from tideway_server.webui.render import error_page, forbidden, sentence
 
 SESSION_TENANT = "console_tenant"
 
@@ -82,7 +82,7 @@ def member_page(scope: str | None = None, *, managers_only: bool = False):
             try:
                 return view(request, *args, **kwargs)
             except ActionError as exc:  # e.g. the queue's cluster has no live broker: a page that says so, not a 500
-                return error_page(request, exc.status, f"{exc.message[:1].upper()}{exc.message[1:]}.")
+                return error_page(request, exc.status, sentence(exc.message))
 
         return wrapped
 

@@ -33,6 +33,18 @@ def error_page(request, status: int, sentence: str):
                                                 "sentence": sentence}, status=status)
 
 
+def sentence(message: str) -> str:
+    """An action's message ("queue 'x' does not exist") as the console writes it: "Queue 'x' does not exist."."""
+    return f"{message[:1].upper()}{message[1:]}."
+
+
+def field_errors(exc, rename: dict | None = None) -> dict:
+    """{form input: [sentences]} for every field an ActionError names (``details.fields``, else ``details.field``);
+    "form" for a refusal of no one field. ``rename`` maps the action's field names to the form's inputs."""
+    fields = exc.details.get("fields") or {exc.details.get("field", "form"): [exc.message]}
+    return {(rename or {}).get(name, name): [sentence(m) for m in messages] for name, messages in fields.items()}
+
+
 def forbidden(request, sentence: str):
     return error_page(request, 403, sentence)
 

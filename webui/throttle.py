@@ -23,14 +23,19 @@ def locked(request, username: str) -> bool:
     return cache.get(_key(request, username), 0) >= FAILURES_MAX
 
 
-def failed(request, username: str) -> None:
-    key = _key(request, username)
-    if cache.add(key, 1, WINDOW_S):
-        return
+def _bump(key: str, window_s: int) -> int:
+    """Add one to a count that lives ``window_s`` from its first; the count now."""
+    if cache.add(key, 1, window_s):
+        return 1
     try:
-        cache.incr(key)
-    except ValueError:
-        cache.set(key, 1, WINDOW_S)
+        return cache.incr(key)
+    except ValueError:  # it expired between the two calls
+        cache.set(key, 1, window_s)
+        return 1
+
+
+def failed(request, username: str) -> None:
+    _bump(_key(request, username), WINDOW_S)
 
 
 def succeeded(request, username: str) -> None:
@@ -42,18 +47,8 @@ MAILS_PER_CLIENT = 20
 MAIL_WINDOW_S = 3600
 
 
-def _count(key: str) -> int:
-    if cache.add(key, 1, MAIL_WINDOW_S):
-        return 1
-    try:
-        return cache.incr(key)
-    except ValueError:
-        cache.set(key, 1, MAIL_WINDOW_S)
-        return 1
-
-
 def may_mail(request, recipient: str) -> bool:
     """Count a mail to ``recipient`` asked for by this client; False once either is past its hourly bound."""
-    to = _count(f"console-mail-to:{recipient.strip().lower()}")
-    by = _count(f"console-mail-by:{request.META.get('REMOTE_ADDR', '')}")
+    to = _bump(f"console-mail-to:{recipient.strip().lower()}", MAIL_WINDOW_S)
+    by = _bump(f"console-mail-by:{request.META.get('REMOTE_ADDR', '')}", MAIL_WINDOW_S)
     return to <= MAILS_PER_RECIPIENT and by <= MAILS_PER_CLIENT

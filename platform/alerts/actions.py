@@ -138,10 +138,9 @@ def do_create_channel(tenant, data: dict, *, acting: str) -> tuple[NotificationC
                 raise _invalid("email", "the e-mail address is not one (name@example.com)") from None
             channel.email = data["email"]
     problems.raise_any()
-    name, kind = channel.name, channel.kind
     with transaction.atomic():
         _save_new(channel, NotificationChannel.objects.filter(tenant=tenant).count(), MAX_CHANNELS, "notification channel")
-        audit.record(tenant, acting, "channel.create", name, kind=kind)
+        audit.record(tenant, acting, "channel.create", channel.name, kind=channel.kind)
     return channel, secret
 
 
@@ -258,7 +257,7 @@ def _rule_fields(tenant, data: dict, rule: AlertRule, *, partial: bool) -> list:
         with problems.field("pending.n"):
             rule.pending_n = _whole(pending.get("n"), "pending.n", 1, 100)
         with problems.field("pending.m"):
-            rule.pending_m = _whole(pending.get("m"), "pending.m", 1, min(rule.pending_n, 100))
+            rule.pending_m = _whole(pending.get("m"), "pending.m", 1, rule.pending_n)
     if "missing_data" in data:
         with problems.field("missing_data"):
             if data["missing_data"] not in MISSING_DATA:

@@ -115,8 +115,9 @@ ROTATION_GRACE_MAX_S = 30 * 86400
 def do_rotate_api_key(key: ApiKey, *, grace_s: int, acting: str) -> tuple[ApiKey, str]:
     """A new key with the old one's name, scopes and patterns (and no expiry); the old key keeps working ``grace_s``
     seconds more (0: stops now), time to deploy the new one. Returns the new row and its key (shown once)."""
-    if key.refusal(timezone.now()) is not None:
-        raise ActionError("invalid_request", f"{key.refusal(timezone.now())}: create a new key instead")
+    refusal = key.refusal(timezone.now())
+    if refusal is not None:
+        raise ActionError("invalid_request", f"{refusal}: create a new key instead")
     if not 0 <= grace_s <= ROTATION_GRACE_MAX_S:
         raise ActionError("invalid_request", "the old key keeps working from 0 seconds to 30 days",
                           details={"field": "grace_s"})

@@ -3,6 +3,10 @@
 from django.db import models
 from tideway_server.brokers.security import acl
 
+# A console account's user name and password (sign-up and an invitee's own account take the same).
+USERNAME_PATTERN = r"[A-Za-z0-9_.@+-]{3,150}"
+PASSWORD_MIN = 10
+
 
 class Role(models.TextChoices):
     OWNER = "owner", "owner"

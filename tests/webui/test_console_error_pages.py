@@ -140,8 +140,9 @@ def test_a_viewer_is_offered_no_page_or_piece_that_would_refuse_it(client, owner
             assert client.get(link).status_code == 200, link
 
 
-def test_a_dry_run_of_nothing_selected_asks_for_a_selection(client, owner_a, cluster):
-    """It said "a redrive would move 0 dead letters" (issue 43)."""
+@pytest.fixture
+def queue_of_a(client, owner_a, cluster):
+    """Owner A signed in, with a queue-mode queue "orders" on a cluster whose brokers are not there."""
     from tests.harness.console import make_queue
 
     user, tenant = owner_a
@@ -149,6 +150,10 @@ def test_a_dry_run_of_nothing_selected_asks_for_a_selection(client, owner_a, clu
     cluster.save()
     make_queue(tenant, cluster, "orders", status="ready", mode="queue")
     signed_in(client, user)
+
+
+def test_a_dry_run_of_nothing_selected_asks_for_a_selection(client, queue_of_a):
+    """It said "a redrive would move 0 dead letters" (issue 43)."""
     answer = client.post("/console/queues/orders/dead-letters/redrive", {"which": "dry-run-selected"})
     assert answer.status_code == 302 and "select+dead+letters+first" in answer["Location"]
     assert "would+move" not in answer["Location"]
@@ -193,15 +198,8 @@ def test_a_queue_whose_cluster_cannot_be_reached_is_a_page_that_says_so(client, 
     assert "The brokers cannot be reached" in answer.text and "has no live broker" in answer.text
 
 
-def test_redriving_every_dead_letter_asks_for_the_queue_name_first(client, owner_a, cluster):
+def test_redriving_every_dead_letter_asks_for_the_queue_name_first(client, queue_of_a):
     """"Redrive all" moved everything in one click (issue 43)."""
-    from tests.harness.console import make_queue
-
-    user, tenant = owner_a
-    cluster.bootstrap = "127.0.0.1:9"
-    cluster.save()
-    make_queue(tenant, cluster, "orders", status="ready", mode="queue")
-    signed_in(client, user)
     ask = client.post("/console/queues/orders/dead-letters/redrive", {"which": "all", "rate_per_s": "25"})
     assert ask.status_code == 200 and "Redrive every dead letter of orders" in ask.text and "at 25 per second" in ask.text
     assert 'name="which" value="all"' in ask.text and 'name="rate_per_s" value="25"' in ask.text

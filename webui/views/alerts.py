@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import member_page
-from tideway_server.webui.render import confirmation, confirmed, forbidden, page
+from tideway_server.webui.render import confirmation, confirmed, field_errors, forbidden, page
 
 COMPARATORS = (">", ">=", "<", "<=")
 
@@ -50,12 +50,6 @@ def _rule_form(post) -> dict:
     if post.get("recovery_threshold", "").strip():
         data["recovery_threshold"] = _number(post["recovery_threshold"])
     return data
-
-
-def field_errors(exc: ActionError) -> dict:
-    """{form input: [messages]} for every field the action refused; "form" for a refusal of no one field."""
-    fields = exc.details.get("fields") or {exc.details.get("field", "form"): [exc.message]}
-    return {FORM_FIELDS.get(name, name): [f"{m[:1].upper()}{m[1:]}." for m in messages] for name, messages in fields.items()}
 
 
 def _form_of_rule(rule: dict) -> dict:
@@ -107,7 +101,7 @@ def alerts(request):
         try:
             rule = do_create_rule(request.principal.tenant, _rule_form(request.POST), acting=request.principal.actor)
         except ActionError as exc:
-            return _alerts_page(request, rule_form=_posted(request.POST), rule_errors=field_errors(exc))
+            return _alerts_page(request, rule_form=_posted(request.POST), rule_errors=field_errors(exc, FORM_FIELDS))
         return redirect(f"/console/alerts/{rule.pk}")
     return _alerts_page(request)
 
@@ -163,7 +157,7 @@ def alert_edit(request, rule_id: str):
         try:
             do_update_rule(rule, _rule_form(request.POST), acting=request.principal.actor)
         except ActionError as exc:
-            form, errors = _posted(request.POST), field_errors(exc)
+            form, errors = _posted(request.POST), field_errors(exc, FORM_FIELDS)
         else:
             return redirect(f"/console/alerts/{rule.pk}")
     return page(request, "alert_edit.html", {"rule": rule_json(rule), "form": form, "errors": errors,
@@ -201,7 +195,7 @@ def channel_create(request):
     try:
         channel, secret = do_create_channel(request.principal.tenant, data, acting=request.principal.actor)
     except ActionError as exc:  # the page again, the channel form as typed and each mistake beside its field
-        return _alerts_page(request, channel_form=request.POST.dict(), channel_errors=field_errors(exc))
+        return _alerts_page(request, channel_form=request.POST.dict(), channel_errors=field_errors(exc, FORM_FIELDS))
     if secret:  # shown once, on the next page
         request.session["channel_secret"] = {"channel": channel.name, "secret": secret}
     return redirect("/console/alerts#channels")

@@ -12,8 +12,10 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from tideway_server.controlplane.errors import ActionError
+from tideway_server.tenants.choices import PASSWORD_MIN, USERNAME_PATTERN
 from tideway_server.webui import throttle
 from tideway_server.webui.access import SESSION_TENANT, memberships
+from tideway_server.webui.render import error_page
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +30,10 @@ class SignupStartForm(forms.Form):
 
 
 class SignupForm(forms.Form):
-    username = forms.RegexField(label="User name", regex=r"^[A-Za-z0-9_.@+-]{3,150}$",
+    username = forms.RegexField(label="User name", regex=f"^{USERNAME_PATTERN}$",
                                 error_messages={"invalid": "3 to 150 letters, digits or _ . @ + -"})
-    password = forms.CharField(label="Password", widget=forms.PasswordInput, min_length=10,
-                               help_text="at least 10 characters")
+    password = forms.CharField(label="Password", widget=forms.PasswordInput, min_length=PASSWORD_MIN,
+                               help_text=f"at least {PASSWORD_MIN} characters")
     tenant_name = forms.CharField(label="Organisation", max_length=100,
                                   help_text="your tenant: queues, keys and members belong to it")
 
@@ -99,8 +101,7 @@ def signup_finish(request, token: str):
     try:
         email = signing.loads(token, salt=SIGNUP_SALT, max_age=SIGNUP_LINK_DAYS * 86400)["email"]
     except (signing.BadSignature, KeyError, TypeError):
-        return render(request, "webui/error.html", {"title": "Not found", "sentence": "This sign-up link is not valid "
-                      "or has expired (links last a day): sign up again."}, status=404)
+        return error_page(request, 404, "This sign-up link is not valid or has expired (links last a day): sign up again.")
     from django.contrib.auth import get_user_model
 
     if get_user_model().objects.filter(email__iexact=email).exists():  # (the link has done its work: it is used)

@@ -7,7 +7,7 @@ from django.contrib.auth import login
 from django.shortcuts import redirect
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import SESSION_TENANT
-from tideway_server.webui.render import error_page, page
+from tideway_server.webui.render import error_page, field_errors, page, sentence
 
 
 def invitation(request, token: str):
@@ -16,7 +16,7 @@ def invitation(request, token: str):
     try:
         row = invitation_for(token)
     except ActionError as exc:
-        return error_page(request, 404, f"{exc.message[:1].upper()}{exc.message[1:]}.")
+        return error_page(request, 404, sentence(exc.message))
     errors, form = {}, {}
     if request.method == "POST":
         try:
@@ -29,8 +29,8 @@ def invitation(request, token: str):
                 login(request, membership.user, backend="django.contrib.auth.backends.ModelBackend")
         except ActionError as exc:
             if exc.code == "not_found":
-                return error_page(request, 404, f"{exc.message[:1].upper()}{exc.message[1:]}.")
-            errors[exc.details.get("field", "form")] = [f"{exc.message[:1].upper()}{exc.message[1:]}."]
+                return error_page(request, 404, sentence(exc.message))
+            errors = field_errors(exc)
         else:
             request.session[SESSION_TENANT] = membership.tenant.slug
             return redirect("/console/")

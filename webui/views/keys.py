@@ -9,7 +9,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import may_manage_members, member_page
-from tideway_server.webui.render import confirmation, confirmed, page
+from tideway_server.webui.render import confirmation, confirmed, field_errors, page
 
 SCOPES = ("produce", "consume", "manage")
 EXPIRIES = ((0, "never (until revoked)"), (7, "in 7 days"), (30, "in 30 days"), (90, "in 90 days"), (365, "in a year"))
@@ -17,13 +17,10 @@ GRACES = ((3600, "an hour"), (86400, "a day"), (7 * 86400, "7 days"), (0, "no ti
 
 
 def _key_states(rows) -> list:
-    """Each key with its state in words: active, expires soon, expired, revoked."""
-    from django.utils import timezone
-
+    """Each key with its state in words (``ApiKey.state``: active, expired, revoked)."""
     now = timezone.now()
     for row in rows:
-        row.state = ("revoked" if row.revoked_at else "expired" if row.expires_at and row.expires_at <= now
-                     else "active")
+        row.shown_state = row.state(now)
     return rows
 
 
@@ -50,7 +47,7 @@ def keys(request):
                                                 expires_at=timezone.now() + timedelta(days=days) if days else None,
                                                 acting=request.principal.actor)
             except ActionError as exc:
-                errors[exc.details.get("field", "form")] = [f"{exc.message[:1].upper()}{exc.message[1:]}."]
+                errors = field_errors(exc)
             else:
                 created, form = {"name": row.name, "key": secret}, {}
     rows = _key_states(ApiKey.objects.filter(tenant=tenant).order_by("-created"))

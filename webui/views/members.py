@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_safe
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import may_manage_members, member_page
-from tideway_server.webui.render import confirmation, confirmed, page
+from tideway_server.webui.render import confirmation, confirmed, field_errors, page
 
 ROLES = ("owner", "admin", "developer", "viewer")
 AUDIT_PAGE = 100
@@ -21,9 +21,13 @@ EXPORT_MAX = 10_000
 def members(request):
     """Members and their roles; invitations by e-mail (nobody is added without accepting, and the page never says
     whether an address or a user name belongs to someone); role changes; removal after a typed confirmation."""
-    from django.utils import timezone
     from tideway_server.tenants.actions import do_change_role, do_remove_member
-    from tideway_server.tenants.invitations import do_cancel_invitation, do_invite
+    from tideway_server.tenants.invitations import (
+        PENDING_MAX,
+        do_cancel_invitation,
+        do_invite,
+        pending_invitations,
+    )
     from tideway_server.tenants.models import Invitation, Membership
 
     tenant = request.principal.tenant
@@ -42,11 +46,12 @@ def members(request):
                     row, link = do_invite(tenant, email=form["email"], role=form["role"], acting=request.principal.actor,
                                           site=request.build_absolute_uri("/"))
                 except ActionError as exc:
-                    errors[exc.details.get("field", "form")] = [f"{exc.message[:1].upper()}{exc.message[1:]}."]
+                    errors = field_errors(exc)
                 else:
                     invited, form = {"email": row.email, "role": row.role, "link": link}, {}
             elif action == "cancel":
-                row = Invitation.objects.filter(tenant=tenant, pk=int(request.POST.get("invitation") or 0)).first()
+                chosen = request.POST.get("invitation", "")
+                row = Invitation.objects.filter(tenant=tenant, pk=int(chosen)).first() if chosen.isdigit() else None
                 if row is not None:
                     do_cancel_invitation(row, acting=request.principal.actor)
                     notice = f"The invitation to {row.email} was cancelled: its link no longer works."
@@ -71,11 +76,10 @@ def members(request):
                     notice = f"{username} was removed"
                 else:
                     raise ActionError("invalid_request", "unknown action")
-        except (ActionError, ValueError) as exc:
-            error = getattr(exc, "message", "that is not an invitation")
+        except ActionError as exc:
+            error = exc.message
     rows = Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
-    pending = [i for i in Invitation.objects.filter(tenant=tenant, accepted_at=None, cancelled_at=None)[:100]
-               if i.pending(timezone.now())]
+    pending = pending_invitations(tenant)[:PENDING_MAX]
     return page(request, "members.html", {"members": rows, "roles": ROLES, "error": error, "notice": notice,
                                           "invited": invited, "errors": errors, "form": form, "invitations": pending,
                                           "may_change": may_manage_members(request.principal)},

@@ -336,7 +336,7 @@ def group_delete(request, name: str, group: str):
     from tideway_server.gateway.operations.groups import delete_idle_group
     from tideway_server.tenants import audit
     from tideway_server.webui import data
-    from tideway_server.webui.render import confirmation, confirmed, error_page
+    from tideway_server.webui.render import confirmation, confirmed, error_page, sentence
 
     info = data.queue_info(request.principal, name)
     if not confirmed(request, group):
@@ -352,7 +352,7 @@ def group_delete(request, name: str, group: str):
     try:
         count = data.run(delete_idle_group, data.caller_for(request.principal), info, group)
     except GatewayError as exc:
-        return error_page(request, exc.status, f"{data.refusal(exc)[:1].upper()}{data.refusal(exc)[1:]}.")
+        return error_page(request, exc.status, sentence(data.refusal(exc)))
     audit.record(request.principal.tenant, request.principal.actor, "group.delete", f"{name}/{group}", positions=count)
     return redirect(f"/console/queues/{name}?deleted_group={group}")
 

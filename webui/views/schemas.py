@@ -12,7 +12,7 @@ from django.http import Http404
 from django.shortcuts import redirect
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.webui.access import member_page
-from tideway_server.webui.render import forbidden, page
+from tideway_server.webui.render import forbidden, page, sentence
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")
 SUBJECT = re.compile(r"[A-Za-z0-9._:-]{1,255}")  # the console's route for a subject takes these
@@ -49,7 +49,7 @@ def subjects(request):
                 do_register(tenant, subject_name, text=form["schema"], schema_type=form["schema_type"],
                             acting=request.principal.actor)
             except ActionError as exc:
-                errors["schema"] = [f"{exc.message[:1].upper()}{exc.message[1:]}."]
+                errors["schema"] = [sentence(exc.message)]
             else:
                 return redirect(f"/console/schemas/{subject_name}")
     rows = (SubjectVersion.objects.filter(tenant=tenant, deleted=False).values("subject")

@@ -75,14 +75,19 @@ async def lag_page(queue: QueueInfo, search: str, page: int, per_page: int) -> t
     return shown, len(found), page
 
 
-async def reset_idle_group(caller: Caller, queue: QueueInfo, group: str, **where) -> dict[int, int]:
-    """Move a stream group's positions (``seek``'s ``to``, ``offset`` or ``timestamp_ms``), refused while the group
-    has members: their next commit would move the positions back. ``dry_run=True``: where they would go, unmoved."""
-    client = await pool.client(queue.bootstrap)
+async def _idle(client, caller: Caller, group: str, doing: str):
+    """The stream group described, refused while it has members: their next commit would undo ``doing``."""
     described = await describe_group(client, broker_group(caller, group, "stream"), "stream")
     if described.members:
         raise GatewayError("group_busy", f"group {group!r} has {len(described.members)} member(s): stop its consumers "
-                           "before moving its positions")
+                           f"before {doing}")
+    return described
+
+
+async def reset_idle_group(caller: Caller, queue: QueueInfo, group: str, **where) -> dict[int, int]:
+    """Move a stream group's positions (``seek``'s ``to``, ``offset`` or ``timestamp_ms``), refused while the group
+    has members: their next commit would move the positions back."""
+    await _idle(await pool.client(queue.bootstrap), caller, group, "moving its positions")
     return await seek(caller, queue, group, **where)
 
 
@@ -90,29 +95,26 @@ async def preview_reset(caller: Caller, queue: QueueInfo, group: str, **where) -
     """What a reset would do, moving nothing: per partition the group's position now, where it would go, the log
     end, and how many records that re-reads (positive) or skips (negative). Refused while the group has members."""
     client = await pool.client(queue.bootstrap)
-    described = await describe_group(client, broker_group(caller, group, "stream"), "stream")
+    described = await _idle(client, caller, group, "moving its positions")
     now = {c.partition: c.offset for c in described.offsets if c.topic == queue.broker_topic and c.offset >= 0}
-    targets = await reset_idle_group(caller, queue, group, dry_run=True, **where)
+    targets = await seek(caller, queue, group, dry_run=True, **where)
+    ends = await client.list_offsets([(queue.broker_topic, p, LATEST_TIMESTAMP) for p in targets])
     rows = []
     for partition, after in sorted(targets.items()):
-        end, _ = await client.list_offset(queue.broker_topic, partition, LATEST_TIMESTAMP)
         before = now.get(partition)
-        rows.append({"partition": partition, "now": before, "after": after, "log_end": end,
+        rows.append({"partition": partition, "now": before, "after": after,
+                     "log_end": ends.get((queue.broker_topic, partition), (None,))[0],
                      "change": None if before is None else before - after})
     return rows
 
 
 async def delete_idle_group(caller: Caller, queue: QueueInfo, group: str) -> int:
-    """Forget a stream group's positions on this queue, refused while it has members (GROUP_SUBSCRIBED_TO_TOPIC
-    from the coordinator); the group is gone once it has no position left anywhere. How many positions went."""
+    """Forget a stream group's positions on this queue, refused while it has members (the coordinator refuses too:
+    GROUP_SUBSCRIBED_TO_TOPIC); the group is gone once it has no position left anywhere. How many positions went."""
     client = await pool.client(queue.bootstrap)
-    name = broker_group(caller, group, "stream")
-    described = await describe_group(client, name, "stream")
-    if described.members:
-        raise GatewayError("group_busy", f"group {group!r} has {len(described.members)} member(s): stop its consumers "
-                           "before deleting it")
+    described = await _idle(client, caller, group, "deleting it")
     positions = [(c.topic, c.partition) for c in described.offsets if c.topic == queue.broker_topic]
     if not positions:
         raise GatewayError("group_not_found", f"group {group!r} has no position on {queue.name!r}")
-    await delete_offsets(CoordinatorLink(client, name), positions)
+    await delete_offsets(CoordinatorLink(client, broker_group(caller, group, "stream")), positions)
     return len(positions)

@@ -78,12 +78,10 @@ class MemberSerializer(serializers.ModelSerializer):
     username = serializers.RegexField(r"^[\w.@+-]{1,150}$", source="user.username")
     email = serializers.EmailField(source="user.email", required=False, allow_blank=True)
     role = serializers.ChoiceField(Role.choices)
-    password = serializers.CharField(write_only=True, required=False, min_length=8, max_length=128,
-                                     help_text="creates the user when they do not exist yet")
 
     class Meta:
         model = Membership
-        fields = ["username", "email", "role", "password", "created"]
+        fields = ["username", "email", "role", "created"]
         read_only_fields = ["created"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -142,10 +141,9 @@ class InvitationListView(APIView):
 
     @extend_schema(responses=InvitationSerializer(many=True), tags=["members"])
     def get(self, request):
-        now = timezone.now()
-        rows = [r for r in Invitation.objects.filter(tenant=request.auth.tenant, accepted_at=None, cancelled_at=None)
-                if r.pending(now)]
-        return Response(InvitationSerializer(rows, many=True).data)
+        from tideway_server.tenants.invitations import PENDING_MAX, pending_invitations
+
+        return Response(InvitationSerializer(pending_invitations(request.auth.tenant)[:PENDING_MAX], many=True).data)
 
     @extend_schema(request=InvitationSerializer, responses={201: InvitationSerializer}, tags=["members"],
                    summary="Invite an e-mail address (e-mailed the link; the answer carries it too)")

@@ -26,11 +26,18 @@ class ApiKey(models.Model):
     class Meta:
         ordering = ["tenant_id", "created", "id"]
 
+    def state(self, now) -> str:
+        """"revoked", "expired" (its expiry has passed) or "active"."""
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expires_at is not None and self.expires_at <= now else "active"
+
     def refusal(self, now) -> str | None:
         """Why the key may not be used at ``now`` (revoked, expired), or None while it is live."""
-        if self.revoked_at is not None:
+        state = self.state(now)
+        if state == "revoked":
             return "the API key was revoked"
-        if self.expires_at is not None and self.expires_at <= now:
+        if state == "expired":
             return f"the API key expired at {self.expires_at:%Y-%m-%d %H:%M} UTC"
         return None
 
