@@ -54,7 +54,7 @@ class KafkaAdmin:
         self._groups = groups
         self._broker_id = broker_id
         self.handlers = {15: self.describe_groups, 16: self.list_groups, 19: self.create_topics,
-                         20: self.delete_topics, 23: self.offset_for_leader_epoch, 32: self.describe_configs,
+                         20: self.delete_topics, 21: self.delete_records, 23: self.offset_for_leader_epoch, 32: self.describe_configs,
                          37: self.create_partitions, 60: self.describe_cluster}
 
     # -- topics ---------------------------------------------------------------------------------
@@ -88,6 +88,30 @@ class KafkaAdmin:
                                 error_message=message, topic_config_error_code=0, num_partitions=partitions,
                                 replication_factor=replication_factor, configs=None))
         return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+    async def delete_records(self, request, response_type, session: Session):
+        """Kafka's DeleteRecords (``kafka-delete-records.sh``, ``AdminClient.delete_records``): the native one, for
+        the partitions this broker leads (others answer NOT_LEADER_OR_FOLLOWER, as Kafka's brokers do)."""
+        topic_type = item_type(response_type, "topics")
+        partition_type = item_type(topic_type, "partitions")
+        wanted = [(topic.name, p.partition_index, p.offset) for topic in request.topics for p in topic.partitions]
+        timeout_ms = int(request.timeout.total_seconds() * 1000)
+        native = m.DeleteRecordsRequest(timeout_ms=timeout_ms, partitions=[
+            m.DeleteRecordsPartition(topic=name, partition=index, offset=offset) for name, index, offset in wanted])
+        results = {}
+        try:
+            answer: m.DeleteRecordsResponse = await self._router.call(session, ApiKey.DELETE_RECORDS, native)
+        except errors.BrokerError as exc:
+            results = {(name, index): (kafka_code(exc.errno), -1) for name, index, _ in wanted}
+        else:
+            results = {(r.topic, r.partition): (kafka_code(r.error_code), r.low_watermark) for r in answer.partitions}
+        by_topic: dict[str, list] = {}
+        for name, index, _ in wanted:
+            code, low = results.get((name, index), (ErrorCode.unknown_topic_or_partition, -1))
+            by_topic.setdefault(name, []).append(build(partition_type, partition_index=index, low_watermark=low,
+                                                       error_code=code))
+        return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
     async def _shapes(self, session: Session, names: list[str]) -> dict[str, tuple[int, int]]:
         """(partitions, replication factor) of each of ``names`` the broker knows."""

@@ -81,6 +81,7 @@ class ShareState:
     writes: list[tuple[int, asyncio.Future]] = field(default_factory=list)  # in flight: (version, done)
     reading: asyncio.Lock = field(default_factory=asyncio.Lock)
     log_end_known: int = -1  # the leader's high watermark at the last read
+    log_start_checked: float = 0.0  # when a remote leader was last asked for its log start (window.follow_log_start)
     watching: asyncio.Task | None = None  # a long-polling fetch from a remote leader (remote_leaders.py)
     acquisitions_to_write: bool = False  # a write of acquisitions is due (persistence.StateWriter.write_soon)
     used: float = field(default_factory=time.monotonic)  # the last receive or acknowledgement (see unload_idle)

@@ -223,6 +223,7 @@ class QueueService:
     async def _lock_records(self, state: ShareState, config: TopicConfig, want: int, lock_ms):
         """Lock up to ``want`` records of one share-partition, reading more into its window if it has too few."""
         share = state.share
+        await self.reader.follow_log_start(state)
         now = now_ms()
         if share.expire(now) and share.dead_lettering():
             self.dead_letters.due()

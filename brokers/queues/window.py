@@ -9,6 +9,7 @@ Ownership: the broker's event-loop thread.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,9 @@ from tideway.record.batch import decode_records, iter_batches, read_header
 if TYPE_CHECKING:
     from tideway.native.client import TidewayClient
 
+# A share-partition whose remote leader may have deleted records (a purge) asks for its log start at most this
+# often while receivers use it; a local leader's is looked at on every receive. (SQS lets a purge take 60 s.)
+LOG_START_CHECK_S = 2.0
 WINDOW_RECORDS_MAX = 20_000  # records read ahead of the oldest unfinished one, per share-partition
 READ_BYTES = 256 << 10
 
@@ -61,6 +65,23 @@ class WindowReader:
         offset, _ = await client.list_offset(topic, partition, m.EARLIEST_TIMESTAMP)
         return offset
 
+    async def follow_log_start(self, state: ShareState) -> None:
+        """Drop from the window what the log no longer holds (records deleted by a purge or retention)."""
+        local = self.local_leader(state.topic, state.partition)
+        if local is not None:
+            start = local.log.log_start_offset
+        else:
+            now = time.monotonic()
+            if not state.share.window_records or now < state.log_start_checked + LOG_START_CHECK_S:
+                return
+            state.log_start_checked = now
+            try:
+                start = await self.log_start(state.topic, state.partition)
+            except errors.TidewayError:
+                return  # the next check asks again
+        if start > state.share.start_offset:
+            drop_below(state, start)
+
     async def read(self, state: ShareState, config: TopicConfig) -> None:
         """Read records after the window into it (one read)."""
         async with state.reading:
@@ -75,7 +96,7 @@ class WindowReader:
                     state.log_end_known = log_.high_watermark
                     return
                 if offset < log_.log_start_offset:
-                    share.move_start(log_.log_start_offset)
+                    drop_below(state, log_.log_start_offset)
                     offset = share.end_offset
                 read = log_.read(offset, READ_BYTES)
                 data, high_watermark = read.records, read.high_watermark
@@ -128,8 +149,16 @@ class WindowReader:
         except errors.OffsetOutOfRangeError:
             start = await self.log_start(state.topic, state.partition)
             if offset < start:
-                state.share.move_start(start)
+                drop_below(state, start)
             return b"", state.log_end_known
         except errors.TidewayError:
             return b"", state.log_end_known  # the receivers' next read tries again (metadata is refreshed)
         return result.records, result.high_watermark
+
+
+def drop_below(state: ShareState, offset: int) -> None:
+    """The log holds nothing below ``offset`` now: neither does the window (nor its records' table)."""
+    state.share.move_start(offset)
+    records = state.records
+    for old in [o for o in records if o < offset]:
+        del records[old]

@@ -124,6 +124,7 @@ class ReplicaFetcher:
                     partition_max_bytes=self.partition_fetch_bytes_max,
                     current_leader_epoch=epoch,
                     last_fetched_epoch=p.log.epochs.latest_epoch,
+                    log_start_offset=p.log.log_start_offset,
                 )
                 for p, offset, epoch in asked.values()
             ],
@@ -153,14 +154,16 @@ class ReplicaFetcher:
             error = errors.error_for_code(result.error_code, result.error_message)
             if isinstance(error, errors.OffsetOutOfRangeError) and result.log_start_offset > log_.log_end_offset:
                 log.warning("%s: behind the leader's log start %d; starting over there", name, result.log_start_offset)
-                log_.truncate_to(0)
-                # Nothing to keep below the leader's start: a fresh log is equivalent.
+                # Nothing to keep below the leader's start: an empty log from there is equivalent.
+                log_.start_over_at(result.log_start_offset)
                 return True
             log.debug("%s: leader %d answered %s", name, self.leader_id, error)
             return False
         if result.diverging_epoch >= 0 or result.diverging_end_offset >= 0:
             self._truncate_divergent(partition, result.diverging_epoch, result.diverging_end_offset)
             return True
+        if result.log_start_offset > log_.log_start_offset:
+            log_.follow_start(result.log_start_offset)  # the leader deleted records (DeleteRecords, a purge)
         if result.records:
             try:
                 log_.append_replicated(result.records)

@@ -49,6 +49,7 @@ class FollowerState:
     last_caught_up_monotonic: float = 0.0
     last_fetch_monotonic: float = 0.0
     leader_end_offset_at_last_fetch: int = 0
+    log_start_offset: int = -1  # as it said in its last fetch (-1: not said yet)
 
 
 class Partition:
@@ -72,6 +73,7 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self._acks_waiters: list[tuple[int, int, asyncio.Future]] = []  # heap of (last offset, seq, future)
         self._waiter_sequence = 0
+        self._start_waiters: list[tuple[int, asyncio.Future]] = []  # (log start, future): delete_records
         self._on_high_watermark = on_high_watermark
 
     def __repr__(self) -> str:
@@ -121,6 +123,13 @@ class Partition:
                 "committed; they may or may not be kept"
             )
         )
+        waiters, self._start_waiters = self._start_waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(errors.RequestTimedOutError(
+                    f"{self.topic}-{self.partition}: leadership moved to broker {leader_id} before every in-sync "
+                    "replica had deleted the records; ask again"))
+                future.exception()
         if changed:
             log.info("%s-%d: follower of broker %d in epoch %d, LEO %d", self.topic, self.partition, leader_id, leader_epoch, self.log.log_end_offset)
 
@@ -133,6 +142,35 @@ class Partition:
         self.isr = list(isr)
         self.partition_epoch = partition_epoch
         self.maybe_advance_high_watermark()
+        self._check_start_waiters()
+
+    # -- deleting records (DeleteRecords, a queue's purge) ---------------------------------
+
+    def delete_records(self, offset: int) -> tuple[int, asyncio.Future]:
+        """Delete the records below ``offset`` (-1: the high watermark) here, and return the new log start with a
+        future done once every in-sync follower has deleted them too (they learn it from their fetch answers)."""
+        if self.role is not Role.LEADER:
+            raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition} (leader: {self.leader_id})")
+        start = self.log.delete_records(self.log.high_watermark if offset == -1 else offset)
+        future = asyncio.get_running_loop().create_future()
+        self._start_waiters.append((start, future))
+        self._check_start_waiters()
+        return start, future
+
+    def _check_start_waiters(self) -> None:
+        if not self._start_waiters:
+            return
+        starts = [self.followers.get(r, FollowerState()).log_start_offset for r in self.isr if r != self.broker_id]
+        lowest = min(starts, default=self.log.log_start_offset)
+        waiting = []
+        for start, future in self._start_waiters:
+            if future.done():
+                continue
+            if lowest >= start:
+                future.set_result(None)
+            else:
+                waiting.append((start, future))
+        self._start_waiters = waiting
 
     # -- the leader's write path -----------------------------------------------------------
 
@@ -234,13 +272,16 @@ class Partition:
             return epoch, end_offset
         return None
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower asked for ``fetch_offset``: it holds everything below it."""
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
+        """A follower asked for ``fetch_offset``: it holds everything below it, from ``log_start_offset``."""
         state = self.followers.get(replica_id)
         if state is None:
             return
         now = time.monotonic()
         state.log_end_offset = fetch_offset
+        if log_start_offset != state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            self._check_start_waiters()
         state.last_fetch_monotonic = now
         # Caught up: it has everything this leader had when it fetched last time
         # (Kafka's definition; a follower never equals a moving LEO exactly).

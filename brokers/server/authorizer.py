@@ -68,6 +68,7 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.PRODUCE: Access.TENANT,
     ApiKey.FETCH: Access.TENANT,
     ApiKey.LIST_OFFSETS: Access.TENANT,
+    ApiKey.DELETE_RECORDS: Access.TENANT,
     ApiKey.METADATA: Access.TENANT,
     ApiKey.DESCRIBE_TOPICS: Access.TENANT,
     ApiKey.FIND_COORDINATOR: Access.TENANT,
@@ -224,6 +225,10 @@ def _fetch(principal: Principal, request: m.FetchRequest) -> AfterResponse:
 
 def _list_offsets(principal: Principal, request: m.ListOffsetsRequest) -> AfterResponse:
     return _partitions_view(principal, request, ANY_SCOPE, "read offsets")
+
+
+def _delete_records(principal: Principal, request: m.DeleteRecordsRequest) -> AfterResponse:
+    return _partitions_view(principal, request, frozenset({MANAGE}), "delete records (purge queues)")
 
 
 def _offset_for_leader_epoch(principal: Principal, request: m.OffsetForLeaderEpochRequest) -> AfterResponse:
@@ -416,6 +421,7 @@ _TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]]
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
+    ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,

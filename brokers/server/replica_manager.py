@@ -409,7 +409,7 @@ class ReplicaManager:
                 partition.check_follower_fetch(request.replica_id, part.current_leader_epoch)
                 diverging = partition.diverging_epoch(part.last_fetched_epoch, part.fetch_offset)
                 if diverging is None:
-                    partition.record_follower_fetch(request.replica_id, part.fetch_offset)
+                    partition.record_follower_fetch(request.replica_id, part.fetch_offset, part.log_start_offset)
                     continue
                 result.diverging_epoch, result.diverging_end_offset = diverging
                 result.high_watermark = partition.log.high_watermark
@@ -442,6 +442,39 @@ class ReplicaManager:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
         return m.OffsetForLeaderEpochResponse(partitions=results)
+
+    async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
+        """Delete each partition's records below its offset (Kafka's DeleteRecords; a queue's purge), and answer
+        once every in-sync replica has deleted them too (or say it did not within ``timeout_ms``)."""
+        results = []
+        waits: list[tuple[m.DeleteRecordsPartitionResult, asyncio.Future]] = []
+        for part in request.partitions:
+            result = m.DeleteRecordsPartitionResult(topic=part.topic, partition=part.partition)
+            try:
+                if part.offset < -1:
+                    raise errors.OffsetOutOfRangeError(f"offset {part.offset} is neither -1 (all) nor an offset")
+                partition = self.partition(part.topic, part.partition)
+                result.low_watermark, replicated = partition.delete_records(part.offset)
+                waits.append((result, replicated))
+            except BrokerError as exc:
+                result.error_code, result.error_message = exc.errno, exc.message
+            except OSError as exc:
+                log.error("deleting records of %s-%d failed: %s", part.topic, part.partition, exc)
+                result.error_code, result.error_message = errors.StorageError.errno, f"disk write failed: {exc}"
+            results.append(result)
+        if waits:
+            await asyncio.wait([future for _, future in waits], timeout=max(request.timeout_ms, 0) / 1000)
+        for result, future in waits:
+            if not future.done():
+                future.cancel()
+                result.error_code = errors.RequestTimedOutError.errno
+                result.error_message = (f"deleted on the leader; not every in-sync replica had deleted them within "
+                                        f"{request.timeout_ms} ms (ask again: deleting twice is harmless)")
+            elif future.exception() is not None:
+                exc = future.exception()
+                result.error_code = getattr(exc, "errno", errors.UnknownServerError.errno)
+                result.error_message = str(getattr(exc, "message", exc))
+        return m.DeleteRecordsResponse(partitions=results)
 
     async def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
         results = []

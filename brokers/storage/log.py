@@ -1,7 +1,11 @@
 """A partition replica's log: an ordered list of segments with one active tail.
 
 Offsets are dense and assigned here, at append. The log start offset is the
-base offset of the first segment (retention removes whole segments); the log
+base offset of the first segment (retention removes whole segments), or more
+after records were deleted up to an offset (``delete_records``: Kafka's
+DeleteRecords, a queue's purge): that offset is kept in ``log-start-offset``,
+written and fsynced before the answer, and reads below it are out of range
+although the rest of its segment stays until the segment can go whole. The log
 end offset (LEO) is the next offset to be assigned. ``high_watermark`` is kept
 by the replica layer above (for a single replica it follows the LEO); reads
 for consumers stop at it.
@@ -63,6 +67,7 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _SWAP_FILE = re.compile(r"^(\d{20})\.log\.swap-(\d+)$")  # a compacted copy replacing segments (cleaner.swap)
 _SEGMENT_FILES = re.compile(r"^(\d{20})\.(log|index|timeindex)$")  # a segment's file or one of its indexes
 _VERIFIED_FILE = "verified-segments"
+_START_FILE = "log-start-offset"  # the first offset kept, when records were deleted up to it (delete_records)
 _GAPS_FILE = "compacted"  # present once the log has compacted: offsets may have gaps from then on
 TAIL_BYTES_MAX = 64 << 10  # appends up to this size are kept in memory while they end the log (Log._tail)
 
@@ -101,6 +106,7 @@ class Log:
         self.segments: list[Segment] = []
         self._base_offsets: list[int] = []
         self.high_watermark = 0
+        self._deleted_below = 0  # records below this were deleted (delete_records), whatever segment holds them
         # What this replica appended as leader, batch by batch, while someone counts it (usage
         # metering): (base offset, records, bytes), complete from offset ``appended_from``.
         # Counting from here costs nothing; reading the batches back cost a read and a CRC
@@ -226,6 +232,8 @@ class Log:
         if not self.producers.load_snapshot(self.log_end_offset):
             self._rebuild_producers()
         self.high_watermark = self.log_end_offset
+        self._deleted_below = min(self._read_start(), self.log_end_offset)
+        self._delete_segments_below(self._deleted_below)  # a crash may have come between the checkpoint and the deletes
         self.flushed_offset = self.log_end_offset if recovery_point is None else min(
             recovery_point, self.log_end_offset
         )
@@ -295,7 +303,8 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        base = self.segments[0].base_offset
+        return base if base >= self._deleted_below else self._deleted_below
 
     @property
     def log_end_offset(self) -> int:
@@ -471,6 +480,22 @@ class Log:
         self._rebuild_producers()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
+        self._deleted_below = min(self._deleted_below, self.log_end_offset)
+
+    def start_over_at(self, offset: int) -> None:
+        """Drop every record and go on from ``offset``, empty (a follower behind its leader's log start)."""
+        self.appended = None
+        self._tail = None
+        for segment in self.segments:
+            segment.delete()
+        segment = Segment(self.directory, offset, self.config.index_interval_bytes, gapless=self.gapless)
+        segment.track(self.open_files)
+        self.segments = [segment]
+        self.replaced_segments()
+        self.epochs.clear()
+        self.producers.clear()
+        self.high_watermark = self.flushed_offset = offset
+        self._write_start(offset)
 
     # -- reading ----------------------------------------------------------------
 
@@ -556,6 +581,55 @@ class Log:
             self._base_offsets.pop(0)
             deleted += 1
         return deleted
+
+    def delete_records(self, offset: int) -> int:
+        """Delete every record below ``offset`` (at most the high watermark); return the new log start.
+
+        The new start is on disk (fsynced) before this returns; whole segments below it are removed
+        now, and reads below it are out of range from now on. Asking for less than the start changes nothing.
+        """
+        if not 0 <= offset <= self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"records of {self.topic}-{self.partition} can be deleted up to its high watermark "
+                f"{self.high_watermark}, not {offset}")
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self._write_start(offset)
+        self._deleted_below = offset
+        active = self.active_segment
+        if offset == self.log_end_offset and active.size_bytes:
+            self.roll()  # everything goes: the active segment too
+        self._delete_segments_below(offset)
+        log.info("%s-%d: records below %d deleted", self.topic, self.partition, offset)
+        return offset
+
+    def follow_start(self, leader_start: int) -> None:
+        """A follower: the leader deleted records below ``leader_start``; so does this replica (what it holds)."""
+        offset = min(leader_start, self.log_end_offset)
+        if offset > self.log_start_offset:
+            self._write_start(offset)
+            self._deleted_below = offset
+            self._delete_segments_below(offset)
+
+    def _delete_segments_below(self, offset: int) -> None:
+        """Remove the segments whose records are all below ``offset`` (never the active one)."""
+        removed = False
+        while len(self.segments) > 1 and self.segments[0].next_offset <= offset:
+            self.segments.pop(0).delete()
+            self._base_offsets.pop(0)
+            removed = True
+        if removed:
+            self.write_verified()
+
+    def _read_start(self) -> int:
+        try:
+            with open(os.path.join(self.directory, _START_FILE)) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def _write_start(self, offset: int) -> None:
+        write_atomically(os.path.join(self.directory, _START_FILE), f"{offset}\n".encode())
 
     def close(self) -> None:
         self.epochs.sync()

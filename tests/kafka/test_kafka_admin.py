@@ -8,7 +8,7 @@ manage scope creates nothing; OffsetForLeaderEpoch answers from the leader's epo
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KafkaPythonNewTopic
@@ -176,3 +176,52 @@ def test_offset_for_leader_epoch_answers_from_the_leaders_epochs(plane):
         assert ask(latest.leader_epoch + 1, 0).error_code == 75  # UNKNOWN_LEADER_EPOCH: newer than the leader's
         if latest.leader_epoch > 0:
             assert ask(latest.leader_epoch - 1, 0).error_code == 74  # FENCED_LEADER_EPOCH
+
+
+def test_delete_records_with_the_admin_client_moves_each_partitions_start(plane):
+    """AdminClient.delete_records (Kafka's DeleteRecords, what kafka-delete-records.sh sends): each partition's
+    start moves for every client, a consumer from the earliest offset reads only what is left, and a key
+    without the manage scope deletes nothing."""
+    _slug, key = plane.create_tenant(plan="team")
+    bootstrap = plane.deployment.kafka_bootstrap
+    admin = AdminClient(confluent_config(bootstrap, key))
+    name = plane.unique("trimmed")
+    assert _outcome(admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)])) == {name: None}
+    producer = Producer(confluent_config(bootstrap, key))
+    for i in range(20):
+        producer.produce(name, value=b"v%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+
+    with plane.client(key) as api:
+        limited = api.post("/api/v1/keys/", json={"name": "no-manage", "scopes": ["produce", "consume"]})
+        assert limited.status_code == 201, limited.text
+    refused = AdminClient(confluent_config(bootstrap, limited.json()["key"]))
+    [future] = refused.delete_records([TopicPartition(name, 0, 5)], request_timeout=30).values()
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=60)
+    assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    futures = admin.delete_records([TopicPartition(name, 0, 4), TopicPartition(name, 1, OFFSET_END)],
+                                   request_timeout=30)
+    lows = {tp.partition: future.result(timeout=60).low_watermark for tp, future in futures.items()}
+    assert lows == {0: 4, 1: 10}  # OFFSET_END (-1): everything, up to the high watermark
+    [past] = admin.delete_records([TopicPartition(name, 0, 99)], request_timeout=30).values()
+    with pytest.raises(KafkaException) as raised:
+        past.result(timeout=60)
+    assert raised.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+
+    consumer = Consumer(confluent_config(bootstrap, key, **{"group.id": plane.unique("after"),
+                                                           "auto.offset.reset": "earliest"}))
+    consumer.subscribe([name])
+    values = []
+    try:
+        def read_what_is_left() -> bool:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            return len(values) >= 6
+        wait_until(read_what_is_left, 60, "the 6 records left", interval_s=0)
+        assert consumer.poll(2) is None
+    finally:
+        consumer.close()
+    assert sorted(values) == sorted(b"v%d" % i for i in range(8, 20, 2))  # partition 0 from offset 4: v8, v10, ...

@@ -392,3 +392,44 @@ def test_the_last_append_is_served_as_the_disk_holds_it_and_never_once_the_log_m
     log.append_replicated(bytes(copied))
     log.high_watermark = log.log_end_offset
     assert [r.value for r in decode_records_all(log.read(log.log_end_offset - 1, 1 << 20).records)] == [b"the new leader's"]
+
+
+def test_deleting_records_moves_the_start_mid_segment_removes_whole_segments_and_survives_a_reopen(tmp_path):
+    config = TopicConfig(segment_bytes=2048)
+    directory = str(tmp_path / "t-0")
+    log = Log.open(directory, "t", 0, config, recovery_point=None)
+    values = fill(log, batches=120, per_batch=3)
+    segments_before = len(log.segments)
+    middle = log.segments[3].base_offset + 2  # inside a segment, inside a batch
+    assert log.delete_records(middle) == middle == log.log_start_offset
+    assert len(log.segments) == segments_before - 3  # the three whole segments below it; not the one it is in
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(middle - 1, 1000)
+    assert read_all(log, start=middle) == values[middle:]
+    assert log.delete_records(5) == middle  # less than the start: nothing changes
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records(log.high_watermark + 1)  # past what consumers see: refused
+    log.close()
+
+    again = Log.open(directory, "t", 0, config, recovery_point=None)  # the start is on disk
+    assert again.log_start_offset == middle
+    with pytest.raises(OffsetOutOfRangeError):
+        again.read(middle - 1, 1000)
+    end = again.log_end_offset
+    assert again.delete_records(end) == end  # everything: the active segment goes too
+    assert len(again.segments) == 1 and again.segments[0].size_bytes == 0 and again.log_end_offset == end
+    again.append(make_batch([b"after the purge"]), leader_epoch=0)
+    again.high_watermark = again.log_end_offset
+    assert read_all(again, start=end) == [b"after the purge"]
+
+
+def test_a_follower_follows_its_leaders_start_up_to_what_it_holds_and_starts_over_behind_it(tmp_path):
+    log = Log.open(str(tmp_path / "t-0"), "t", 0, TopicConfig(segment_bytes=2048), recovery_point=None)
+    fill(log, batches=20, per_batch=3)
+    end = log.log_end_offset
+    log.follow_start(end + 100)  # the leader deleted more than this replica holds yet: up to its end
+    assert log.log_start_offset == end
+    log.start_over_at(end + 100)
+    assert log.log_start_offset == log.log_end_offset == log.high_watermark == end + 100
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(end, 100)

@@ -298,6 +298,18 @@ class TidewayClient:
         (result,) = (await self._at_leader(topic, partition, ApiKey.LIST_OFFSETS, request, retry_for_s=retry_for_s)).partitions
         return result.offset, result.timestamp
 
+    async def delete_records(self, topic: str, partition: int, offset: int = -1, *, timeout_ms: int = 30_000,
+                             retry_for_s: float | None = None) -> int:
+        """Delete the records of ``topic``-``partition`` below ``offset`` (-1: every record there is, up to the
+        high watermark); return the partition's log start offset now. Needs the manage scope. Asked of the leader,
+        which answers once every in-sync replica has deleted them; retried while the leader moves (deleting
+        again is harmless)."""
+        request = m.DeleteRecordsRequest(timeout_ms=timeout_ms, partitions=[
+            m.DeleteRecordsPartition(topic=topic, partition=partition, offset=offset)])
+        (result,) = (await self._at_leader(topic, partition, ApiKey.DELETE_RECORDS, request,
+                                           retry_for_s=retry_for_s, extra_timeout_s=timeout_ms / 1000)).partitions
+        return result.low_watermark
+
     async def list_offsets(self, wanted: list[tuple[str, int, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """``list_offset`` for many partitions at once: one request per leader (a sampler's look at thousands of
         partitions costs a request per broker). {(topic, partition): (offset, timestamp)}; a partition whose

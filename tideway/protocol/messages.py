@@ -32,6 +32,7 @@ class ApiKey(enum.IntEnum):
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
+    DELETE_RECORDS = 21  # delete a partition's records below an offset (a queue's purge); the manage scope
     METADATA = 3
     API_VERSIONS = 18
     CREATE_TOPICS = 19
@@ -119,6 +120,7 @@ class FetchPartition(Struct, kw_only=True):
     # the last batch in their log (for the divergence check).
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # followers: the first offset they keep (the leader waits on it: DeleteRecords)
 
 
 class FetchRequest(Struct, kw_only=True):
@@ -176,6 +178,32 @@ class ListOffsetsPartitionResult(Struct, kw_only=True, omit_defaults=True):
 
 class ListOffsetsResponse(_Response):
     partitions: list[ListOffsetsPartitionResult] = []
+
+
+# -- delete records ----------------------------------------------------------------------
+
+
+class DeleteRecordsPartition(Struct, kw_only=True):
+    topic: str
+    partition: int
+    offset: int  # delete every record below this one; -1: below the high watermark (all there is)
+
+
+class DeleteRecordsRequest(Struct, kw_only=True):
+    partitions: list[DeleteRecordsPartition] = []
+    timeout_ms: int = 30_000  # for every in-sync replica to delete them too
+
+
+class DeleteRecordsPartitionResult(Struct, kw_only=True, omit_defaults=True):
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+    low_watermark: int = -1  # the partition's log start offset now
+
+
+class DeleteRecordsResponse(_Response):
+    partitions: list[DeleteRecordsPartitionResult] = []
 
 
 # -- metadata ---------------------------------------------------------------------------
@@ -745,6 +773,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.PRODUCE: ProduceRequest,
     ApiKey.FETCH: FetchRequest,
     ApiKey.LIST_OFFSETS: ListOffsetsRequest,
+    ApiKey.DELETE_RECORDS: DeleteRecordsRequest,
     ApiKey.METADATA: MetadataRequest,
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.CREATE_TOPICS: CreateTopicsRequest,
@@ -778,6 +807,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.PRODUCE: ProduceResponse,
     ApiKey.FETCH: FetchResponse,
     ApiKey.LIST_OFFSETS: ListOffsetsResponse,
+    ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
     ApiKey.METADATA: MetadataResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_TOPICS: CreateTopicsResponse,
