@@ -70,6 +70,7 @@ urlpatterns = [
     re_path(rf"^queues/{NAME}/groups/(?P<group>[A-Za-z0-9._-]{{1,100}})/reset$", queues.group_reset),
     re_path(rf"^queues/{NAME}/groups/(?P<group>[A-Za-z0-9._-]{{1,100}})/delete$", queues.group_delete),
     re_path(rf"^queues/{NAME}/delete$", queues.queue_delete),
+    re_path(rf"^queues/{NAME}/purge$", queues.queue_purge),
     re_path(rf"^queues/{NAME}/edit$", queues.queue_edit),
     re_path(rf"^queues/{NAME}/messages$", messages.messages),
     re_path(rf"^queues/{NAME}/messages/export$", messages.export),

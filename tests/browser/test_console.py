@@ -411,6 +411,10 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             page.get_by_role("link", name="Delete ops mail").click()
             expect(page.get_by_text("This cannot be undone")).to_be_visible()
             check("channel-delete")
+            page.goto(f"{gateway.base_url}/console/queues/orders")
+            page.get_by_role("link", name="Purge messages…").click()
+            expect(page.get_by_text("This cannot be undone")).to_be_visible()
+            check("queue-purge")
             page.goto(f"{gateway.base_url}/console/queues/orders/delete")
             check("queue-delete")
 

@@ -158,3 +158,33 @@ def test_a_rejected_message_is_a_dead_letter_with_its_real_time_when_the_reject_
         letters = api.get(f"/api/v1/queues/{name}/dead-letters").json()["messages"]  # at once, no waiting
         assert [letter["value"] for letter in letters] == ["poison"]
         assert before_ms - 1000 <= letters[0]["timestamp"] <= int(time.time() * 1000)
+
+
+def test_purge_deletes_every_message_held_and_in_flight_and_keeps_what_comes_after(gateway, tenant):
+    _, key = tenant
+    name = make_queue(gateway, key, partitions=2)
+    with gateway.client(key) as api:
+        api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": f"old {i}"} for i in range(30)]})
+        in_flight = _receive(api, name, max_messages=5, wait_seconds=2)
+        assert in_flight
+
+        limited = api.post("/api/v1/keys/", json={"name": "no-manage", "scopes": ["produce", "consume"]}).json()["key"]
+        with gateway.client(limited) as other:
+            refused = other.post(f"/api/v1/queues/{name}/purge")
+            assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
+        assert api.get(f"/api/v1/queues/{name}/messages", params={"max_messages": 1}).json()["messages"]  # unchanged
+
+        purged = api.post(f"/api/v1/queues/{name}/purge")
+        assert purged.status_code == 200, purged.text
+        assert purged.json()["purged"] == 30 and len(purged.json()["partitions"]) == 2
+        assert api.get(f"/api/v1/queues/{name}/messages").json()["messages"] == []  # peek: nothing left
+        assert _receive(api, name, wait_seconds=3) == []  # nor for the group, even what it had read ahead
+        acked = api.post(f"/api/v1/queues/{name}/groups/workers/ack", json={"receipts": [in_flight[0]["receipt"]]})
+        assert acked.status_code == 409 and acked.json()["code"] == "receipt_expired"
+        assert api.post(f"/api/v1/queues/{name}/purge").json()["purged"] == 0  # again: nothing more
+
+        api.post(f"/api/v1/queues/{name}/messages", json={"messages": [{"value": "new"}]})
+        assert [m["value"] for m in _receive(api, name, wait_seconds=3)] == ["new"]
+        entries = api.get("/api/v1/audit/", params={"action": "queue.purge"})
+        assert entries.status_code == 200, entries.text
+        assert any(e["target"] == name and e["details"]["purged"] == 30 for e in entries.json())

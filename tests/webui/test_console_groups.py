@@ -133,3 +133,51 @@ def test_group_table_sorts_by_lag_pages_and_searches(client, owner_a, broker):
     first, second = asyncio.run(live_figures())
     assert first["messages_in"] == 100 and first["bytes_in"] > 100 and first["missing_brokers"] == []
     assert 0.5 < second["t"] - first["t"] < 5  # one a second
+
+
+def test_purging_a_queue_asks_for_its_name_then_deletes_every_message_and_says_how_many(client, owner_a, broker):
+    from tideway_server.clusters.models import Cluster
+    from tideway_server.tenants.actions import do_add_member
+    from tideway_server.tenants.models import AuditEntry
+    from tideway_server.topics.models import Queue
+
+    from tests.harness.console import PASSWORD
+    from tideway.protocol.messages import EARLIEST_TIMESTAMP
+
+    user, tenant = owner_a
+    topic = f"t{tenant.id}.jobs"
+
+    async def fill() -> None:
+        async with TidewayClient(broker.bootstrap) as admin:
+            await admin.create_topic(topic, partitions=2)
+            async with Producer(admin, acks=1) as producer:
+                for i in range(14):
+                    await producer.send(topic, b"m%d" % i, partition=i % 2)
+
+    async def starts() -> list[int]:
+        async with TidewayClient(broker.bootstrap) as admin:
+            return [(await admin.list_offset(topic, p, EARLIEST_TIMESTAMP))[0] for p in (0, 1)]
+
+    asyncio.run(fill())
+    cluster = Cluster.objects.create(name="local", bootstrap=broker.bootstrap)
+    Queue.objects.create(tenant=tenant, cluster=cluster, name="jobs", status="ready", broker_topic=topic, mode="queue",
+                         partitions=2, replication_factor=1, retention_ms=86_400_000, retention_bytes=1 << 30,
+                         max_message_bytes=1 << 20)
+    signed_in(client, user)
+    assert 'href="/console/queues/jobs/purge"' in client.get("/console/queues/jobs").content.decode()
+    asked = client.get("/console/queues/jobs/purge").content.decode()
+    assert "cannot be undone" in asked and "Purge messages" in asked
+    wrong = client.post("/console/queues/jobs/purge", {"confirm": "job"})
+    assert wrong.status_code == 400 and "type the queue&#x27;s name (jobs)" in wrong.content.decode()
+    assert asyncio.run(starts()) == [0, 0]  # nothing deleted
+
+    done = client.post("/console/queues/jobs/purge", {"confirm": "jobs"})
+    assert done.status_code == 302 and done["Location"] == "/console/queues/jobs?purged=14"
+    assert "Purged: 14 messages deleted from jobs." in client.get(done["Location"]).content.decode()
+    assert asyncio.run(starts()) == [7, 7]
+    assert AuditEntry.objects.filter(tenant=tenant, action="queue.purge", target="jobs", details__purged=14).exists()
+
+    viewer = do_add_member(tenant, username="vera", role="viewer", password=PASSWORD, acting="test").user
+    signed_in(client, viewer)
+    assert "/purge" not in client.get("/console/queues/jobs").content.decode()
+    assert client.post("/console/queues/jobs/purge", {"confirm": "jobs"}).status_code == 403

@@ -398,6 +398,36 @@ def partition_table(queue) -> dict:
 
 
 @member_page(scope="manage")
+def queue_purge(request, name: str):
+    """Delete every message the queue holds now, after typing its name (the queue and its settings stay)."""
+    from tideway_server.gateway.errors import GatewayError
+    from tideway_server.gateway.operations import purge_queue
+    from tideway_server.tenants import audit
+    from tideway_server.webui import data
+    from tideway_server.webui.render import confirmation, confirmed, error_page, sentence
+
+    info = data.queue_info(request.principal, name)
+    if not confirmed(request, name):
+        groups = "queue groups forget them too, also those received and not yet acknowledged" if info.is_queue else (
+            "stream groups keep their positions; one below what is left reads from the first message left")
+        return confirmation(
+            request, title=f"Purge the messages of {name}",
+            consequence=f"Every message {name} holds now is deleted from every partition and every replica ({groups}). "
+                        "Messages published from now on are kept. The queue, its settings, its dead letters and its "
+                        "groups stay.",
+            undo="This cannot be undone: the messages are gone for every reader.",
+            word=name, word_label="the queue's name", button="Purge messages",
+            cancel=f"/console/queues/{name}",
+            error="" if request.method != "POST" else f"type the queue's name ({name}) to purge it")
+    try:
+        purged = data.run(purge_queue, data.caller_for(request.principal), info)
+    except GatewayError as exc:
+        return error_page(request, exc.status, sentence(data.refusal(exc)))
+    audit.record(request.principal.tenant, request.principal.actor, "queue.purge", name, purged=purged["purged"])
+    return redirect(f"/console/queues/{name}?purged={purged['purged']}")
+
+
+@member_page(scope="manage")
 def queue_delete(request, name: str):
     from tideway_server.topics import actions
 

@@ -16,6 +16,7 @@ gateway's pool and its Redis only through them (tests/unit/test_import_rules.py)
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -211,6 +212,24 @@ async def dead_letter_count(caller: Caller, queue: QueueInfo) -> tuple[int, bool
 async def purge(caller: Caller, queue: QueueInfo) -> int:
     require_queue_mode(queue)
     return await purge_dead_letters(await pool.client(queue.bootstrap), queue.dead_letter_topic)
+
+
+# -- purge ----------------------------------------------------------------------------------------------
+
+
+async def purge_queue(caller: Caller, queue: QueueInfo) -> dict:
+    """Delete every message the queue holds now, on every partition (DELETE_RECORDS up to each high watermark;
+    what is published meanwhile stays). Queue groups drop what they had read of them, in flight or not; stream
+    groups' positions stay (a position below the new start reads from it). How many went, per partition too."""
+    require_scope(caller, "manage")
+    client = await pool.client(queue.bootstrap)
+    topic, numbers = queue.broker_topic, range(queue.partitions)
+    before = await client.list_offsets([(topic, number, EARLIEST_TIMESTAMP) for number in numbers])
+    starts = await asyncio.gather(*(client.delete_records(topic, number) for number in numbers))
+    partitions = [{"partition": number, "log_start_offset": start,
+                   "purged": max(0, start - before.get((topic, number), (start, -1))[0])}
+                  for number, start in zip(numbers, starts, strict=True)]
+    return {"purged": sum(p["purged"] for p in partitions), "partitions": partitions}
 
 
 async def redrive_job_exists(queue_id: int, job_id: str) -> bool:
