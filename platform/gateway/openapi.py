@@ -104,6 +104,11 @@ def data_paths() -> dict:
                 QUEUE, MAX_MESSAGES, _query("partition", "only this partition", {"type": "integer", "minimum": 0}),
                 _query("offset", "from this offset", {"type": "integer", "minimum": 0}), ENCODING], answer=_messages()),
         },
+        q + "/purge": {"post": _operation(
+            "Purge a queue", "Delete every message the queue holds now, on every partition (irreversible; what is "
+            "published meanwhile stays). Queue groups drop those they had received; stream groups keep their positions.",
+            parameters=[QUEUE], answer=_object(purged={"type": "integer"}, partitions={"type": "array", "items": _object(
+                partition={"type": "integer"}, log_start_offset={"type": "integer"}, purged={"type": "integer"})}))},
         g + "/receive": {"post": _operation(
             "Receive messages", "Queue model: lock and return up to max_messages (long polling up to wait_seconds).",
             parameters=[QUEUE, GROUP, ENCODING], body="ReceiveBody", answer=_messages("DataDelivery"),

@@ -14,11 +14,27 @@ def _as_user(control_plane, username: str, password: str, tenant: str | None = N
 def test_signup_members_and_roles(control_plane):
     owner = control_plane.unique("owner")
     with control_plane.client() as anonymous:
-        signed_up = anonymous.post("/api/v1/signup", json={"username": owner, "password": "owner-password",
-                                                           "tenant_name": control_plane.unique("Acme")})
+        # Step one answers the same for any address (here, outside production, with the link's token).
+        asked = anonymous.post("/api/v1/signup", json={"email": f"{owner}@example.com"})
+        assert asked.status_code == 202, asked.text
+        assert set(asked.json()) == {"detail", "link", "token"} and asked.json()["link"].endswith(asked.json()["token"])
+        assert anonymous.post("/api/v1/signup", json={"username": owner, "password": "owner-password",
+                                                      "tenant_name": "X"}).status_code == 400  # no e-mail: no account
+        forged = anonymous.post("/api/v1/signup/finish", json={"token": asked.json()["token"] + "x", "username": owner,
+                                                               "password": "owner-password", "tenant_name": "X"})
+        assert forged.status_code == 404 and forged.json()["code"] == "not_found"
+        signed_up = anonymous.post("/api/v1/signup/finish", json={
+            "token": asked.json()["token"], "username": owner, "password": "owner-password",
+            "tenant_name": control_plane.unique("Acme")})
         assert signed_up.status_code == 201, signed_up.text
         assert signed_up.json()["plan"]["name"] == "free"
-        taken = anonymous.post("/api/v1/signup", json={"username": owner, "password": "another-password", "tenant_name": "X"})
+        again = anonymous.post("/api/v1/signup/finish", json={"token": asked.json()["token"], "username": owner + "2",
+                                                              "password": "owner-password", "tenant_name": "Y"})
+        assert again.status_code == 404  # a link makes one account
+        # Whether a user name is taken is told only to the holder of a fresh link (as in the console).
+        other = anonymous.post("/api/v1/signup", json={"email": f"other-{owner}@example.com"}).json()["token"]
+        taken = anonymous.post("/api/v1/signup/finish", json={"token": other, "username": owner,
+                                                              "password": "another-password", "tenant_name": "X"})
         assert taken.status_code == 409 and taken.json()["code"] == "username_taken"
     viewer, developer = control_plane.unique("viewer"), control_plane.unique("developer")
     with _as_user(control_plane, owner, "owner-password") as api:

@@ -1,5 +1,5 @@
 from rest_framework import serializers
-from tideway_server.tenants.choices import Role, Scope
+from tideway_server.tenants.choices import PASSWORD_MIN, USERNAME_PATTERN, Role, Scope
 from tideway_server.tenants.models import ApiKey, AuditEntry, Membership, Plan, Tenant
 
 
@@ -96,9 +96,14 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
 
 class SignupSerializer(serializers.Serializer):
-    username = serializers.RegexField(r"^[\w.@+-]{1,150}$")
-    password = serializers.CharField(min_length=8, max_length=128, write_only=True)
-    email = serializers.EmailField(required=False, allow_blank=True, default="")
+    email = serializers.EmailField(max_length=254, help_text="a link to finish signing up is sent there")
+
+
+class SignupFinishSerializer(serializers.Serializer):
+    token = serializers.CharField(max_length=500, help_text="the sign-up link's token (the part after /console/signup/)")
+    username = serializers.RegexField(f"^{USERNAME_PATTERN}$", error_messages={
+        "invalid": "3 to 150 letters, digits or _ . @ + -"})
+    password = serializers.CharField(min_length=PASSWORD_MIN, max_length=128, write_only=True)
     tenant_name = serializers.CharField(max_length=100)
 
 

@@ -3,6 +3,7 @@ from tideway_server.tenants.api import views
 
 urlpatterns = [
     path("signup", views.SignupView.as_view()),
+    path("signup/finish", views.SignupFinishView.as_view()),
     path("tenant", views.CurrentTenantView.as_view()),
     path("keys/", views.ApiKeyListView.as_view()),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{12})$", views.ApiKeyDetailView.as_view()),

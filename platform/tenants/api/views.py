@@ -22,6 +22,7 @@ from tideway_server.tenants.api.serializers import (
     OperatorTenantSerializer,
     PlanSerializer,
     RotateApiKeySerializer,
+    SignupFinishSerializer,
     SignupSerializer,
     TenantSerializer,
 )
@@ -248,16 +249,51 @@ class AuditLogView(APIView):
 
 
 class SignupView(APIView):
-    """Create a user and their tenant on the free plan, with the user as owner."""
+    """Sign up, step one: a link to finish is sent to the e-mail address. The answer is the same whatever the
+    address (it never tells who has an account); outside production (TIDEWAY_SIGNUP_LINK_ON_PAGE) it carries the
+    link and its token, as no mail may be sent there."""
 
     public = True
     authentication_classes: list = []
 
-    @extend_schema(request=SignupSerializer, responses={201: TenantSerializer}, tags=["tenant"], auth=[])
+    @extend_schema(request=SignupSerializer, responses={202: None}, tags=["tenant"], auth=[])
     def post(self, request):
+        from django.conf import settings
+        from tideway_server.tenants.signup import SIGNUP_LINK_DAYS, send_link, token_for
+
         body = SignupSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        _, tenant = actions.do_signup(**body.validated_data)
+        email = body.validated_data["email"].strip().lower()
+        token = token_for(email)
+        link = request.build_absolute_uri(f"/console/signup/{token}")
+        send_link(request.META.get("REMOTE_ADDR", ""), email, link)
+        answer = {"detail": f"a link to finish signing up was sent to {email}; it works for {SIGNUP_LINK_DAYS} day "
+                            "(the console's page at the link, or POST /api/v1/signup/finish with its token)"}
+        if settings.SIGNUP_LINK_ON_PAGE:
+            answer.update(link=link, token=token)
+        return Response(answer, status=status.HTTP_202_ACCEPTED)
+
+
+class SignupFinishView(APIView):
+    """Sign up, step two, with the link's token: a user and their tenant on the free plan, the user its owner."""
+
+    public = True
+    authentication_classes: list = []
+
+    @extend_schema(request=SignupFinishSerializer, responses={201: TenantSerializer}, tags=["tenant"], auth=[])
+    def post(self, request):
+        from django.contrib.auth import get_user_model
+        from tideway_server.tenants.signup import email_for
+
+        body = SignupFinishSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        email = email_for(data.pop("token"))
+        if email is None:
+            raise ActionError("not_found", "this sign-up link is not valid or has expired (links last a day): sign up again")
+        if get_user_model().objects.filter(email__iexact=email).exists():
+            raise ActionError("not_found", f"this sign-up link was used: an account for {email} exists (sign in)")
+        _, tenant = actions.do_signup(email=email, **data)
         return Response(TenantSerializer(tenant).data, status=status.HTTP_201_CREATED)
 
 
