@@ -8,7 +8,14 @@ manage scope creates nothing; OffsetForLeaderEpoch answers from the leader's epo
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KafkaPythonNewTopic
