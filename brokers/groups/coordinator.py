@@ -101,6 +101,9 @@ class GroupCoordinator:
         self.loaded: dict[int, int] = {}  # internal partition -> the leader epoch its groups were loaded in
         self.group_types: dict[str, str] = {}
         self.stream_groups: dict[str, StreamGroup] = {}
+        # The members a group has over Kafka's classic protocol (the Kafka listener's ClassicGroups): described with
+        # the group's own, and counted when a topic's positions are deleted.
+        self.classic_members: Callable[[str], list[m.MemberDescription]] = lambda group_id: []
         self.queues = QueueService(self, peer_client, on_delivered=replicas.metrics.traffic.add_out,
                                    idle_unload_s=queue_idle_unload_ms / 1000)
         replicas.metrics.watch_queues(self.queues.held_counts)
@@ -416,6 +419,7 @@ class GroupCoordinator:
             raise errors.InconsistentGroupTypeError(f"group {group_id!r} is a queue group: its positions are its queue's")
         group = self.stream_groups.get(group_id)
         read = set() if group is None else {t for mb in group.members.values() for t in mb.topics}
+        read |= {t for mb in self.classic_members(group_id) for t in mb.topics}
         results, records, forgotten = [], [], []
         for ref in request.partitions:
             result = m.CommittedOffset(topic=ref.topic, partition=ref.partition)
@@ -487,6 +491,7 @@ class GroupCoordinator:
                 m.CommittedOffset(topic=t, partition=p, offset=o, metadata=md, commit_timestamp_ms=ts)
                 for (t, p), (o, md, ts) in sorted(group.offsets.items())
             ]
+        response.members += self.classic_members(group_id)
         response.share_partitions = self.queues.describe(group_id)
         return response
 

@@ -53,7 +53,8 @@ class KafkaAdmin:
         self._router = router
         self._groups = groups
         self._broker_id = broker_id
-        self.handlers = {15: self.describe_groups, 16: self.list_groups, 19: self.create_topics,
+        self.handlers = {15: self.describe_groups, 16: self.list_groups, 42: self.delete_groups, 47: self.offset_delete,
+                         19: self.create_topics,
                          20: self.delete_topics, 21: self.delete_records, 23: self.offset_for_leader_epoch, 32: self.describe_configs,
                          37: self.create_partitions, 60: self.describe_cluster}
 
@@ -238,6 +239,55 @@ class KafkaAdmin:
                 values.update(group_state=State.EMPTY.value, protocol_type=CONSUMER_PROTOCOL)
             out.append(build(group_type, **values))
         return build(response_type, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+    async def delete_groups(self, request, response_type, session: Session):
+        """Kafka's DeleteGroups (``kafka-consumer-groups.sh --delete``): a group without members loses every position
+        (and is gone); one with members, Kafka's or Tideway's own, is NON_EMPTY_GROUP."""
+        result_type = item_type(response_type, "results")
+        results = [build(result_type, group_id=group_id, error_code=await self._delete_group(session, group_id))
+                   for group_id in request.groups_names]
+        return build(response_type, throttle_time=NO_THROTTLE, results=tuple(results))
+
+    async def _delete_group(self, session: Session, group_id: str) -> ErrorCode:
+        asked = m.DescribeGroupRequest(group_id=group_id, group_type="stream")
+        try:
+            described: m.DescribeGroupResponse = await self._router.call(session, ApiKey.DESCRIBE_GROUP, asked)
+            if described.coordinator not in (-1, self._broker_id):
+                return ErrorCode.not_coordinator
+            if described.members:
+                return ErrorCode.non_empty_group
+            if not described.offsets:
+                return ErrorCode.group_id_not_found
+            answer: m.OffsetDeleteResponse = await self._router.call(session, ApiKey.OFFSET_DELETE, m.OffsetDeleteRequest(
+                group_id=group_id, partitions=[m.TopicPartitionRef(topic=o.topic, partition=o.partition)
+                                               for o in described.offsets]))
+        except errors.BrokerError as exc:
+            return kafka_code(exc.errno)
+        refused = next((r.error_code for r in answer.partitions if r.error_code), 0)
+        if refused:
+            return kafka_code(refused)
+        self._groups.forget_if_empty(asked.group_id)  # (renamed in place to its broker-side id)
+        return ErrorCode.none
+
+    async def offset_delete(self, request, response_type, session: Session):
+        """Kafka's OffsetDelete (``kafka-consumer-groups.sh --delete-offsets``): a group forgets its positions on the
+        partitions named, refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) for a topic its members read."""
+        topic_type = item_type(response_type, "topics")
+        partition_type = item_type(topic_type, "partitions")
+        wanted = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
+        native = m.OffsetDeleteRequest(group_id=request.group_id, partitions=[
+            m.TopicPartitionRef(topic=name, partition=index) for name, index in wanted])
+        try:
+            answer: m.OffsetDeleteResponse = await self._router.call(session, ApiKey.OFFSET_DELETE, native)
+        except errors.BrokerError as exc:
+            return build(response_type, error_code=kafka_code(exc.errno), throttle_time=NO_THROTTLE, topics=())
+        codes = {(r.topic, r.partition): kafka_code(r.error_code) for r in answer.partitions}
+        by_topic: dict[str, list] = {}
+        for name, index in wanted:
+            by_topic.setdefault(name, []).append(build(partition_type, partition_index=index,
+                                                       error_code=codes.get((name, index), ErrorCode.unknown_topic_or_partition)))
+        return build(response_type, error_code=ErrorCode.none, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
     async def list_groups(self, request, response_type, session: Session):
         group_type = item_type(response_type, "groups")

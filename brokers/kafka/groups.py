@@ -24,11 +24,15 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import struct
 import time
 import uuid
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
+
+from tideway.protocol import messages as m
+from tideway.protocol.names import split_tenant_prefix
 
 __all__ = ["ClassicGroups", "GroupError", "JoinResult", "State"]
 
@@ -192,6 +196,36 @@ class ClassicGroups:
             if not group.members and group.state is State.EMPTY:
                 del self.groups[group.group_id]
 
+    def forget_if_empty(self, group_id: str) -> None:
+        """The group was deleted (DeleteGroups): its membership record goes too, unless someone joined meanwhile."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members:
+            if group.rebalance_deadline is not None:
+                group.rebalance_deadline.cancel()
+            del self.groups[group_id]
+
+    def member_descriptions(self, group_id: str) -> list[m.MemberDescription]:
+        """The group's Kafka members as Tideway describes members (the coordinator's DESCRIBE_GROUP and its checks
+        before a reset or an offset delete see them): the topics each subscribes to and the partitions it was
+        assigned, read from the consumer protocol's subscription and assignment when the group uses it."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return []
+        # A tenant's members name its topics by its own names (the bytes are the client's): broker-side names here.
+        prefix = split_tenant_prefix(group_id)[0]
+        out = []
+        for member in group.members.values():
+            topics: list[str] = []
+            assigned: list[m.TopicPartitionRef] = []
+            if group.protocol_type == "consumer":
+                metadata = dict(member.protocols).get(group.protocol) or (member.protocols[0][1] if member.protocols else b"")
+                topics = [prefix + topic for topic in _subscribed_topics(metadata)]
+                assigned = [m.TopicPartitionRef(topic=prefix + t, partition=p)
+                            for t, p in _assigned_partitions(member.assignment)]
+            out.append(m.MemberDescription(member_id=member.member_id, client_id="", member_epoch=group.generation,
+                                           topics=topics, assigned=assigned, revoking=[]))
+        return out
+
     # -- rebalances ----------------------------------------------------------------------------
 
     def _member(self, group_id: str, member_id: str) -> tuple[Group, Member]:
@@ -270,3 +304,46 @@ class ClassicGroups:
                 group.rebalance_deadline = None
             group.state = State.EMPTY
             group.generation += 1  # a commit of the last generation is refused now (it has no member)
+
+
+# -- the consumer protocol's subscription and assignment (Kafka's ConsumerProtocolSubscription and
+# ConsumerProtocolAssignment: a version, then topics as int16-length strings; an assignment gives each topic's
+# partitions as int32s). What follows the topics (user data, owned partitions, ...) is not needed here.
+
+_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+
+
+def _string(data: bytes, at: int) -> tuple[str, int]:
+    (size,) = _I16.unpack_from(data, at)
+    at += 2
+    if size < 0 or at + size > len(data):
+        raise ValueError("a string runs past the end")
+    return data[at:at + size].decode(), at + size
+
+
+def _subscribed_topics(metadata: bytes) -> list[str]:
+    try:
+        (count,) = _I32.unpack_from(metadata, 2)
+        at, topics = 6, []
+        for _ in range(max(count, 0)):
+            topic, at = _string(metadata, at)
+            topics.append(topic)
+        return topics
+    except (struct.error, ValueError, UnicodeDecodeError):
+        return []  # not the consumer protocol's bytes: nothing known
+
+
+def _assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
+    try:
+        (count,) = _I32.unpack_from(assignment, 2)
+        at, out = 6, []
+        for _ in range(max(count, 0)):
+            topic, at = _string(assignment, at)
+            (partitions,) = _I32.unpack_from(assignment, at)
+            at += 4
+            for _ in range(max(partitions, 0)):
+                out.append((topic, _I32.unpack_from(assignment, at)[0]))
+                at += 4
+        return out
+    except (struct.error, ValueError, UnicodeDecodeError):
+        return []

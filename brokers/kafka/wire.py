@@ -64,6 +64,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     32: (1, 4),  # DescribeConfigs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
+    47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster: v2 adds fenced brokers
 }
 PRODUCE_SERVED_MIN = 3
@@ -72,7 +74,7 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "Offs
              10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
              15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
              20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch", 32: "DescribeConfigs", 36: "SaslAuthenticate",
-             37: "CreatePartitions", 60: "DescribeCluster"}
+             37: "CreatePartitions", 42: "DeleteGroups", 47: "OffsetDelete", 60: "DescribeCluster"}
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

@@ -221,6 +221,7 @@ class Broker:
         self.kafka_apis = KafkaApis(self.router, self.authenticator, broker_id=config.broker_id,
                                     kafka_address=lambda node: self.metadata.address_of(node, Listener.KAFKA))
         self.kafka_router = KafkaRouter(self.kafka_apis)
+        self.coordinator.classic_members = self.kafka_apis.groups.member_descriptions
         # One budget for both listeners: what callers' requests in progress may hold (limits.RequestBuffers).
         self.request_buffers = RequestBuffers(config.request_buffer_bytes_max, config.request_buffer_per_principal_bytes_max)
         self._registries = {

@@ -266,3 +266,64 @@ def test_a_group_rebalances_commits_and_resumes_where_it_committed(plane, tenant
     assert offsets.status_code == 200, offsets.text
     assert {row["partition"]: (row["committed"], row["lag"]) for row in offsets.json()["partitions"]} == {
         p: (end, 0) for p, end in ends.items()}
+
+
+def test_a_kafka_groups_members_are_seen_by_deletes_and_by_tideway_until_they_leave(plane, tenant_a):
+    """A group with a member over Kafka's classic protocol: DeleteGroups answers NON_EMPTY_GROUP, OffsetDelete
+    GROUP_SUBSCRIBED_TO_TOPIC, and Tideway's own DESCRIBE_GROUP (what the console checks before a reset or a
+    delete) names the member and its partitions; once it leaves, OffsetDelete forgets a partition's position and
+    DeleteGroups the group (kafka-consumer-groups.sh --delete-offsets and --delete, with kafka-python's and
+    librdkafka's admin clients)."""
+    from confluent_kafka.admin import AdminClient
+    from kafka import TopicPartition as KafkaPythonTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    from tideway.native import TidewayClient
+    from tideway.native.group import describe_group
+
+    _slug, key = tenant_a
+    name = make_queue(plane, key, partitions=2, mode="stream")
+    group = plane.unique("deletable")
+    bootstrap = plane.deployment.kafka_bootstrap
+    _produce_confluent(bootstrap, key, name, 10, "none")
+    member = Consumer(confluent_config(bootstrap, key, **{"group.id": group, "auto.offset.reset": "earliest"}))
+    member.subscribe([name])
+    read = 0
+
+    def read_all() -> bool:
+        nonlocal read
+        message = member.poll(1)
+        read += message is not None and message.error() is None
+        return read >= 10
+
+    admin = AdminClient(confluent_config(bootstrap, key))
+    tools = KafkaAdminClient(**kafka_python_config(bootstrap, key))
+    try:
+        wait_until(read_all, 60, "the member to read the 10 messages", interval_s=0)
+        member.commit(asynchronous=False)
+
+        async def described():
+            async with TidewayClient(plane.deployment.bootstrap, api_key=key) as client:
+                return await describe_group(client, group, "stream")
+        answer = asyncio.run(described())
+        assert len(answer.members) == 1 and answer.members[0].topics == [name]
+        assert sorted(ref.partition for ref in answer.members[0].assigned) == [0, 1]
+
+        [busy] = admin.delete_consumer_groups([group], request_timeout=30).values()
+        with pytest.raises(KafkaException) as raised:
+            busy.result(timeout=60)
+        assert raised.value.args[0].code() == KafkaError.NON_EMPTY_GROUP
+        refused = tools.delete_group_offsets(group, [KafkaPythonTopicPartition(name, 0)])
+        assert [error.errno for error in refused.values()] == [KafkaError.GROUP_SUBSCRIBED_TO_TOPIC]
+    finally:
+        member.close()  # leaves the group
+
+    wait_until(lambda: not asyncio.run(described()).members, 30, "the member to be gone")
+    forgotten = tools.delete_group_offsets(group, [KafkaPythonTopicPartition(name, 0)])
+    assert [error.errno for error in forgotten.values()] == [0]
+    assert sorted(o.partition for o in asyncio.run(described()).offsets) == [1]
+    [deleted] = admin.delete_consumer_groups([group], request_timeout=30).values()
+    deleted.result(timeout=60)
+    assert asyncio.run(described()).offsets == []
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result(timeout=30).valid}
+    tools.close()
