@@ -43,6 +43,7 @@ from tideway_server.brokers.storage.files import fsync_directory, write_atomical
 from tideway_server.brokers.storage.open_files import OpenFiles
 from tideway_server.brokers.storage.producers import ProducerStateTable
 from tideway_server.brokers.storage.segment import Segment, header_problem
+from tideway_server.brokers.storage.transactions import AbortedTransaction, TransactionIndex
 
 from tideway.protocol import errors
 from tideway.protocol.errors import (
@@ -52,12 +53,15 @@ from tideway.protocol.errors import (
     StorageError,
 )
 from tideway.record.batch import (
+    ATTRIBUTE_CONTROL,
+    ATTRIBUTE_TRANSACTIONAL,
     BatchHeader,
     decode_records,
     first_corrupt_batch,
     stamp_batch,
     validate_batches,
 )
+from tideway.record.markers import build_marker, read_marker
 
 __all__ = ["AppendResult", "Log", "ReadResult"]
 
@@ -124,6 +128,7 @@ class Log:
         self.epochs = LeaderEpochCache(directory)
         self.open_files: OpenFiles | None = None  # the broker's LRU of segment files (None: all stay open)
         self.producers = ProducerStateTable(directory)
+        self.transactions = TransactionIndex(directory)
         self.last_flush_monotonic = time.monotonic()
         # base offset -> (size, mtime ns) of segments read back and found intact
         self.verified: dict[int, tuple[int, int]] = {}
@@ -229,8 +234,10 @@ class Log:
             log.info("%s-%d: leader epoch cache behind the log; rebuilding it", self.topic, self.partition)
             self.epochs.entries = []
             self._rebuild_epochs()
-        if not self.producers.load_snapshot(self.log_end_offset):
-            self._rebuild_producers()
+        # (both snapshots are consumed: a crash before the next clean shutdown leaves neither)
+        producers_loaded = self.producers.load_snapshot(self.log_end_offset)
+        if not self.transactions.load_snapshot(self.log_end_offset) or not producers_loaded:
+            self._rebuild_batch_state()
         self.high_watermark = self.log_end_offset
         self._deleted_below = min(self._read_start(), self.log_end_offset)
         self._delete_segments_below(self._deleted_below)  # a crash may have come between the checkpoint and the deletes
@@ -361,6 +368,8 @@ class Log:
         if idempotent:
             for header in stamped:
                 self.producers.update(header)
+                if header.attributes & ATTRIBUTE_TRANSACTIONAL:
+                    self.transactions.observe(header)
         appended = self.appended
         if appended is not None:
             if len(appended) == appended.maxlen:  # nobody took them: the oldest are read back instead
@@ -388,29 +397,68 @@ class Log:
         headers = validate_batches(data, batch_bytes_max=len(data), from_producer=False)
         next_offset = self.log_end_offset
         gapless = self.gapless
+        markers = []  # each control batch's marker, read before anything changes (a bad one refuses them all)
+        position = 0
         for header in headers:
             # Gaps are fine when the leader's log may be compacted; going back never is.
             problem = header_problem(header, next_offset, gapless)
             if problem:
                 raise CorruptRecordError(f"replicated batch: {problem} (the log ends at {self.log_end_offset})")
             next_offset = header.next_offset
+            markers.append(read_marker(data, position) if header.attributes & ATTRIBUTE_CONTROL else None)
+            position += header.size
         self._maybe_roll(len(data), int(time.time() * 1000))
         base_offset = self.log_end_offset
         if base_offset < self.high_watermark:  # committed records are never written over
             raise InvariantError(f"{self.topic}-{self.partition}: copying batches at {base_offset}, below the "
                                  f"high watermark {self.high_watermark}")
-        for header in headers:
+        for header, marker in zip(headers, markers, strict=True):
             self.epochs.assign(header.leader_epoch, header.base_offset)
             self.producers.update(header)
+            if header.attributes & ATTRIBUTE_TRANSACTIONAL:
+                self.transactions.observe(header, marker)
         self.active_segment.append(data, headers)
         return AppendResult(base_offset, next_offset - 1, sum(h.record_count for h in headers), len(data))
 
-    def _rebuild_producers(self) -> None:
-        """Rebuild idempotent-producer state from batch headers."""
+    def append_marker(self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int, now_ms: int | None = None) -> AppendResult:
+        """End ``producer_id``'s transaction in this partition with a commit or abort marker (a control batch)."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        data = bytearray(build_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                                      timestamp_ms=now_ms))
+        (header,) = validate_batches(data, batch_bytes_max=len(data), from_producer=False)
+        self._maybe_roll(len(data), now_ms)
+        base_offset = self.log_end_offset
+        self.epochs.assign(leader_epoch, base_offset)
+        stamp_batch(data, 0, base_offset, leader_epoch)
+        stamped = header.stamped(base_offset, leader_epoch)
+        self.active_segment.append(data, [stamped])
+        self._tail = None
+        self.transactions.observe(stamped, read_marker(data))
+        if self.appended is not None:
+            self.appended.append((base_offset, 0, len(data)))  # not a message: metered as bytes only
+        return AppendResult(base_offset, base_offset, 0, len(data))
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where ``read_committed`` readers stop: the oldest open transaction's first offset, or the HW."""
+        return self.transactions.last_stable_offset(self.high_watermark)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTransaction]:
+        return self.transactions.aborted_between(start, end)
+
+    def _rebuild_batch_state(self) -> None:
+        """Rebuild idempotent-producer state and the transaction index from batch headers (and markers)."""
         self.producers.clear()
+        self.transactions.clear()
         for segment in self.segments:
-            for _position, header in segment.iter_headers():
+            for position, header in segment.iter_headers():
                 self.producers.update(header)
+                if header.attributes & ATTRIBUTE_TRANSACTIONAL:
+                    control = header.attributes & ATTRIBUTE_CONTROL
+                    marker = read_marker(segment.read_batch(position, header.size)) if control else None
+                    self.transactions.observe(header, marker)
+        self.transactions.forget_below(self.log_start_offset)
 
     def _last_epoch(self) -> int | None:
         """The leader epoch of the log's last batch (None for an empty log)."""
@@ -477,7 +525,7 @@ class Log:
         self.active_segment.unseal()  # a rolled segment becomes the one written to again
         self.active_segment.truncate_to(offset)
         self.epochs.truncate_from_end(self.log_end_offset)
-        self._rebuild_producers()
+        self._rebuild_batch_state()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
         self._deleted_below = min(self._deleted_below, self.log_end_offset)
@@ -494,6 +542,7 @@ class Log:
         self.replaced_segments()
         self.epochs.clear()
         self.producers.clear()
+        self.transactions.clear()
         self.high_watermark = self.flushed_offset = offset
         self._write_start(offset)
 
@@ -580,6 +629,8 @@ class Log:
             self.segments.pop(0).delete()
             self._base_offsets.pop(0)
             deleted += 1
+        if deleted:
+            self.transactions.forget_below(self.log_start_offset)
         return deleted
 
     def delete_records(self, offset: int) -> int:
@@ -613,6 +664,7 @@ class Log:
 
     def _delete_segments_below(self, offset: int) -> None:
         """Remove the segments whose records are all below ``offset`` (never the active one)."""
+        self.transactions.forget_below(offset)
         removed = False
         while len(self.segments) > 1 and self.segments[0].next_offset <= offset:
             self.segments.pop(0).delete()
@@ -634,6 +686,7 @@ class Log:
     def close(self) -> None:
         self.epochs.sync()
         self.producers.write_snapshot(self.log_end_offset)
+        self.transactions.write_snapshot(self.log_end_offset)
         for segment in self.segments:
             segment.close()
         self.write_verified()

@@ -23,7 +23,7 @@ from tideway_server.brokers.storage.files import write_atomically
 
 from tideway.protocol import errors
 from tideway.protocol.messages import RECENT_BATCHES_MAX
-from tideway.record.batch import BatchHeader
+from tideway.record.batch import ATTRIBUTE_CONTROL, BatchHeader
 
 __all__ = ["ProducerStateTable", "RECENT_BATCHES_MAX"]
 
@@ -80,8 +80,9 @@ class ProducerStateTable:
         )
 
     def update(self, header: BatchHeader) -> None:
-        """Record a batch that is now in the log (header with its final base offset)."""
-        if header.producer_id < 0:
+        """Record a batch that is now in the log (header with its final base offset); a transaction's marker
+        (a control batch, no sequence) changes nothing."""
+        if header.producer_id < 0 or header.attributes & ATTRIBUTE_CONTROL:
             return
         last_sequence = header.base_sequence + header.last_offset_delta  # = record_count - 1, unless compacted
         entry = self.producers.get(header.producer_id)

@@ -196,7 +196,7 @@ def test_an_idempotent_producers_last_batch_survives_compaction_as_a_header(tmp_
     compact(log)
     assert all(r.value.startswith(b"newer") for r in read_everything(log))
     log.producers.clear()
-    log._rebuild_producers()  # what a restart after a crash does
+    log._rebuild_batch_state()  # what a restart after a crash does
     follow_up = BatchBuilder(producer_id=77, producer_epoch=0, base_sequence=3)
     follow_up.append(int(time.time() * 1000), b"k", b"next")
     assert not log.append(bytearray(follow_up.build()), leader_epoch=0).duplicate  # accepted, in sequence

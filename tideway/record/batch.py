@@ -374,6 +374,7 @@ class BatchBuilder:
         "producer_id",
         "producer_epoch",
         "base_sequence",
+        "flags",
     )
 
     def __init__(
@@ -382,6 +383,7 @@ class BatchBuilder:
         producer_id: int = -1,
         producer_epoch: int = -1,
         base_sequence: int = -1,
+        flags: int = 0,
     ) -> None:
         self._parts: list[bytes] = []
         self._base_timestamp = -1
@@ -391,6 +393,7 @@ class BatchBuilder:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
+        self.flags = flags  # ATTRIBUTE_TRANSACTIONAL, ATTRIBUTE_CONTROL (markers.py): beside the compression bits
 
     def __len__(self) -> int:
         return len(self._parts)
@@ -459,7 +462,7 @@ class BatchBuilder:
         if self.compression != Compression.NONE:
             records = compress(self.compression, records)
         after_crc = _AFTER_CRC.pack(
-            int(self.compression),
+            int(self.compression) | self.flags,
             count - 1,
             self._base_timestamp,
             self._max_timestamp,
