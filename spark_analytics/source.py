@@ -170,6 +170,7 @@ def _plan(start: dict, end: dict, min_partitions: int) -> list[OffsetRange]:
 def read_range(options: dict, part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The records of one range as Arrow batches (on an executor)."""
     from tideway.record.batch import decode_records, iter_batches, read_header
+    from tideway.record.markers import AbortedFilter
 
     loop = asyncio.new_event_loop()
     client = _client(options)
@@ -182,10 +183,12 @@ def read_range(options: dict, part: OffsetRange) -> Iterator[pa.RecordBatch]:
             if not result.records:
                 raise RuntimeError(f"{part.topic}-{part.partition}: offsets up to {part.end} were asked for; "
                                    f"the log has nothing from {position} (high watermark {result.high_watermark})")
+            keep = AbortedFilter(result.aborted_transactions)  # committed records only; never a marker
             for batch_position, _base, _size in iter_batches(result.records):
-                for record in decode_records(result.records, batch_position):
-                    if position <= record.offset < part.end:
-                        rows.add(part, record)
+                if keep.delivers(read_header(result.records, batch_position)):
+                    for record in decode_records(result.records, batch_position):
+                        if position <= record.offset < part.end:
+                            rows.add(part, record)
                 # Past this batch, whatever its last records were (compaction leaves gaps in the offsets).
                 position = max(position, read_header(result.records, batch_position).next_offset)
                 if position >= part.end:

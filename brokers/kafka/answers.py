@@ -42,8 +42,11 @@ def build(cls, **values):
 
 
 def item_type(cls, name: str):
-    """The dataclass of the items of ``cls``'s sequence field ``name``."""
-    return cls.__dataclass_fields__[name].type.__args__[0]
+    """The dataclass of the items of ``cls``'s sequence field ``name`` (nullable or not)."""
+    sequence = cls.__dataclass_fields__[name].type
+    if type(None) in getattr(sequence, "__args__", ()):  # tuple[X, ...] | None
+        sequence = next(arg for arg in sequence.__args__ if arg is not type(None))
+    return sequence.__args__[0]
 
 
 def milliseconds(value) -> int:

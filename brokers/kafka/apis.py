@@ -197,7 +197,7 @@ class KafkaApis:
         else:
             native = m.FetchRequest(
                 replica_id=m.CONSUMER, max_wait_ms=milliseconds(request.max_wait), min_bytes=request.min_bytes,
-                max_bytes=request.max_bytes, partitions=[
+                max_bytes=request.max_bytes, isolation_level=getattr(request, "isolation_level", 0), partitions=[
                     m.FetchPartition(topic=topic.topic, partition=p.partition, fetch_offset=p.fetch_offset,
                                      partition_max_bytes=p.partition_max_bytes,
                                      current_leader_epoch=getattr(p, "current_leader_epoch", -1))
@@ -211,14 +211,17 @@ class KafkaApis:
                 for r in answer.partitions:
                     results[(r.topic, r.partition)] = (kafka_code(r.error_code), r)
                 throttle = self._throttle(session, CONSUME, sum(len(r.records) for r in answer.partitions))
+        aborted_type = item_type(partition_type, "aborted_transactions")
         by_topic: dict[str, list] = {}
         for name, index in wanted:
             code, r = results.get((name, index), (ErrorCode.unknown_server_error, None))
-            high_watermark = r.high_watermark if r is not None else -1
             by_topic.setdefault(name, []).append(build(
-                partition_type, partition_index=index, error_code=code, high_watermark=high_watermark,
-                last_stable_offset=high_watermark,  # no transactions yet: everything committed is stable
-                log_start_offset=r.log_start_offset if r is not None else -1, aborted_transactions=(),
+                partition_type, partition_index=index, error_code=code,
+                high_watermark=r.high_watermark if r is not None else -1,
+                last_stable_offset=r.last_stable_offset if r is not None else -1,
+                log_start_offset=r.log_start_offset if r is not None else -1,
+                aborted_transactions=tuple(build(aborted_type, producer_id=pid, first_offset=first)
+                                           for pid, first in (r.aborted_transactions if r is not None else ())),
                 preferred_read_replica=-1, records=(r.records if r is not None else b"")))
         return build(response_type, throttle_time=throttle, error_code=ErrorCode.none, session_id=0,
                      responses=tuple(build(topic_type, topic=name, partitions=tuple(parts))

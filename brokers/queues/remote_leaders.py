@@ -57,7 +57,7 @@ class RemoteLeaderWatch:
         """Whether a read could bring records now."""
         local = self.reader.local_leader(state.topic, state.partition)
         if local is not None:
-            return state.share.end_offset < local.log.high_watermark
+            return state.share.end_offset < local.log.last_stable_offset
         # A remote leader: ask it, unless a long poll is out there already (what it brings goes
         # into the window and wakes the receivers). Asking on every pass made each waiting
         # receiver a fetch every pass.
@@ -158,7 +158,8 @@ class RemoteLeaderWatch:
                         if (state.share.end_offset != offset or not self.held.holds(state)
                                 or state.share.window_records >= WINDOW_RECORDS_MAX):
                             return brought
-                        self.reader.add(state, config, result.records, offset, result.high_watermark)
+                        self.reader.add(state, config, result.records, offset, result.last_stable_offset,
+                                        result.aborted_transactions)
                         offset = state.share.end_offset
                         brought = brought or bool(result.records)
                 if brought:

@@ -21,6 +21,7 @@ from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.headers import DEADLINE_HEADER
 from tideway.record.batch import decode_records, iter_batches, read_header
+from tideway.record.markers import AbortedFilter
 
 if TYPE_CHECKING:
     from tideway.native.client import TidewayClient
@@ -91,18 +92,21 @@ class WindowReader:
             offset = share.end_offset
             local = self.local_leader(state.topic, state.partition)
             if local is not None:
+                # Committed data only: up to the last stable offset, without aborted transactions.
                 log_ = local.log
-                if offset >= log_.high_watermark:
-                    state.log_end_known = log_.high_watermark
+                stable = log_.last_stable_offset
+                if offset >= stable:
+                    state.log_end_known = stable
                     return
                 if offset < log_.log_start_offset:
                     drop_below(state, log_.log_start_offset)
                     offset = share.end_offset
-                read = log_.read(offset, READ_BYTES)
-                data, high_watermark = read.records, read.high_watermark
+                data = log_.read(offset, READ_BYTES, max_offset=stable).records
+                aborted = [(t.producer_id, t.first_offset) for t in log_.aborted_between(offset, stable)] \
+                    if log_.transactions.aborted else ()
             else:
-                data, high_watermark = await self._fetch_remote(state, offset)
-            self.add(state, config, data, offset, high_watermark)
+                data, stable, aborted = await self._fetch_remote(state, offset)
+            self.add(state, config, data, offset, stable, aborted)
 
     async def read_restored(self, state: ShareState, config: TopicConfig) -> None:
         """A share-partition restored from its snapshot (a failover, or unloaded while idle): read up to its last
@@ -113,9 +117,11 @@ class WindowReader:
             if state.share.end_offset == before:
                 break
 
-    def add(self, state: ShareState, config: TopicConfig, data: bytes, offset: int, high_watermark: int) -> None:
-        """Records read from ``offset`` into the window (the caller holds ``state.reading``)."""
-        state.log_end_known = high_watermark
+    def add(self, state: ShareState, config: TopicConfig, data: bytes, offset: int, stable: int,
+            aborted=()) -> None:
+        """Records read from ``offset`` up to the last stable offset ``stable`` into the window, but not those of
+        ``aborted`` transactions nor markers (the caller holds ``state.reading``)."""
+        state.log_end_known = stable
         if not data:
             return
         share = state.share
@@ -123,7 +129,12 @@ class WindowReader:
         added = []
         append, records = added.append, state.records
         end = offset
+        keep = AbortedFilter(aborted)
         for position, _base, _size in iter_batches(data):
+            header = read_header(data, position)
+            end = max(end, header.next_offset)  # past markers and aborted records too: they take offsets
+            if not keep.delivers(header):
+                continue
             for record in decode_records(data, position):
                 record_offset = record.offset
                 if record_offset < offset:
@@ -138,10 +149,10 @@ class WindowReader:
                                 pass
                 append((record_offset, record.key, available_at))
                 records[record_offset] = record
-            end = max(end, read_header(data, position).next_offset)
         share.add_records(added, end)
 
-    async def _fetch_remote(self, state: ShareState, offset: int) -> tuple[bytes, int]:
+    async def _fetch_remote(self, state: ShareState, offset: int) -> tuple[bytes, int, list]:
+        """(records, last stable offset, aborted transactions) read from the remote leader (READ_COMMITTED)."""
         client = await self.cluster_client()
         try:
             result = await client.fetch(state.topic, state.partition, offset, max_bytes=READ_BYTES, retry_for_s=0,
@@ -150,10 +161,10 @@ class WindowReader:
             start = await self.log_start(state.topic, state.partition)
             if offset < start:
                 drop_below(state, start)
-            return b"", state.log_end_known
+            return b"", state.log_end_known, []
         except errors.TidewayError:
-            return b"", state.log_end_known  # the receivers' next read tries again (metadata is refreshed)
-        return result.records, result.high_watermark
+            return b"", state.log_end_known, []  # the receivers' next read tries again (metadata is refreshed)
+        return result.records, result.last_stable_offset, result.aborted_transactions
 
 
 def drop_below(state: ShareState, offset: int) -> None:

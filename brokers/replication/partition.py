@@ -197,6 +197,24 @@ class Partition:
         self.maybe_advance_high_watermark()
         return result, future
 
+    def append_marker(self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int) -> asyncio.Future:
+        """End a producer's transaction here with its marker (the transaction coordinator's WRITE_TXN_MARKERS);
+        the future is done once every in-sync replica has it. A marker of an older producer epoch than the
+        partition has seen is refused (a fenced producer's coordinator)."""
+        if self.role is not Role.LEADER:
+            raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {self.topic}-{self.partition} (leader: {self.leader_id})")
+        known = self.log.producers.producers.get(producer_id)
+        if known is not None and producer_epoch < known.epoch:
+            raise errors.InvalidProducerEpochError(
+                f"a marker of producer {producer_id} epoch {producer_epoch}; the partition has seen epoch {known.epoch}")
+        result = self.log.append_marker(producer_id, producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                                        leader_epoch=self.leader_epoch)
+        future = asyncio.get_running_loop().create_future()
+        self._waiter_sequence += 1
+        heapq.heappush(self._acks_waiters, (result.last_offset, self._waiter_sequence, future))
+        self.maybe_advance_high_watermark()
+        return future
+
     def maybe_advance_high_watermark(self) -> bool:
         """Move the HW to the smallest LEO in the ISR; True if it moved."""
         if self.role is not Role.LEADER:

@@ -59,6 +59,7 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.ALTER_ISR: Access.INTERNAL,
     ApiKey.DESCRIBE_CREDENTIAL: Access.INTERNAL,
     ApiKey.REPLICA_DAMAGED: Access.INTERNAL,
+    ApiKey.WRITE_TXN_MARKERS: Access.INTERNAL,
     ApiKey.DESCRIBE_CLUSTER: Access.OPERATOR,
     ApiKey.ALTER_CONFIGS: Access.OPERATOR,
     ApiKey.CREATE_TOPICS: Access.TENANT,

@@ -193,6 +193,7 @@ class Broker:
             ApiKey.FETCH: Route(self.replicas.fetch, answers_more=True),
             ApiKey.LIST_OFFSETS: Route(self.replicas.list_offsets),
             ApiKey.DELETE_RECORDS: Route(self.replicas.delete_records),
+            ApiKey.WRITE_TXN_MARKERS: Route(self.replicas.write_txn_markers),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: Route(self.replicas.offset_for_leader_epoch),
             ApiKey.METADATA: Route(self._metadata, takes_session=True),
             ApiKey.CREATE_TOPICS: Route(self._create_topics),

@@ -379,11 +379,20 @@ class ReplicaManager:
                 if partition.role is not Role.LEADER:
                     raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {part.topic}-{part.partition}")
                 log_ = partition.log
-                # Followers copy everything the leader has; consumers see committed records only.
-                limit = log_.log_end_offset if request.replica_id >= 0 else log_.high_watermark
+                # Followers copy everything the leader has; consumers see committed records only, and in
+                # READ_COMMITTED none of a transaction still open (up to the last stable offset).
+                committed = request.isolation_level == m.READ_COMMITTED and request.replica_id < 0
+                if request.replica_id >= 0:
+                    limit = log_.log_end_offset
+                else:
+                    limit = log_.last_stable_offset if committed else log_.high_watermark
+                    result.last_stable_offset = log_.last_stable_offset
                 if budget > 0:
                     read = log_.read(part.fetch_offset, min(part.partition_max_bytes, budget), max_offset=limit)
                     result.records = read.records
+                    if committed and read.records and log_.transactions.aborted:
+                        result.aborted_transactions = [(txn.producer_id, txn.first_offset)
+                                                       for txn in log_.aborted_between(part.fetch_offset, limit)]
                 else:
                     # Out of budget: report offsets only.
                     read = log_.read(part.fetch_offset, 1, max_offset=part.fetch_offset)
@@ -442,6 +451,31 @@ class ReplicaManager:
                 result.error_code, result.error_message = exc.errno, exc.message
             results.append(result)
         return m.OffsetForLeaderEpochResponse(partitions=results)
+
+    async def write_txn_markers(self, request: m.WriteTxnMarkersRequest) -> m.WriteTxnMarkersResponse:
+        """End transactions in the partitions this broker leads (from a transaction coordinator): each marker is
+        appended, and answered once every in-sync replica has it (as acks=all)."""
+        results = []
+        waits: list[tuple[m.TxnMarkerResult, asyncio.Future]] = []
+        for marker in request.markers:
+            for ref in marker.partitions:
+                result = m.TxnMarkerResult(producer_id=marker.producer_id, topic=ref.topic, partition=ref.partition)
+                try:
+                    partition = self.partition(ref.topic, ref.partition)
+                    waits.append((result, partition.append_marker(
+                        marker.producer_id, marker.producer_epoch, commit=marker.commit,
+                        coordinator_epoch=marker.coordinator_epoch)))
+                    self.wake(ref.topic, ref.partition)
+                except BrokerError as exc:
+                    result.error_code, result.error_message = exc.errno, exc.message
+                except OSError as exc:
+                    log.error("writing a marker to %s-%d failed: %s", ref.topic, ref.partition, exc)
+                    result.error_code, result.error_message = errors.StorageError.errno, f"disk write failed: {exc}"
+                results.append(result)
+        self.resume_woken()
+        if waits:
+            await self._until_committed(waits, request.timeout_ms)
+        return m.WriteTxnMarkersResponse(results=results)
 
     async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
         """Delete each partition's records below its offset (Kafka's DeleteRecords; a queue's purge), and answer

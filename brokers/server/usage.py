@@ -41,7 +41,7 @@ from tideway_server.brokers.usage_topic import USAGE_PARTITIONS, USAGE_SETTINGS,
 
 from tideway.protocol import errors
 from tideway.protocol import messages as m
-from tideway.record.batch import iter_batches
+from tideway.record.batch import ATTRIBUTE_CONTROL, iter_batches
 
 if TYPE_CHECKING:
     from tideway_server.brokers.server.replica_manager import ReplicaManager
@@ -256,7 +256,8 @@ def _read_count(log_, start: int, end: int) -> tuple[int, int]:
         for position, base, batch_size in iter_batches(data):
             last_base = base
             if start <= base < end:
-                messages += _RECORD_COUNT.unpack_from(data, position + 57)[0]
+                if not data[position + 22] & ATTRIBUTE_CONTROL:  # a transaction's marker stores bytes, no message
+                    messages += _RECORD_COUNT.unpack_from(data, position + 57)[0]
                 size += batch_size
             offset = max(offset, base + _last_delta(data, position) + 1)
         if offset <= last_base:

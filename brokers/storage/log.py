@@ -582,6 +582,8 @@ class Log:
             if segment.max_timestamp < timestamp_ms:
                 continue
             for position, header in segment.batch_headers_from_timestamp(timestamp_ms):
+                if header.attributes & ATTRIBUTE_CONTROL:
+                    continue  # a transaction's marker is no message
                 batch = segment.read_batch(position, header.size)
                 for record in decode_records(batch):
                     if record.timestamp_ms >= timestamp_ms and record.offset < self.high_watermark:

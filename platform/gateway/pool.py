@@ -15,7 +15,8 @@ import os
 from tideway.native import Producer, QueueConsumer, TidewayClient
 from tideway.native.group import CoordinatorLink
 from tideway.protocol.messages import CONSUMER
-from tideway.record.batch import Record, decode_records, iter_batches
+from tideway.record.batch import Record, decode_records, iter_batches, read_header
+from tideway.record.markers import AbortedFilter
 
 # A publish not acknowledged by every in-sync replica in this time fails (503, retry):
 # HTTP clients wait about this long, and dedup reservations outlive it (limits.PENDING_S).
@@ -77,13 +78,24 @@ async def read_partition(bootstrap: str, topic: str, partition: int, offset: int
     # A moving leader is waited for briefly; a request should not hang on a partition that is gone.
     result = await broker_client.fetch(topic, partition, offset, max_bytes=max_bytes, wait_ms=wait_ms,
                                        retry_for_s=READ_RETRY_S, replica_id=replica_id)
+    # Committed records only: the fetch stopped before open transactions; aborted ones and markers are dropped
+    # here, and the next offset moves past them too (a reader never stops at a marker).
     records: list[Record] = []
-    for position, _base, _size in iter_batches(result.records):
-        records.extend(r for r in decode_records(result.records, position) if r.offset >= offset)
+    next_offset = offset
+    data = result.records
+    keep = AbortedFilter(result.aborted_transactions)
+    for position, _base, _size in iter_batches(data):
+        header = read_header(data, position)
+        if keep.delivers(header):
+            batch = [r for r in decode_records(data, position) if r.offset >= offset]
+            room = max_records - len(records)
+            if len(batch) > room:
+                records.extend(batch[:room])
+                return records, records[-1].offset + 1, result.high_watermark
+            records.extend(batch)
+        next_offset = max(next_offset, header.next_offset)
         if len(records) >= max_records:
             break
-    del records[max_records:]
-    next_offset = records[-1].offset + 1 if records else offset
     return records, next_offset, result.high_watermark
 
 

@@ -228,7 +228,8 @@ class TidewayClient:
 
     async def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20, wait_ms: int = 0,
                     retry_for_s: float | None = None, replica_id: int = m.CONSUMER, answers_max: int = 1,
-                    on_answer: Callable[[m.FetchPartitionResult], None] | None = None) -> m.FetchPartitionResult:
+                    on_answer: Callable[[m.FetchPartitionResult], None] | None = None,
+                    isolation_level: int = m.READ_COMMITTED) -> m.FetchPartitionResult:
         """Whole batches of one partition from ``offset``, read at its leader.
 
         Waits up to ``wait_ms`` for data when there is none yet. While the
@@ -242,9 +243,12 @@ class TidewayClient:
         each answer starting where the one before ended, for up to ``wait_ms`` and ``max_bytes``
         in all (``max_bytes`` is also one answer's limit). ``on_answer`` gets every good answer's
         partition result as it is read, the last one included, which this also returns.
+
+        ``isolation_level`` READ_COMMITTED (the default) stops before any transaction still open and names the
+        aborted ones among the records (``tideway.record.markers.readable_batches`` drops them and the markers).
         """
         request = m.FetchRequest(replica_id=replica_id, max_wait_ms=wait_ms, min_bytes=1 if wait_ms > 0 else 0, max_bytes=max_bytes,
-                                 answers_max=answers_max, partitions=[
+                                 answers_max=answers_max, isolation_level=isolation_level, partitions=[
             m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])
         given = None if on_answer is None else _first_partition(on_answer)
         response: m.FetchResponse = await self._at_leader(topic, partition, ApiKey.FETCH, request, retry_for_s=retry_for_s,

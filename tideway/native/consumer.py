@@ -29,7 +29,15 @@ from tideway.native.client import TidewayClient
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey
-from tideway.record.batch import CRC_START, Record, decode_records, iter_batches, read_header
+from tideway.record.batch import (
+    ATTRIBUTE_CONTROL,
+    CRC_START,
+    Record,
+    decode_records,
+    iter_batches,
+    read_header,
+)
+from tideway.record.markers import AbortedFilter
 from tideway.retry import Backoff
 
 __all__ = ["Consumer", "TopicPartition"]
@@ -46,7 +54,9 @@ class _PartitionState:
     def __init__(self, position: int) -> None:
         self.position = position
         self.fetch_position = position
-        self.buffer: deque[bytes] = deque()  # fetched batches, not yet returned
+        # Fetched batches not yet returned; an int stands for batches not delivered (a transaction's marker or
+        # aborted records): the offset after them, where the position moves when the reader reaches it.
+        self.buffer: deque[bytes | int] = deque()
         self.head: list[Record] | None = None  # buffer[0]'s records not yet returned, once decoded
         self.buffered_bytes = 0
         self.high_watermark = -1
@@ -68,6 +78,7 @@ class Consumer:
         check_crcs: bool = True,
         request_timeout_ms: int = 30_000,
         api_key: str | None = None,
+        isolation_level: str = "read_committed",
     ) -> None:
         self._own_client = isinstance(client, str)
         self.client = (TidewayClient(client, request_timeout_ms=request_timeout_ms, api_key=api_key)
@@ -80,6 +91,10 @@ class Consumer:
         self.partition_fetch_bytes_max = partition_fetch_bytes_max
         self.buffer_bytes_max = buffer_bytes_max
         self.check_crcs = check_crcs
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            raise ValueError(f"isolation_level is read_committed or read_uncommitted, not {isolation_level!r}")
+        # read_committed (the default, as librdkafka's): no record of a transaction still open or aborted.
+        self.isolation_level = m.READ_COMMITTED if isolation_level == "read_committed" else m.READ_UNCOMMITTED
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._data = Signal()
         self._room = asyncio.Event()
@@ -201,6 +216,9 @@ class Consumer:
         for tp, state in self._partitions.items():
             records: list[Record] = []
             while state.buffer and budget > 0:
+                if isinstance(state.buffer[0], int):  # batches not delivered: the position moves past them
+                    state.position = max(state.position, state.buffer.popleft())
+                    continue
                 decoded = state.head
                 if decoded is None:
                     decoded = decode_records(state.buffer[0])
@@ -276,6 +294,7 @@ class Consumer:
             min_bytes=self.fetch_min_bytes,
             max_bytes=max(1, min(self.fetch_max_bytes, room)),
             answers_max=self.fetch_answers_max,
+            isolation_level=self.isolation_level,
             partitions=[
                 m.FetchPartition(topic=t, partition=p, fetch_offset=positions[(t, p)], partition_max_bytes=self.partition_fetch_bytes_max)
                 for t, p in tps
@@ -310,8 +329,15 @@ class Consumer:
             records = result.records
             if not records:
                 continue
+            keep = AbortedFilter(result.aborted_transactions) if result.aborted_transactions else None
             for position, _base_offset, size in iter_batches(records):
                 header = read_header(records, position)
+                delivered = keep.delivers(header) if keep is not None else not header.attributes & ATTRIBUTE_CONTROL
+                if not delivered:  # a transaction's marker, or aborted records: offsets taken, nothing to return
+                    state.buffer.append(header.next_offset)
+                    state.fetch_position = positions[tp] = header.next_offset
+                    arrived = True
+                    continue
                 if self.check_crcs and crc32c(memoryview(records)[position + CRC_START : position + size]) != header.crc:
                     state.error = errors.CorruptRecordError(
                         f"batch at offset {header.base_offset} of {tp[0]}-{tp[1]} fails its CRC"

@@ -27,7 +27,8 @@ from tideway.native.consumer import Consumer, TopicPartition
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey
-from tideway.record.batch import Record, decode_records, iter_batches
+from tideway.record.batch import Record, decode_records
+from tideway.record.markers import readable_batches
 from tideway.retry import Backoff
 
 __all__ = ["CoordinatorLink", "GroupConsumer", "delete_offsets", "describe_group", "group_lag", "group_positions", "list_groups",
@@ -387,7 +388,7 @@ async def timestamp_at(client: TidewayClient, topic: str, partition: int, offset
         return None
     if not result.records:
         return None
-    for position, _base, _size in iter_batches(result.records):
+    for position, _base, _size in readable_batches(result.records, result.aborted_transactions):
         for record in decode_records(result.records, position):
             if record.offset >= offset:
                 return record.timestamp_ms
@@ -433,7 +434,7 @@ async def timestamps_at(client: TidewayClient, wanted: list[tuple[str, int, int]
                 m.FetchPartition(topic=topic, partition=partition, fetch_offset=offset, partition_max_bytes=1))
 
         async def ask(leader: int, partitions: list[m.FetchPartition]) -> list[m.FetchPartitionResult]:
-            request = m.FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=0,
+            request = m.FetchRequest(replica_id=replica_id, max_wait_ms=0, min_bytes=0, isolation_level=m.READ_COMMITTED,
                                      max_bytes=TIMESTAMPS_REQUEST_BYTES_MAX, partitions=partitions)
             try:
                 return (await (await client.connection(leader)).request(ApiKey.FETCH, request)).partitions
@@ -449,7 +450,7 @@ async def timestamps_at(client: TidewayClient, wanted: list[tuple[str, int, int]
                     if result.high_watermark > offset:  # starved by the request's limit: ask again
                         later.append((result.topic, result.partition, offset))
                     continue
-                for position, _base, _size in iter_batches(result.records):
+                for position, _base, _size in readable_batches(result.records, result.aborted_transactions):
                     stamp = next((r.timestamp_ms for r in decode_records(result.records, position) if r.offset >= offset), None)
                     if stamp is not None:
                         out[(result.topic, result.partition, offset)] = stamp

@@ -32,6 +32,7 @@ class ApiKey(enum.IntEnum):
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
+    WRITE_TXN_MARKERS = 27  # transaction coordinator -> partition leaders: end a transaction (peers only)
     DELETE_RECORDS = 21  # delete a partition's records below an offset (a queue's purge); the manage scope
     METADATA = 3
     API_VERSIONS = 18
@@ -66,6 +67,7 @@ ACKS_ALL = -1
 CONSUMER = -1  # FetchRequest.replica_id of a consumer
 QUEUE_READER = -2  # ... of a broker reading a remote partition for a queue group it coordinates (peers only; not metered)
 INSPECTOR = -3  # ... of a platform service looking at a record for itself, e.g. a lag's age (services only; not metered)
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # FetchRequest.isolation_level (Kafka's values)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
@@ -133,6 +135,10 @@ class FetchRequest(Struct, kw_only=True):
     # to this many answers in all, until max_wait_ms from its start (FetchResponse.more says whether
     # another answer follows). 1: one answer, as every fetch before.
     answers_max: int = 1
+    # Consumers only: READ_COMMITTED stops at each partition's last stable offset (no open transaction's
+    # records) and names the aborted transactions among the records, which readers drop; READ_UNCOMMITTED
+    # reads to the high watermark. Transaction markers are never messages, in either.
+    isolation_level: int = 0
 
 
 class FetchPartitionResult(Struct, kw_only=True, omit_defaults=True):
@@ -146,6 +152,8 @@ class FetchPartitionResult(Struct, kw_only=True, omit_defaults=True):
     # Set when a follower's log diverged: truncate to this epoch's end offset.
     diverging_epoch: int = -1
     diverging_end_offset: int = -1
+    last_stable_offset: int = -1
+    aborted_transactions: list[tuple[int, int]] = []  # READ_COMMITTED: (producer id, first offset) of those in records
     records: bytes = b""
 
 
@@ -178,6 +186,34 @@ class ListOffsetsPartitionResult(Struct, kw_only=True, omit_defaults=True):
 
 class ListOffsetsResponse(_Response):
     partitions: list[ListOffsetsPartitionResult] = []
+
+
+# -- transaction markers --------------------------------------------------------------------
+
+
+class TxnMarker(Struct, kw_only=True):
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: list[TopicPartitionRef] = []
+
+
+class WriteTxnMarkersRequest(Struct, kw_only=True):
+    markers: list[TxnMarker] = []
+    timeout_ms: int = 30_000  # for every in-sync replica to have the markers
+
+
+class TxnMarkerResult(Struct, kw_only=True, omit_defaults=True):
+    producer_id: int
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+
+
+class WriteTxnMarkersResponse(_Response):
+    results: list[TxnMarkerResult] = []
 
 
 # -- delete records ----------------------------------------------------------------------
@@ -774,6 +810,7 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.FETCH: FetchRequest,
     ApiKey.LIST_OFFSETS: ListOffsetsRequest,
     ApiKey.DELETE_RECORDS: DeleteRecordsRequest,
+    ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
     ApiKey.METADATA: MetadataRequest,
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.CREATE_TOPICS: CreateTopicsRequest,
@@ -808,6 +845,7 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.FETCH: FetchResponse,
     ApiKey.LIST_OFFSETS: ListOffsetsResponse,
     ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
+    ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
     ApiKey.METADATA: MetadataResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_TOPICS: CreateTopicsResponse,

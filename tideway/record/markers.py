@@ -18,9 +18,12 @@ from tideway.record.batch import (
     BatchBuilder,
     BatchHeader,
     decode_records,
+    iter_batches,
+    read_header,
 )
 
-__all__ = ["ABORT", "COMMIT", "Marker", "build_marker", "is_marker", "is_transactional", "read_marker"]
+__all__ = ["ABORT", "COMMIT", "AbortedFilter", "Marker", "build_marker", "is_marker", "is_transactional", "read_marker",
+           "readable_batches"]
 
 ABORT, COMMIT = 0, 1
 _KEY = struct.Struct(">hh")
@@ -59,3 +62,36 @@ def read_marker(buffer, position: int = 0) -> Marker:
     value = records[0].value or b""
     coordinator_epoch = _VALUE.unpack_from(value)[1] if len(value) >= _VALUE.size else -1
     return Marker(kind == COMMIT, coordinator_epoch)
+
+
+class AbortedFilter:
+    """Which batches of a fetch answer a reader delivers, as Kafka's clients decide it: never a control batch (a
+    marker), nor a transactional batch of a producer whose transaction the answer names as aborted (``aborted``:
+    (producer id, first offset) pairs), from that first offset up to the producer's abort marker.
+
+    Batches are given in offset order, every one of them (markers included), to ``delivers``."""
+
+    __slots__ = ("_aborting", "_next", "_pending")
+
+    def __init__(self, aborted=()) -> None:
+        self._pending = sorted(aborted, key=lambda txn: txn[1])
+        self._next = 0
+        self._aborting: set[int] = set()
+
+    def delivers(self, header: BatchHeader) -> bool:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next][1] <= header.base_offset + header.last_offset_delta:
+            self._aborting.add(pending[self._next][0])
+            self._next += 1
+        if header.attributes & ATTRIBUTE_CONTROL:
+            self._aborting.discard(header.producer_id)  # its transaction ends here
+            return False
+        return not (header.attributes & ATTRIBUTE_TRANSACTIONAL and header.producer_id in self._aborting)
+
+
+def readable_batches(data, aborted=()):
+    """(position, base offset, size) of each batch of ``data`` a reader delivers (see AbortedFilter)."""
+    keep = AbortedFilter(aborted)
+    for position, base_offset, size in iter_batches(data):
+        if keep.delivers(read_header(data, position)):
+            yield position, base_offset, size

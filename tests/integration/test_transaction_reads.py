@@ -1,0 +1,135 @@
+"""Reading around transactions (issue 44, reads by isolation level) on a real broker: batches of two producers'
+transactions with plain records between, then the markers a transaction coordinator writes (WRITE_TXN_MARKERS,
+on the internal listener): one transaction commits, the other aborts.
+
+While they are open, read_committed readers (Tideway's consumer, a queue group, librdkafka) stop at the first
+one (the last stable offset) and read_uncommitted readers see everything; once the markers are written,
+read_committed readers get the committed records and never the aborted ones, read_uncommitted ones get both,
+nobody ever gets a marker as a message, and a consumer's position moves past the markers to the log's end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from confluent_kafka import Consumer as KafkaConsumer
+
+from tests.harness.processes import CLUSTER_SECRET_HEX, OPERATOR_KEY
+from tests.kafka.clients import confluent_config
+from tideway.native import Consumer, TidewayClient
+from tideway.native.conn import connect
+from tideway.native.credentials import ClusterPeer
+from tideway.native.queue import QueueConsumer
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record import BatchBuilder
+from tideway.record.batch import ATTRIBUTE_TRANSACTIONAL
+
+pytestmark = pytest.mark.timeout(120)
+
+TOPIC = "ledger"
+COMMITTING, ABORTING = 1001, 2002
+
+
+def _batch(values: list[bytes], producer_id: int = -1, sequence: int = -1) -> bytes:
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                           base_sequence=sequence, flags=ATTRIBUTE_TRANSACTIONAL if producer_id >= 0 else 0)
+    for value in values:
+        builder.append(int(time.time() * 1000), None, value)
+    return builder.build()
+
+
+async def _produce(client: TidewayClient, data: bytes) -> None:
+    request = m.ProduceRequest(acks=-1, partitions=[m.ProducePartition(topic=TOPIC, partition=0, records=data)])
+    (result,) = (await client.request_any(ApiKey.PRODUCE, request)).partitions
+    assert result.error_code == 0, result
+
+
+async def _read(bootstrap: str, isolation_level: str, count: int) -> tuple[list[bytes], int]:
+    """``count`` values (waiting up to 10 s for them), and then whether more came, and the position after."""
+    async with Consumer(bootstrap, auto_offset_reset="earliest", isolation_level=isolation_level,
+                        fetch_max_wait_ms=100) as consumer:
+        await consumer.assign([(TOPIC, 0)], start="earliest")
+        values: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while len(values) < count and time.monotonic() < deadline:
+            for records in (await consumer.getmany(200)).values():
+                values += [r.value for r in records]
+        for records in (await consumer.getmany(500)).values():  # nothing more
+            values += [r.value for r in records]
+        return values, consumer.position((TOPIC, 0))
+
+
+def _kafka_values(bootstrap: str, isolation_level: str, count: int) -> list[bytes]:
+    consumer = KafkaConsumer(confluent_config(bootstrap, OPERATOR_KEY, **{
+        "group.id": f"reader-{isolation_level}-{time.monotonic_ns()}", "auto.offset.reset": "earliest",
+        "isolation.level": isolation_level, "enable.auto.commit": False}))
+    consumer.subscribe([TOPIC])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and len(values) < count:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        extra = consumer.poll(1)
+        assert extra is None or extra.error() is not None, f"more than {count}: {extra.value()}"
+    finally:
+        consumer.close()
+    return values
+
+
+async def test_read_committed_stops_at_open_transactions_and_drops_aborted_ones(broker_factory):
+    broker = broker_factory(kafka=True)
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=1)
+        await _produce(client, _batch([b"plain 0"]))  # 0
+        await _produce(client, _batch([b"kept 1", b"kept 2"], COMMITTING, 0))  # 1-2
+        await _produce(client, _batch([b"dropped 3"], ABORTING, 0))  # 3
+        await _produce(client, _batch([b"plain 4"]))  # 4
+        await _produce(client, _batch([b"kept 5"], COMMITTING, 2))  # 5
+
+        async with QueueConsumer(broker.bootstrap, "workers", TOPIC) as queue:
+            # Open: read_committed stops before the first transaction's records.
+            assert (await _read(broker.bootstrap, "read_committed", 1)) == ([b"plain 0"], 1)
+            everything = [b"plain 0", b"kept 1", b"kept 2", b"dropped 3", b"plain 4", b"kept 5"]
+            assert (await _read(broker.bootstrap, "read_uncommitted", 6)) == (everything, 6)
+            received = await queue.receive(10, wait_ms=1_000)
+            assert [message.value for message in received] == [b"plain 0"]
+            await queue.ack(received)
+
+            peer = await connect("127.0.0.1", broker.internal_port,
+                                 credentials=ClusterPeer(bytes.fromhex(CLUSTER_SECRET_HEX), identity="test-coordinator"))
+            try:
+                answer = await peer.request(ApiKey.WRITE_TXN_MARKERS, m.WriteTxnMarkersRequest(markers=[
+                    m.TxnMarker(producer_id=COMMITTING, producer_epoch=0, commit=True, coordinator_epoch=0,
+                                partitions=[m.TopicPartitionRef(topic=TOPIC, partition=0)]),
+                    m.TxnMarker(producer_id=ABORTING, producer_epoch=0, commit=False, coordinator_epoch=0,
+                                partitions=[m.TopicPartitionRef(topic=TOPIC, partition=0)])]))
+            finally:
+                peer.close()
+            assert [r.error_code for r in answer.results] == [0, 0]  # markers at offsets 6 and 7
+
+            committed = [b"plain 0", b"kept 1", b"kept 2", b"plain 4", b"kept 5"]
+            assert (await _read(broker.bootstrap, "read_committed", 5)) == (committed, 8)  # past the markers
+            assert (await _read(broker.bootstrap, "read_uncommitted", 6)) == (everything, 8)
+            received = []
+            for _ in range(10):
+                received += await queue.receive(10, wait_ms=500)
+                if len(received) >= 4:
+                    break
+            assert [message.value for message in received] == committed[1:]
+            await queue.ack(received)
+            assert await queue.receive(10, wait_ms=500) == []
+
+        async with TidewayClient(broker.bootstrap, api_key=OPERATOR_KEY) as tenantless:
+            result = await tenantless.fetch(TOPIC, 0, 0)
+            assert result.last_stable_offset == result.high_watermark == 8
+            assert result.aborted_transactions == [(ABORTING, 3)]
+
+    # Kafka clients read the same through the Kafka listener.
+    kafka = broker.kafka_bootstrap
+    assert await asyncio.to_thread(_kafka_values, kafka, "read_committed", 5) == committed
+    assert await asyncio.to_thread(_kafka_values, kafka, "read_uncommitted", 6) == everything
