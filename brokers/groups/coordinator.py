@@ -1,7 +1,7 @@
 """The group coordinator: stream groups, committed offsets and queue groups.
 
 Every group belongs to one partition of the internal topic
-``__consumer_offsets`` (crc32 of the group id, modulo its partition count);
+``__consumer_offsets`` (a StateTopic: crc32 of the group id, modulo its partition count);
 the broker that leads that partition is the group's coordinator. Everything
 the coordinator must not forget (members and their assignments, committed
 offsets, queue state) is written to that partition as keyed records and
@@ -27,22 +27,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-import msgspec
+from tideway_server.brokers.coordination.state_topic import StateTopic, partition_for_key
 from tideway_server.brokers.groups.stream import Member, StreamGroup
 from tideway_server.brokers.queues.service import QueueService
 from tideway_server.brokers.queues.state_log import keys_written, replay
-from tideway_server.brokers.replication import Role
 from tideway_server.brokers.storage import TopicConfig
 
 from tideway.aio import cancel_and_wait
 from tideway.protocol import errors
 from tideway.protocol import messages as m
-from tideway.record.batch import BatchBuilder, decode_records, iter_batches, read_header
 
 if TYPE_CHECKING:
     from tideway_server.brokers.server.metadata_cache import MetadataCache
@@ -65,13 +62,10 @@ INTERNAL_TOPIC_SETTINGS = {
     "max.message.bytes": str(8 << 20),
 }
 GROUP_ID_MAX = 255
-WRITE_TIMEOUT_S = 15.0
-_ENCODE = msgspec.msgpack.encode
-_DECODE = msgspec.msgpack.decode
 
 
 def partition_for_group(group_id: str, partitions: int) -> int:
-    return zlib.crc32(group_id.encode()) % partitions
+    return partition_for_key(group_id, partitions)
 
 
 def _check_group_id(group_id: str) -> None:
@@ -93,12 +87,13 @@ class GroupCoordinator:
         queue_idle_unload_ms: int = 300_000,
     ) -> None:
         self.broker_id = broker_id
-        self.replicas = replicas  # the internal topic's partitions this broker holds, and appends to them
-        self.metadata = metadata  # topics and who leads the internal topic's partitions
-        self._create_topics = create_topics  # the broker's CREATE_TOPICS (through the controller in a cluster)
+        self.replicas = replicas
+        self.metadata = metadata  # topics and their settings
+        self.state = StateTopic(INTERNAL_TOPIC, partitions=internal_partitions, settings=INTERNAL_TOPIC_SETTINGS,
+                                broker_id=broker_id, replicas=replicas, metadata=metadata, create_topics=create_topics,
+                                on_load=self._load, on_unload=self._unload, what="group")
         self.internal_partitions = internal_partitions
         self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.loaded: dict[int, int] = {}  # internal partition -> the leader epoch its groups were loaded in
         self.group_types: dict[str, str] = {}
         self.stream_groups: dict[str, StreamGroup] = {}
         # The members a group has over Kafka's classic protocol (the Kafka listener's ClassicGroups): described with
@@ -107,7 +102,6 @@ class GroupCoordinator:
         self.queues = QueueService(self, peer_client, on_delivered=replicas.metrics.traffic.add_out,
                                    idle_unload_s=queue_idle_unload_ms / 1000)
         replicas.metrics.watch_queues(self.queues.held_counts)
-        self._creating: asyncio.Task | None = None
         self._sweeper: asyncio.Task | None = None
         self._tombstone_writes: set[asyncio.Task] = set()  # see forget_topics
 
@@ -116,100 +110,36 @@ class GroupCoordinator:
         self.queues.start()
 
     async def stop(self) -> None:
-        await cancel_and_wait(*(t for t in (self._sweeper, self._creating) if t is not None), *self._tombstone_writes)
+        await cancel_and_wait(*(t for t in (self._sweeper,) if t is not None), *self._tombstone_writes)
+        await self.state.stop()
         await self.queues.stop()
 
     # -- which groups are ours ------------------------------------------------------------
 
     def _internal_partition_count(self) -> int | None:
-        return self.metadata.partition_count(INTERNAL_TOPIC)
+        return self.state.partition_count()
+
+    @property
+    def loaded(self) -> dict[int, int]:
+        return self.state.loaded
 
     def on_roles_changed(self) -> None:
         """Load the groups of internal partitions we now lead; drop the ones we no longer lead."""
-        for (topic, index), partition in list(self.replicas.partitions.items()):
-            if topic != INTERNAL_TOPIC:
-                continue
-            leading = partition.role is Role.LEADER
-            if leading and self.loaded.get(index) != partition.leader_epoch:
-                self._unload(index)
-                self._load(index)
-                self.loaded[index] = partition.leader_epoch
-            elif not leading and index in self.loaded:
-                self._unload(index)
-        for index in list(self.loaded):
-            if (INTERNAL_TOPIC, index) not in self.replicas.partitions:
-                self._unload(index)
+        self.state.on_roles_changed()
 
     def check_coordinator(self, group_id: str) -> int:
         """The internal partition of ``group_id``; raise unless this broker coordinates it."""
         _check_group_id(group_id)
-        count = self._internal_partition_count()
-        if count is None:
-            self._ensure_internal_topic()
-            raise errors.CoordinatorNotAvailableError(f"the group topic {INTERNAL_TOPIC} is being created")
-        index = partition_for_group(group_id, count)
-        partition = self.replicas.partitions.get((INTERNAL_TOPIC, index))
-        if partition is None or partition.role is not Role.LEADER:
-            raise errors.NotCoordinatorError(f"broker {self.broker_id} does not coordinate group {group_id!r}")
-        if self.loaded.get(index) != partition.leader_epoch:
-            raise errors.CoordinatorLoadInProgressError(f"group {group_id!r} is being loaded")
-        return index
-
-    def _ensure_internal_topic(self) -> None:
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.get_running_loop().create_task(self._create_internal_topic())
-
-    async def _create_internal_topic(self) -> None:
-        metadata = self.metadata
-        replication = min(3, max(1, len(metadata.brokers))) if metadata.cluster_mode else 1
-        request = m.CreateTopicsRequest(
-            topics=[m.NewTopic(name=INTERNAL_TOPIC, partitions=self.internal_partitions, replication_factor=replication, configs=INTERNAL_TOPIC_SETTINGS)]
-        )
-        try:
-            response = await self._create_topics(request)
-        except errors.TidewayError as exc:
-            log.warning("could not create %s: %s", INTERNAL_TOPIC, exc)
-            return
-        for result in response.topics:
-            if result.error_code and result.error_code != errors.TopicAlreadyExistsError.errno:
-                log.warning("could not create %s: %s", INTERNAL_TOPIC, result.error_message)
-            elif not result.error_code:
-                log.info("created %s: %d partitions, replication factor %d", INTERNAL_TOPIC, self.internal_partitions, replication)
-        if not metadata.cluster_mode:
-            self.on_roles_changed()
+        return self.state.check(group_id)
 
     async def find_coordinator(self, request: m.FindCoordinatorRequest, session) -> m.FindCoordinatorResponse:
         _check_group_id(request.group_id)
-        count = self._internal_partition_count()
-        if count is None:
-            self._ensure_internal_topic()
-            raise errors.CoordinatorNotAvailableError(f"the group topic {INTERNAL_TOPIC} is being created")
-        index = partition_for_group(request.group_id, count)
-        leader = self.metadata.leader_of(INTERNAL_TOPIC, index)
-        address = None if leader is None or leader < 0 else self.metadata.address_of(leader, session.listener)
-        if address is None:
-            raise errors.CoordinatorNotAvailableError(f"{INTERNAL_TOPIC}-{index} has no leader right now")
-        return m.FindCoordinatorResponse(node_id=leader, host=address[0], port=address[1])
+        return self.state.coordinator_of(request.group_id, session.listener)
 
     # -- the state log ------------------------------------------------------------------------
 
-    def _load(self, index: int) -> None:
-        started = time.monotonic()
-        partition = self.replicas.partitions[(INTERNAL_TOPIC, index)]
-        log_ = partition.log
-        latest: dict[tuple, dict | None] = {}
-        offset = log_.log_start_offset
-        end = log_.log_end_offset
-        while offset < end:
-            read = log_.read(offset, 8 << 20, max_offset=end)
-            if not read.records:
-                break
-            for position, _base, _size in iter_batches(read.records):
-                for record in decode_records(read.records, position):
-                    if record.key is not None:
-                        key = tuple(_DECODE(record.key))
-                        latest[key] = None if record.value is None else _DECODE(record.value)
-                offset = read_header(read.records, position).next_offset
+    def _load(self, index: int, latest: dict[tuple, object]) -> None:
+        """The latest state records of internal partition ``index`` (this broker leads it now): its groups."""
         members: dict[str, list[Member]] = defaultdict(list)
         shares: dict[tuple, dict] = {}
         groups = 0
@@ -238,10 +168,7 @@ class GroupCoordinator:
             for member in group_members:
                 group.restore_member(member)
             group.after_restore(self.partition_counts(group.subscribed_topics()))
-        log.info(
-            "coordinator for %s-%d (epoch %d): loaded %d groups from %d keys in %.0f ms",
-            INTERNAL_TOPIC, index, partition.leader_epoch, groups, len(latest), (time.monotonic() - started) * 1000,
-        )
+        log.info("%s-%d: %d groups", INTERNAL_TOPIC, index, groups)
 
     def forget_topics(self, names: list[str]) -> None:
         """Topics were deleted: drop what groups kept about them here and tombstone it in the state log, so
@@ -275,33 +202,15 @@ class GroupCoordinator:
             log.info("%s-%d: tombstones of deleted topics not written: %s", INTERNAL_TOPIC, index, exc)
 
     def _unload(self, index: int) -> None:
-        if self.loaded.pop(index, None) is None:
-            return
         count = self._internal_partition_count() or self.internal_partitions
         for group_id in [g for g in set(self.group_types) | set(self.stream_groups) if partition_for_group(g, count) == index]:
             self.group_types.pop(group_id, None)
             self.stream_groups.pop(group_id, None)
             self.queues.unload_group(group_id)
-        log.info("no longer coordinator for %s-%d", INTERNAL_TOPIC, index)
 
     async def write(self, index: int, records: list[tuple[list, object]]) -> None:
         """Append state records and return once every in-sync replica has them."""
-        partition = self.replicas.partitions.get((INTERNAL_TOPIC, index))
-        if partition is None or partition.role is not Role.LEADER:
-            raise errors.NotCoordinatorError(f"broker {self.broker_id} no longer coordinates these groups")
-        builder = BatchBuilder()
-        now = int(time.time() * 1000)
-        for key, value in records:
-            builder.append(now, _ENCODE(key), None if value is None else _ENCODE(value))
-        try:
-            _appended, committed = partition.append_as_leader(bytearray(builder.build()), acks=m.ACKS_ALL)
-        except errors.NotLeaderError as exc:
-            raise errors.NotCoordinatorError(exc.message) from None
-        self.replicas.wake(INTERNAL_TOPIC, index)
-        try:
-            await asyncio.wait_for(asyncio.shield(committed), WRITE_TIMEOUT_S)
-        except TimeoutError:
-            raise errors.RequestTimedOutError("the group state was not replicated in time") from None
+        await self.state.write(index, records)
 
     async def set_type(self, index: int, group_id: str, group_type: str) -> None:
         known = self.group_types.get(group_id)

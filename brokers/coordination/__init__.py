@@ -1,0 +1,1 @@
+"""Coordinators' shared machinery: the internal compacted topics that hold their state."""
