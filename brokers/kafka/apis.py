@@ -36,6 +36,7 @@ from tideway_server.brokers.kafka.answers import (
     milliseconds,
 )
 from tideway_server.brokers.kafka.groups import ClassicGroups, GroupError
+from tideway_server.brokers.kafka.transactions import KafkaTransactions
 from tideway_server.brokers.security.acl import PRODUCE
 from tideway_server.brokers.server.connection import Session
 from tideway_server.brokers.server.rates import CONSUME, PUBLISH, TenantRates
@@ -66,6 +67,8 @@ class KafkaApis:
         }
         self.admin = KafkaAdmin(router, self.groups, broker_id=broker_id)
         self.handlers.update(self.admin.handlers)
+        self.transactions = KafkaTransactions(router)
+        self.handlers.update(self.transactions.handlers)
 
     # -- authentication ------------------------------------------------------------------------
 
@@ -125,27 +128,23 @@ class KafkaApis:
         partition_type = item_type(topic_type, "partition_responses")
         wanted = [(topic.name, p.index) for topic in request.topic_data for p in topic.partition_data]
         results: dict[tuple[str, int], tuple[int, str | None, int, int]] = {}
-        throttle = NO_THROTTLE
-        if request.transactional_id is not None:
+        # A transactional producer's batches carry its producer id and the transactional bit: the partitions keep
+        # its transactions (brokers/storage/transactions.py) until its coordinator's markers end them.
+        native = m.ProduceRequest(acks=request.acks, timeout_ms=milliseconds(request.timeout), partitions=[
+            m.ProducePartition(topic=topic.name, partition=p.index, records=bytes(p.records or b""))
+            for topic in request.topic_data for p in topic.partition_data])
+        # Charged as it arrives (as Kafka charges a request's bytes), so that requests the client sent behind
+        # this one wait out the debt before they start (BrokerConnection.mute).
+        throttle = self._throttle(session, PUBLISH, sum(len(p.records) for p in native.partitions))
+        try:
+            answer: m.ProduceResponse = await self._router.call(session, ApiKey.PRODUCE, native)
+        except errors.BrokerError as exc:
             for key in wanted:
-                results[key] = (ErrorCode.transactional_id_authorization_failed,
-                                "transactions are not served by Tideway's Kafka listener yet", -1, -1)
+                results[key] = (kafka_code(exc.errno), exc.message, -1, -1)
         else:
-            native = m.ProduceRequest(acks=request.acks, timeout_ms=milliseconds(request.timeout), partitions=[
-                m.ProducePartition(topic=topic.name, partition=p.index, records=bytes(p.records or b""))
-                for topic in request.topic_data for p in topic.partition_data])
-            # Charged as it arrives (as Kafka charges a request's bytes), so that requests the client sent behind
-            # this one wait out the debt before they start (BrokerConnection.mute).
-            throttle = self._throttle(session, PUBLISH, sum(len(p.records) for p in native.partitions))
-            try:
-                answer: m.ProduceResponse = await self._router.call(session, ApiKey.PRODUCE, native)
-            except errors.BrokerError as exc:
-                for key in wanted:
-                    results[key] = (kafka_code(exc.errno), exc.message, -1, -1)
-            else:
-                for r in answer.partitions:
-                    results[(r.topic, r.partition)] = (kafka_code(r.error_code), r.error_message or None, r.base_offset,
-                                                       r.log_start_offset)
+            for r in answer.partitions:
+                results[(r.topic, r.partition)] = (kafka_code(r.error_code), r.error_message or None, r.base_offset,
+                                                   r.log_start_offset)
         if request.acks == 0:
             return None  # Kafka answers nothing to acks=0
         by_topic: dict[str, list] = {}
@@ -174,11 +173,11 @@ class KafkaApis:
 
     async def init_producer_id(self, request, response_type, session: Session):
         """An idempotent producer's id: random, as Tideway's own producers take theirs (62 bits: no two producers
-        meet on a partition), epoch 0. Transactions are not served yet."""
+        meet on a partition), epoch 0. A transactional producer's comes from its transaction coordinator."""
         principal = session.principal
         if request.transactional_id is not None:
-            code = ErrorCode.transactional_id_authorization_failed
-        elif principal is not None and principal.is_tenant and not principal.grant.has_scope(PRODUCE):
+            return await self.transactions.init_producer_id(request, response_type, session)
+        if principal is not None and principal.is_tenant and not principal.grant.has_scope(PRODUCE):
             code = ErrorCode.cluster_authorization_failed
         else:
             return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
@@ -252,16 +251,17 @@ class KafkaApis:
     # -- groups ---------------------------------------------------------------------------------------
 
     async def find_coordinator(self, request, response_type, session: Session):
-        if getattr(request, "key_type", 0) != 0:
-            return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available,
-                         error_message="transactions are not served by Tideway's Kafka listener yet", node_id=-1,
-                         host="", port=-1)
+        key_type = getattr(request, "key_type", 0)
+        if key_type not in (0, 1):
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.invalid_request,
+                         error_message=f"coordinator key type {key_type} is neither a group (0) nor a transaction (1)",
+                         node_id=-1, host="", port=-1)
         try:
-            answer: m.FindCoordinatorResponse = await self._router.call(
-                session, ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(group_id=request.key, group_type="stream"))
+            answer: m.FindCoordinatorResponse = await self._router.call(session, ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(
+                group_id=request.key, group_type="transaction" if key_type == 1 else "stream"))
             address = self._kafka_address(answer.node_id)
             if address is None:
-                raise errors.CoordinatorNotAvailableError("the group's coordinator has no Kafka listener")
+                raise errors.CoordinatorNotAvailableError("the coordinator has no Kafka listener")
         except errors.BrokerError as exc:
             return build(response_type, throttle_time=NO_THROTTLE, error_code=kafka_code(exc.errno),
                          error_message=exc.message, node_id=-1, host="", port=-1)

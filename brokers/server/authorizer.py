@@ -60,6 +60,11 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.DESCRIBE_CREDENTIAL: Access.INTERNAL,
     ApiKey.REPLICA_DAMAGED: Access.INTERNAL,
     ApiKey.WRITE_TXN_MARKERS: Access.INTERNAL,
+    ApiKey.INIT_PRODUCER_ID: Access.TENANT,
+    ApiKey.ADD_PARTITIONS_TO_TXN: Access.TENANT,
+    ApiKey.END_TXN: Access.TENANT,
+    ApiKey.DESCRIBE_TRANSACTIONS: Access.TENANT,
+    ApiKey.LIST_TRANSACTIONS: Access.TENANT,
     ApiKey.DESCRIBE_CLUSTER: Access.OPERATOR,
     ApiKey.ALTER_CONFIGS: Access.OPERATOR,
     ApiKey.CREATE_TOPICS: Access.TENANT,
@@ -300,7 +305,77 @@ def _describe_topics(principal: Principal, request: m.DescribeTopicsRequest) -> 
 
 
 def _find_coordinator(principal: Principal, request: m.FindCoordinatorRequest) -> None:
+    if request.group_type == "transaction":
+        request.group_id = _transactional_id_in(principal, request.group_id)
+        return
     _consume_group(principal, request, request.group_type or "stream")
+
+
+def _transactional_id_in(principal: Principal, transactional_id: str) -> str:
+    """The broker-side name of a tenant's transactional id (the produce scope: transactions write)."""
+    _require(principal, frozenset({PRODUCE}), errors.TransactionalIdAuthorizationFailedError, "use transactions")
+    if not transactional_id or not isinstance(transactional_id, str):
+        raise errors.InvalidRequestError("transactional ids are 1 or more characters")
+    if split_tenant_prefix(transactional_id)[0]:
+        raise errors.TransactionalIdAuthorizationFailedError(
+            f"{transactional_id!r} is a broker-side name: name your transactional ids by their own names")
+    return principal.names.transactional_id(transactional_id)
+
+
+def _init_producer_id(principal: Principal, request: m.InitProducerIdRequest) -> None:
+    request.transactional_id = _transactional_id_in(principal, request.transactional_id)
+
+
+def _add_partitions_to_txn(principal: Principal, request: m.AddPartitionsToTxnRequest) -> AfterResponse:
+    request.transactional_id = _transactional_id_in(principal, request.transactional_id)
+    for ref in request.partitions:
+        ref.topic = _topic_in(principal, ref.topic)
+
+    def after(response: m.AddPartitionsToTxnResponse) -> None:
+        response.results = _rename_items(principal, response.results)
+
+    return after
+
+
+def _end_txn(principal: Principal, request: m.EndTxnRequest) -> AfterResponse:
+    request.transactional_id = _transactional_id_in(principal, request.transactional_id)
+
+    def after(response: m.EndTxnResponse) -> None:
+        response.error_message = principal.names.scrub(response.error_message)
+
+    return after
+
+
+def _describe_transactions(principal: Principal, request: m.DescribeTransactionsRequest) -> AfterResponse:
+    request.transactional_ids = [_transactional_id_in(principal, t) for t in request.transactional_ids]
+
+    def after(response: m.DescribeTransactionsResponse) -> None:
+        response.transactions = _own_transactions(principal, response.transactions)
+
+    return after
+
+
+def _list_transactions(principal: Principal, request: m.ListTransactionsRequest) -> AfterResponse:
+    _require(principal, frozenset({PRODUCE}), errors.TransactionalIdAuthorizationFailedError, "list transactions")
+
+    def after(response: m.ListTransactionsResponse) -> None:
+        response.transactions = _own_transactions(principal, response.transactions)
+
+    return after
+
+
+def _own_transactions(principal: Principal, transactions: list) -> list:
+    """The tenant's own transactions, by its names (with the partitions its key may see)."""
+    kept = []
+    for txn in transactions:
+        own = principal.names.own_transactional_id(txn.transactional_id)
+        if own is None:
+            continue
+        txn.transactional_id = own
+        txn.partitions = _rename_items(principal, txn.partitions)
+        txn.error_message = principal.names.scrub(txn.error_message)
+        kept.append(txn)
+    return kept
 
 
 def _offset_commit(principal: Principal, request: m.OffsetCommitRequest) -> AfterResponse:
@@ -439,5 +514,10 @@ _TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]]
     ApiKey.DESCRIBE_TRAFFIC: _describe_traffic,
     ApiKey.SHARE_ACQUIRE: _share_acquire,
     ApiKey.SHARE_ACKNOWLEDGE: _share_acknowledge,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.END_TXN: _end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
 }
 assert set(_TENANT_VIEWS) == {api for api, access in ACCESS.items() if access is Access.TENANT}

@@ -55,6 +55,7 @@ from tideway_server.brokers.server.usage import UsageMeter
 from tideway_server.brokers.storage import LogManager, TopicConfig, cleaner
 from tideway_server.brokers.storage.config import altered_settings
 from tideway_server.brokers.storage.scrubber import Scrubber
+from tideway_server.brokers.transactions.coordinator import TransactionCoordinator
 
 from tideway.aio import cancel_and_wait
 from tideway.native.credentials import ClusterPeer
@@ -170,6 +171,10 @@ class Broker:
             heartbeat_interval_ms=config.group_heartbeat_interval_ms,
             queue_idle_unload_ms=config.queue_idle_unload_ms,
         )
+        self.transactions = TransactionCoordinator(
+            broker_id=config.broker_id, replicas=self.replicas, metadata=self.metadata,
+            create_topics=self._create_topics, peer_client=self._peer_client,
+            partitions=config.offsets_topic_partitions)
         self.usage = None
         if config.usage_interval_ms > 0:
             self.usage = UsageMeter(config.broker_id, self.replicas, self.metrics.traffic, self._create_topics,
@@ -202,7 +207,12 @@ class Broker:
             ApiKey.CLUSTER_STATE: Route(self._cluster_state),
             ApiKey.CREATE_PARTITIONS: Route(self._create_partitions),
             ApiKey.ALTER_CONFIGS: Route(self._alter_configs),
-            ApiKey.FIND_COORDINATOR: Route(coordinator.find_coordinator, takes_session=True),
+            ApiKey.FIND_COORDINATOR: Route(self._find_coordinator, takes_session=True),
+            ApiKey.INIT_PRODUCER_ID: Route(self.transactions.init_producer_id),
+            ApiKey.ADD_PARTITIONS_TO_TXN: Route(self.transactions.add_partitions),
+            ApiKey.END_TXN: Route(self.transactions.end_txn),
+            ApiKey.DESCRIBE_TRANSACTIONS: Route(self._describe_transactions),
+            ApiKey.LIST_TRANSACTIONS: Route(self._list_transactions),
             ApiKey.OFFSET_COMMIT: Route(coordinator.offset_commit),
             ApiKey.OFFSET_FETCH: Route(coordinator.offset_fetch),
             ApiKey.OFFSET_DELETE: Route(coordinator.offset_delete),
@@ -303,8 +313,10 @@ class Broker:
         if self.usage is not None:
             self._background.append(loop.create_task(self.usage.run()))
         self.coordinator.start()
+        self.transactions.start()
         if not self.metadata.cluster_mode:
             self.coordinator.on_roles_changed()
+            self.transactions.on_roles_changed()
         # Objects alive after start-up (modules, indexes, config) live as long
         # as the process: move them out of the collector's sight so full
         # collections stay short and do not show up in request latency.
@@ -335,6 +347,7 @@ class Broker:
         if self.usage is not None:
             await self.usage.stop()
         await self.coordinator.stop()
+        await self.transactions.stop()
         for fetcher in list(self._fetchers.values()):
             await fetcher.stop()
         if self.controller_channel is not None:
@@ -644,6 +657,7 @@ class Broker:
                 self._apply_partition_state(state)
         self._sync_fetchers()
         self.coordinator.on_roles_changed()
+        self.transactions.on_roles_changed()
         self.coordinator.queues.on_partition_states(newer)
         return m.ClusterStateResponse()
 
@@ -702,6 +716,17 @@ class Broker:
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """Broker ``broker_id``'s internal listener (replica fetches go there)."""
         return self.metadata.internal_listeners.get(broker_id)
+
+    async def _find_coordinator(self, request: m.FindCoordinatorRequest, session) -> m.FindCoordinatorResponse:
+        if request.group_type == "transaction":
+            return await self.transactions.find_coordinator(request, session)
+        return await self.coordinator.find_coordinator(request, session)
+
+    async def _describe_transactions(self, request: m.DescribeTransactionsRequest) -> m.DescribeTransactionsResponse:
+        return self.transactions.describe(request)
+
+    async def _list_transactions(self, request: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
+        return self.transactions.list(request)
 
     def _peer_client(self):
         """A cluster client acting as this broker, through its own internal listener (not started)."""

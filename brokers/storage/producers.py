@@ -80,9 +80,15 @@ class ProducerStateTable:
         )
 
     def update(self, header: BatchHeader) -> None:
-        """Record a batch that is now in the log (header with its final base offset); a transaction's marker
-        (a control batch, no sequence) changes nothing."""
-        if header.producer_id < 0 or header.attributes & ATTRIBUTE_CONTROL:
+        """Record a batch that is now in the log (header with its final base offset). A transaction's marker (a
+        control batch) has no sequence; one with a newer epoch (the coordinator fenced the producer) makes that
+        epoch the producer's, so the fenced instance's writes are refused from then on."""
+        if header.producer_id < 0:
+            return
+        if header.attributes & ATTRIBUTE_CONTROL:
+            entry = self.producers.get(header.producer_id)
+            if entry is None or header.producer_epoch > entry.epoch:
+                self.producers[header.producer_id] = ProducerEntry(header.producer_epoch, -1)
             return
         last_sequence = header.base_sequence + header.last_offset_delta  # = record_count - 1, unless compacted
         entry = self.producers.get(header.producer_id)

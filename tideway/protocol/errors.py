@@ -298,6 +298,63 @@ class InvalidProducerEpochError(BrokerError):
     name = "INVALID_PRODUCER_EPOCH"
 
 
+class InvalidProducerIdMappingError(BrokerError):
+    """Raised when a producer id is not the one its transactional id was given (InitProducerId first)."""
+
+    errno = 49
+    name = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(BrokerError):
+    """Raised when a transaction timeout is outside what the coordinator allows."""
+
+    errno = 50
+    name = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(BrokerError):
+    """Raised when the producer's previous transaction is still being completed: ask again shortly."""
+
+    errno = 51
+    name = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+
+
+class InvalidTxnStateError(BrokerError):
+    """Raised when a transaction request does not fit the transaction's state (ending one never begun)."""
+
+    errno = 48
+    name = "INVALID_TXN_STATE"
+
+
+class ProducerFencedError(BrokerError):
+    """Raised when a newer instance of the producer (the same transactional id) took over: this one must stop."""
+
+    errno = 90
+    name = "PRODUCER_FENCED"
+
+
+class TransactionalIdAuthorizationFailedError(BrokerError):
+    """Raised when a key may not use transactions (it lacks the produce scope) or names another's transactional id."""
+
+    errno = 53
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class OperationNotAttemptedError(BrokerError):
+    """Raised for parts of a request left undone because another part of it was refused."""
+
+    errno = 55
+    name = "OPERATION_NOT_ATTEMPTED"
+
+
+class TransactionalIdNotFoundError(BrokerError):
+    """Raised when a transactional id has no state at its coordinator."""
+
+    errno = 105
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 
 
 class CoordinatorLoadInProgressError(BrokerError):

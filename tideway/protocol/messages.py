@@ -32,6 +32,11 @@ class ApiKey(enum.IntEnum):
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
+    INIT_PRODUCER_ID = 22  # a transactional producer's id and epoch (fences the previous instance)
+    ADD_PARTITIONS_TO_TXN = 24  # partitions join the producer's transaction before it writes to them
+    END_TXN = 26  # commit or abort the producer's transaction
+    DESCRIBE_TRANSACTIONS = 65  # transactions' state, partitions and age
+    LIST_TRANSACTIONS = 66  # the transactions a coordinator holds
     WRITE_TXN_MARKERS = 27  # transaction coordinator -> partition leaders: end a transaction (peers only)
     DELETE_RECORDS = 21  # delete a partition's records below an offset (a queue's purge); the manage scope
     METADATA = 3
@@ -186,6 +191,77 @@ class ListOffsetsPartitionResult(Struct, kw_only=True, omit_defaults=True):
 
 class ListOffsetsResponse(_Response):
     partitions: list[ListOffsetsPartitionResult] = []
+
+
+# -- transactions ---------------------------------------------------------------------------
+
+
+class InitProducerIdRequest(Struct, kw_only=True):
+    transactional_id: str
+    transaction_timeout_ms: int = 60_000
+
+
+class InitProducerIdResponse(_Response):
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class AddPartitionsToTxnRequest(Struct, kw_only=True):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: list[TopicPartitionRef] = []
+
+
+class PartitionError(Struct, kw_only=True, omit_defaults=True):
+    topic: str
+    partition: int
+    error_code: int = 0
+    error_message: str = ""
+
+
+class AddPartitionsToTxnResponse(_Response):
+    results: list[PartitionError] = []
+
+
+class EndTxnRequest(Struct, kw_only=True):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+class EndTxnResponse(_Response):
+    pass
+
+
+class DescribeTransactionsRequest(Struct, kw_only=True):
+    transactional_ids: list[str] = []
+
+
+class TransactionDescription(Struct, kw_only=True, omit_defaults=True):
+    transactional_id: str
+    error_code: int = 0
+    error_message: str = ""
+    state: str = ""  # Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort
+    producer_id: int = -1
+    producer_epoch: int = -1
+    timeout_ms: int = 0
+    started_ms: int = -1  # when the open transaction began (-1: none open)
+    partitions: list[TopicPartitionRef] = []
+
+
+class DescribeTransactionsResponse(_Response):
+    transactions: list[TransactionDescription] = []
+
+
+class ListTransactionsRequest(Struct, kw_only=True):
+    states: list[str] = []  # only these states ([]: all)
+    older_than_ms: int = -1  # only transactions open longer than this (-1: any)
+
+
+class ListTransactionsResponse(_Response):
+    transactions: list[TransactionDescription] = []  # transactional_id, state, producer_id, started_ms
 
 
 # -- transaction markers --------------------------------------------------------------------
@@ -497,7 +573,8 @@ class DescribeClusterResponse(_Response):
 
 class FindCoordinatorRequest(Struct, kw_only=True):
     group_id: str
-    group_type: str = ""  # stream | queue: tenants' groups of each kind are different groups ("": stream)
+    group_type: str = ""  # stream | queue: tenants' groups of each kind are different groups ("": stream);
+    # "transaction": group_id is a transactional id, answered with its transaction coordinator
 
 
 class FindCoordinatorResponse(_Response):
@@ -811,6 +888,11 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.LIST_OFFSETS: ListOffsetsRequest,
     ApiKey.DELETE_RECORDS: DeleteRecordsRequest,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
+    ApiKey.INIT_PRODUCER_ID: InitProducerIdRequest,
+    ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnRequest,
+    ApiKey.END_TXN: EndTxnRequest,
+    ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsRequest,
+    ApiKey.LIST_TRANSACTIONS: ListTransactionsRequest,
     ApiKey.METADATA: MetadataRequest,
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.CREATE_TOPICS: CreateTopicsRequest,
@@ -846,6 +928,11 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.LIST_OFFSETS: ListOffsetsResponse,
     ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
+    ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
+    ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnResponse,
+    ApiKey.END_TXN: EndTxnResponse,
+    ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsResponse,
+    ApiKey.LIST_TRANSACTIONS: ListTransactionsResponse,
     ApiKey.METADATA: MetadataResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_TOPICS: CreateTopicsResponse,

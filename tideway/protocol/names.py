@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["GROUP_KINDS", "TenantNames", "own_group_name", "split_tenant_prefix"]
+__all__ = ["GROUP_KINDS", "TRANSACTION_KIND", "TenantNames", "own_group_name", "split_tenant_prefix"]
 
 GROUP_KINDS = ("stream", "queue")
+TRANSACTION_KIND = "txn"  # a tenant's transactional ids: t<id>.txn.<name>
 _TENANT_PREFIX = re.compile(r"^(t[0-9]+\.)(.+)$")
 _TENANT_GROUP = re.compile(r"^t[0-9]+\.(?:stream|queue)\.(.+)$")
 
@@ -51,7 +52,7 @@ class TenantNames:
         self._group_prefixes = {kind: f"t{tenant_id}.{kind}." for kind in GROUP_KINDS}
         # Broker-side names in free text (error messages): group prefixes first (longer).
         escaped = re.escape(self.topic_prefix)
-        kinds = "|".join(GROUP_KINDS)
+        kinds = "|".join((*GROUP_KINDS, TRANSACTION_KIND))
         self._scrub = re.compile(rf"(?<![A-Za-z0-9._-]){escaped}(?:(?:{kinds})\.)?")
 
     def topic(self, name: str) -> str:
@@ -66,6 +67,14 @@ class TenantNames:
 
     def group(self, name: str, kind: str) -> str:
         return self._group_prefixes[kind] + name
+
+    def transactional_id(self, name: str) -> str:
+        """Broker-side name of the tenant's transactional id ``name`` (tenants never share one)."""
+        return f"{self.topic_prefix}{TRANSACTION_KIND}.{name}"
+
+    def own_transactional_id(self, broker_name: str) -> str | None:
+        prefix = f"{self.topic_prefix}{TRANSACTION_KIND}."
+        return broker_name[len(prefix):] if broker_name.startswith(prefix) else None
 
     def own_group(self, broker_group: str) -> tuple[str, str] | None:
         """(the tenant's name, kind) of a broker-side group, or None when it is not this tenant's."""

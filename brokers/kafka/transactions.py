@@ -1,0 +1,70 @@
+"""Kafka's transactional producer APIs on the Kafka listener: InitProducerId with a transactional id,
+AddPartitionsToTxn and EndTxn, translated onto the brokers' transaction coordinator (brokers/transactions/)
+through the same router and authorizer as Tideway's own clients (a tenant's transactional ids are its own).
+FindCoordinator for a transaction (key type 1) is answered in apis.py beside the group's."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+from tideway_server.brokers.kafka.answers import (
+    NO_THROTTLE,
+    build,
+    item_type,
+    kafka_code,
+    milliseconds,
+)
+from tideway_server.brokers.server.connection import Session
+from tideway_server.brokers.server.router import Router
+
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+
+__all__ = ["KafkaTransactions"]
+
+
+class KafkaTransactions:
+    def __init__(self, router: Router) -> None:
+        self._router = router
+        self.handlers = {24: self.add_partitions_to_txn, 26: self.end_txn}
+
+    async def init_producer_id(self, request, response_type, session: Session):
+        """A transactional producer's id and epoch (a new epoch fences the previous instance)."""
+        native = m.InitProducerIdRequest(transactional_id=request.transactional_id,
+                                         transaction_timeout_ms=milliseconds(request.transaction_timeout))
+        try:
+            answer: m.InitProducerIdResponse = await self._router.call(session, ApiKey.INIT_PRODUCER_ID, native)
+        except errors.BrokerError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=kafka_code(exc.errno), producer_id=-1,
+                         producer_epoch=-1)
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                     producer_id=answer.producer_id, producer_epoch=answer.producer_epoch)
+
+    async def add_partitions_to_txn(self, request, response_type, session: Session):
+        topic_type = item_type(response_type, "results_by_topic_v3_and_below")
+        partition_type = item_type(topic_type, "results_by_partition")
+        wanted = [(topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions]
+        native = m.AddPartitionsToTxnRequest(
+            transactional_id=request.v3_and_below_transactional_id, producer_id=request.v3_and_below_producer_id,
+            producer_epoch=request.v3_and_below_producer_epoch,
+            partitions=[m.TopicPartitionRef(topic=name, partition=index) for name, index in wanted])
+        try:
+            answer: m.AddPartitionsToTxnResponse = await self._router.call(session, ApiKey.ADD_PARTITIONS_TO_TXN, native)
+            codes = {(r.topic, r.partition): kafka_code(r.error_code) for r in answer.results}
+        except errors.BrokerError as exc:
+            codes = {key: kafka_code(exc.errno) for key in wanted}
+        by_topic: dict[str, list] = {}
+        for name, index in wanted:
+            by_topic.setdefault(name, []).append(build(partition_type, partition_index=index, partition_error_code=codes.get(
+                (name, index), ErrorCode.unknown_topic_or_partition)))
+        return build(response_type, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=tuple(
+            build(topic_type, name=name, results_by_partition=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def end_txn(self, request, response_type, session: Session):
+        native = m.EndTxnRequest(transactional_id=request.transactional_id, producer_id=request.producer_id,
+                                 producer_epoch=request.producer_epoch, commit=request.committed)
+        try:
+            await self._router.call(session, ApiKey.END_TXN, native)
+        except errors.BrokerError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=kafka_code(exc.errno))
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none)
