@@ -8,6 +8,10 @@ None deletes) and acknowledged only once every in-sync replica has it (acks=all)
 the state: when leadership of a partition moves here, its records are read back (``on_load``); when it moves
 away, the coordinator drops what it held (``on_unload``).
 
+Records written for a producer's transaction (the group coordinator's offsets committed in a transaction) are
+a transactional batch of that producer: they count once the transaction's commit marker follows them in the
+partition, never after an abort marker, and are handed to ``on_load`` apart while neither has come.
+
 Ownership: the broker's event-loop thread.
 """
 
@@ -25,7 +29,15 @@ from tideway_server.brokers.replication import Role
 
 from tideway.protocol import errors
 from tideway.protocol import messages as m
-from tideway.record.batch import BatchBuilder, decode_records, iter_batches, read_header
+from tideway.record.batch import (
+    ATTRIBUTE_CONTROL,
+    ATTRIBUTE_TRANSACTIONAL,
+    BatchBuilder,
+    decode_records,
+    iter_batches,
+    read_header,
+)
+from tideway.record.markers import read_marker
 
 if TYPE_CHECKING:
     from tideway_server.brokers.server.metadata_cache import MetadataCache
@@ -55,7 +67,7 @@ class StateTopic:
         replicas: ReplicaManager,
         metadata: MetadataCache,
         create_topics: Callable[[m.CreateTopicsRequest], Awaitable[m.CreateTopicsResponse]],
-        on_load: Callable[[int, dict[tuple, object]], None],
+        on_load: Callable[[int, dict[tuple, object], dict[int, dict[tuple, object]]], None],
         on_unload: Callable[[int], None],
         what: str,
     ) -> None:
@@ -66,7 +78,8 @@ class StateTopic:
         self.replicas = replicas
         self.metadata = metadata
         self._create_topics = create_topics
-        self._on_load = on_load  # (partition, {key: latest value}) once this broker leads it
+        # (partition, {key: latest value}, {producer id: {key: value} of its open transaction}) once this broker leads it
+        self._on_load = on_load
         self._on_unload = on_unload  # (partition) once it no longer does
         self.what = what  # what a key names, in errors: "group", "transactional id"
         self.loaded: dict[int, int] = {}  # partition -> the leader epoch its state was loaded in
@@ -158,18 +171,28 @@ class StateTopic:
         partition = self.replicas.partitions[(self.name, index)]
         log_ = partition.log
         latest: dict[tuple, object] = {}
+        pending: dict[int, dict[tuple, object]] = {}  # open transactions' records, by producer id
         offset = log_.log_start_offset
         end = log_.log_end_offset
         while offset < end:
             read = log_.read(offset, 8 << 20, max_offset=end)
             if not read.records:
                 break
-            for position, _base, _size in iter_batches(read.records):
-                for record in decode_records(read.records, position):
+            data = read.records
+            for position, _base, _size in iter_batches(data):
+                header = read_header(data, position)
+                offset = header.next_offset
+                if header.attributes & ATTRIBUTE_CONTROL:
+                    written = pending.pop(header.producer_id, {})
+                    if read_marker(data, position).commit:
+                        latest.update(written)
+                    continue
+                into = pending.setdefault(header.producer_id, {}) if header.attributes & ATTRIBUTE_TRANSACTIONAL \
+                    else latest
+                for record in decode_records(data, position):
                     if record.key is not None:
-                        latest[tuple(_DECODE(record.key))] = None if record.value is None else _DECODE(record.value)
-                offset = read_header(read.records, position).next_offset
-        self._on_load(index, latest)
+                        into[tuple(_DECODE(record.key))] = None if record.value is None else _DECODE(record.value)
+        self._on_load(index, latest, pending)
         log.info("coordinator for %s-%d (epoch %d): loaded %d keys in %.0f ms", self.name, index,
                  partition.leader_epoch, len(latest), (time.monotonic() - started) * 1000)
 
@@ -179,12 +202,15 @@ class StateTopic:
         self._on_unload(index)
         log.info("no longer coordinator for %s-%d", self.name, index)
 
-    async def write(self, index: int, records: list[tuple[list, object]]) -> None:
-        """Append state records and return once every in-sync replica has them."""
+    async def write(self, index: int, records: list[tuple[list, object]], *,
+                    transaction: tuple[int, int] | None = None) -> None:
+        """Append state records and return once every in-sync replica has them. With ``transaction`` (producer
+        id, epoch) they belong to that producer's transaction: they count once its commit marker is written."""
         partition = self.replicas.partitions.get((self.name, index))
         if partition is None or partition.role is not Role.LEADER:
             raise errors.NotCoordinatorError(f"broker {self.broker_id} no longer coordinates {self.name}-{index}")
-        builder = BatchBuilder()
+        builder = BatchBuilder() if transaction is None else BatchBuilder(
+            producer_id=transaction[0], producer_epoch=transaction[1], flags=ATTRIBUTE_TRANSACTIONAL)
         now = int(time.time() * 1000)
         for key, value in records:
             builder.append(now, _ENCODE(key), None if value is None else _ENCODE(value))

@@ -14,7 +14,8 @@ Record keys are msgpack lists, values msgpack maps or lists (None: deleted):
 
     ["group", group]                      {"type": "stream" | "queue"}
     ["member", group, member_id]          a stream member and its assignment
-    ["offset", group, topic, partition]   {"offset", "metadata", "ts"}
+    ["offset", group, topic, partition]   {"offset", "metadata", "ts"} (in a producer's transaction: a
+                                          transactional batch of it, counted once its commit marker follows)
     ["share", group, topic, partition]    a queue partition's state: a snapshot (brokers/queues/state_log.py)
     ["share-delta", group, topic, partition, slot]
                                           ... and the changes written after it
@@ -96,6 +97,9 @@ class GroupCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.group_types: dict[str, str] = {}
         self.stream_groups: dict[str, StreamGroup] = {}
+        # Offsets committed in open transactions: (internal partition, producer id) -> {(group, topic, partition):
+        # (offset, metadata, ts)}; they become the groups' offsets when the transaction's commit marker is written.
+        self.pending_offsets: dict[tuple[int, int], dict[tuple[str, str, int], tuple[int, str, int]]] = {}
         # The members a group has over Kafka's classic protocol (the Kafka listener's ClassicGroups): described with
         # the group's own, and counted when a topic's positions are deleted.
         self.classic_members: Callable[[str], list[m.MemberDescription]] = lambda group_id: []
@@ -138,8 +142,14 @@ class GroupCoordinator:
 
     # -- the state log ------------------------------------------------------------------------
 
-    def _load(self, index: int, latest: dict[tuple, object]) -> None:
-        """The latest state records of internal partition ``index`` (this broker leads it now): its groups."""
+    def _load(self, index: int, latest: dict[tuple, object], pending: dict[int, dict[tuple, object]]) -> None:
+        """The latest state records of internal partition ``index`` (this broker leads it now): its groups, and the
+        offsets of transactions not ended yet."""
+        for producer_id, written in pending.items():
+            offsets = {(key[1], key[2], key[3]): (value["offset"], value["metadata"], value["ts"])
+                       for key, value in written.items() if key[0] == "offset" and value is not None}
+            if offsets:
+                self.pending_offsets[(index, producer_id)] = offsets
         members: dict[str, list[Member]] = defaultdict(list)
         shares: dict[tuple, dict] = {}
         groups = 0
@@ -202,6 +212,8 @@ class GroupCoordinator:
             log.info("%s-%d: tombstones of deleted topics not written: %s", INTERNAL_TOPIC, index, exc)
 
     def _unload(self, index: int) -> None:
+        for key in [key for key in self.pending_offsets if key[0] == index]:
+            del self.pending_offsets[key]
         count = self._internal_partition_count() or self.internal_partitions
         for group_id in [g for g in set(self.group_types) | set(self.stream_groups) if partition_for_group(g, count) == index]:
             self.group_types.pop(group_id, None)
@@ -281,22 +293,9 @@ class GroupCoordinator:
         for item in request.offsets:
             tp = (item.topic, item.partition)
             result = m.CommittedOffset(topic=item.topic, partition=item.partition, offset=item.offset)
-            if item.offset < 0:
-                result.error_code, result.error_message = errors.InvalidRequestError.errno, "offsets are never negative"
-            elif not 0 <= item.partition < self.partition_counts([item.topic])[item.topic]:
-                # As Kafka does: an offset of a partition that does not exist is refused, never kept.
-                result.error_code = errors.UnknownTopicOrPartitionError.errno
-                result.error_message = f"{item.topic}-{item.partition} does not exist"
-            elif request.member_id and not group.owns(request.member_id, tp):
-                exc: errors.BrokerError
-                if request.member_id not in group.members:
-                    exc = errors.UnknownMemberIdError(f"member {request.member_id!r} is not in group {group_id!r}: rejoin")
-                else:
-                    exc = errors.NotAssignedError(f"member {request.member_id!r} does not own {item.topic}-{item.partition}")
-                result.error_code, result.error_message = exc.errno, exc.message
-            elif not request.member_id and group.members:
-                exc = errors.UnknownMemberIdError(f"group {group_id!r} has members: only they may commit")
-                result.error_code, result.error_message = exc.errno, exc.message
+            refusal = self._commit_refusal(group, request.member_id, item)
+            if refusal is not None:
+                result.error_code, result.error_message = refusal.errno, refusal.message
             else:
                 records.append((["offset", group_id, item.topic, item.partition], {"offset": item.offset, "metadata": item.metadata, "ts": now}))
                 accepted.append((tp, (item.offset, item.metadata, now)))
@@ -307,16 +306,76 @@ class GroupCoordinator:
                 group.offsets[tp] = value
         return m.OffsetCommitResponse(offsets=results)
 
+    def _commit_refusal(self, group: StreamGroup, member_id: str, item: m.CommittedOffset) -> errors.BrokerError | None:
+        """Why ``member_id`` may not commit ``item`` for ``group`` (None: it may)."""
+        if item.offset < 0:
+            return errors.InvalidRequestError("offsets are never negative")
+        if not 0 <= item.partition < self.partition_counts([item.topic])[item.topic]:
+            # As Kafka does: an offset of a partition that does not exist is refused, never kept.
+            return errors.UnknownTopicOrPartitionError(f"{item.topic}-{item.partition} does not exist")
+        if member_id and not group.owns(member_id, (item.topic, item.partition)):
+            if member_id not in group.members:
+                return errors.UnknownMemberIdError(f"member {member_id!r} is not in group {group.group_id!r}: rejoin")
+            return errors.NotAssignedError(f"member {member_id!r} does not own {item.topic}-{item.partition}")
+        if not member_id and group.members:
+            return errors.UnknownMemberIdError(f"group {group.group_id!r} has members: only they may commit")
+        return None
+
     async def offset_fetch(self, request: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
-        self.check_coordinator(request.group_id)
+        index = self.check_coordinator(request.group_id)
         group = self.stream_groups.get(request.group_id)
         offsets = {} if group is None else group.offsets
         wanted = sorted(offsets) if request.partitions is None else [(tp.topic, tp.partition) for tp in request.partitions]
+        unstable = self._pending_partitions(index, request.group_id) if request.require_stable else set()
         out = []
         for tp in wanted:
             offset, metadata, ts = offsets.get(tp, (-1, "", -1))
-            out.append(m.CommittedOffset(topic=tp[0], partition=tp[1], offset=offset, metadata=metadata, commit_timestamp_ms=ts))
+            result = m.CommittedOffset(topic=tp[0], partition=tp[1], offset=offset, metadata=metadata, commit_timestamp_ms=ts)
+            if tp in unstable:
+                exc = errors.UnstableOffsetCommitError(f"an open transaction commits the offset of {tp[0]}-{tp[1]}")
+                result.offset, result.error_code, result.error_message = -1, exc.errno, exc.message
+            out.append(result)
         return m.OffsetFetchResponse(offsets=out)
+
+    def _pending_partitions(self, index: int, group_id: str) -> set[tuple[str, int]]:
+        return {(topic, partition) for (i, _pid), offsets in self.pending_offsets.items() if i == index
+                for (group, topic, partition) in offsets if group == group_id}
+
+    async def txn_offset_commit(self, request: m.TxnOffsetCommitRequest) -> m.TxnOffsetCommitResponse:
+        """Offsets committed in a producer's transaction: written as its transactional batch, counted once its
+        commit marker reaches this partition (``on_txn_marker``). A consumer's membership is checked as for any
+        commit, so a zombie member (fenced from the group) cannot commit in a transaction either."""
+        index = self.check_coordinator(request.group_id)
+        group_id = request.group_id
+        await self.set_type(index, group_id, "stream")
+        group = self.stream_groups.setdefault(group_id, StreamGroup(group_id))
+        now = int(time.time() * 1000)
+        results, records, accepted = [], [], {}
+        for item in request.offsets:
+            result = m.CommittedOffset(topic=item.topic, partition=item.partition, offset=item.offset)
+            refusal = self._commit_refusal(group, request.member_id, item)
+            if refusal is not None:
+                result.error_code, result.error_message = refusal.errno, refusal.message
+            else:
+                records.append((["offset", group_id, item.topic, item.partition],
+                                {"offset": item.offset, "metadata": item.metadata, "ts": now}))
+                accepted[(group_id, item.topic, item.partition)] = (item.offset, item.metadata, now)
+            results.append(result)
+        if records:
+            await self.state.write(index, records, transaction=(request.producer_id, request.producer_epoch))
+            self.pending_offsets.setdefault((index, request.producer_id), {}).update(accepted)
+        return m.TxnOffsetCommitResponse(offsets=results)
+
+    def on_txn_marker(self, topic: str, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction's marker is in internal partition ``index`` (and on every in-sync replica): its offsets
+        count, or are dropped."""
+        if topic != INTERNAL_TOPIC:
+            return
+        written = self.pending_offsets.pop((index, producer_id), None)
+        if not written or not commit:
+            return
+        for (group_id, topic_name, partition), value in written.items():
+            self.stream_groups.setdefault(group_id, StreamGroup(group_id)).offsets[(topic_name, partition)] = value
 
     async def offset_delete(self, request: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
         """Forget a stream group's positions on the partitions named, refused for a topic its members read (as

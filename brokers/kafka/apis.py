@@ -61,7 +61,7 @@ class KafkaApis:
         self.rates = TenantRates()
         self.handlers = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata, 8: self.offset_commit,
-            9: self.offset_fetch, 10: self.find_coordinator, 11: self.join_group, 12: self.heartbeat,
+            9: self.offset_fetch, 28: self.txn_offset_commit, 10: self.find_coordinator, 11: self.join_group, 12: self.heartbeat,
             13: self.leave_group, 14: self.sync_group, 17: self.sasl_handshake, 22: self.init_producer_id,
             36: self.sasl_authenticate,
         }
@@ -348,6 +348,36 @@ class KafkaApis:
         return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(
             build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
 
+    async def txn_offset_commit(self, request, response_type, session: Session):
+        """Offsets committed in a producer's transaction (``send_offsets_to_transaction``): the classic group's
+        membership is checked here as for a commit (a zombie member is refused), then the group coordinator keeps
+        them until the transaction ends."""
+        topic_type = item_type(response_type, "topics")
+        partition_type = item_type(topic_type, "partitions")
+        wanted = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
+        results: dict[tuple[str, int], ErrorCode] = {}
+        try:
+            group_id = await self._group(session, request.group_id)
+            self.groups.check_commit(group_id, getattr(request, "member_id", ""), getattr(request, "generation_id", -1))
+            native = m.TxnOffsetCommitRequest(
+                transactional_id=request.transactional_id, group_id=request.group_id, producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch, offsets=[
+                    m.CommittedOffset(topic=topic.name, partition=p.partition_index, offset=p.committed_offset,
+                                      metadata=p.committed_metadata or "")
+                    for topic in request.topics for p in topic.partitions])
+            answer: m.TxnOffsetCommitResponse = await self._router.call(session, ApiKey.TXN_OFFSET_COMMIT, native)
+            results = {(r.topic, r.partition): kafka_code(r.error_code) for r in answer.offsets}
+        except GroupError as exc:
+            results = {key: exc.code for key in wanted}
+        except errors.BrokerError as exc:
+            results = {key: kafka_code(exc.errno) for key in wanted}
+        by_topic: dict[str, list] = {}
+        for name, index in wanted:
+            by_topic.setdefault(name, []).append(build(partition_type, partition_index=index,
+                                                       error_code=results.get((name, index), ErrorCode.none)))
+        return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(
+            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+
     async def offset_fetch(self, request, response_type, session: Session):
         topic_type = item_type(response_type, "topics")
         partition_type = item_type(topic_type, "partitions")
@@ -356,7 +386,8 @@ class KafkaApis:
         try:
             await self._group(session, request.group_id)
             answer: m.OffsetFetchResponse = await self._router.call(
-                session, ApiKey.OFFSET_FETCH, m.OffsetFetchRequest(group_id=request.group_id, partitions=refs))
+                session, ApiKey.OFFSET_FETCH, m.OffsetFetchRequest(
+                    group_id=request.group_id, partitions=refs, require_stable=getattr(request, "require_stable", False)))
         except GroupError as exc:
             return build(response_type, throttle_time=NO_THROTTLE, topics=(), error_code=exc.code)
         except errors.BrokerError as exc:

@@ -26,7 +26,7 @@ __all__ = ["KafkaTransactions"]
 class KafkaTransactions:
     def __init__(self, router: Router) -> None:
         self._router = router
-        self.handlers = {24: self.add_partitions_to_txn, 26: self.end_txn}
+        self.handlers = {24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn, 26: self.end_txn}
 
     async def init_producer_id(self, request, response_type, session: Session):
         """A transactional producer's id and epoch (a new epoch fences the previous instance)."""
@@ -59,6 +59,15 @@ class KafkaTransactions:
                 (name, index), ErrorCode.unknown_topic_or_partition)))
         return build(response_type, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=tuple(
             build(topic_type, name=name, results_by_partition=tuple(parts)) for name, parts in by_topic.items()))
+
+    async def add_offsets_to_txn(self, request, response_type, session: Session):
+        native = m.AddOffsetsToTxnRequest(transactional_id=request.transactional_id, producer_id=request.producer_id,
+                                          producer_epoch=request.producer_epoch, group_id=request.group_id)
+        try:
+            await self._router.call(session, ApiKey.ADD_OFFSETS_TO_TXN, native)
+        except errors.BrokerError as exc:
+            return build(response_type, throttle_time=NO_THROTTLE, error_code=kafka_code(exc.errno))
+        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none)
 
     async def end_txn(self, request, response_type, session: Session):
         native = m.EndTxnRequest(transactional_id=request.transactional_id, producer_id=request.producer_id,

@@ -61,7 +61,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId: idempotent and transactional producers
     24: (0, 3),  # AddPartitionsToTxn: v4 batches transactions for brokers' verification (KIP-890)
+    25: (0, 3),  # AddOffsetsToTxn
     26: (0, 3),  # EndTxn
+    28: (0, 3),  # TxnOffsetCommit
     23: (2, 4),  # OffsetForLeaderEpoch
     32: (1, 4),  # DescribeConfigs
     36: (0, 2),  # SaslAuthenticate
@@ -75,8 +77,10 @@ PRODUCE_SERVED_MIN = 3
 API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
              10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
              15: "DescribeGroups", 16: "ListGroups", 17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics",
-             20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn", 23: "OffsetForLeaderEpoch", 32: "DescribeConfigs", 36: "SaslAuthenticate",
-             37: "CreatePartitions", 42: "DeleteGroups", 47: "OffsetDelete", 60: "DescribeCluster"}
+             20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
+             24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+             32: "DescribeConfigs", 36: "SaslAuthenticate", 37: "CreatePartitions", 42: "DeleteGroups",
+             47: "OffsetDelete", 60: "DescribeCluster"}
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

@@ -63,6 +63,8 @@ ACCESS: dict[ApiKey, Access] = {
     ApiKey.INIT_PRODUCER_ID: Access.TENANT,
     ApiKey.ADD_PARTITIONS_TO_TXN: Access.TENANT,
     ApiKey.END_TXN: Access.TENANT,
+    ApiKey.ADD_OFFSETS_TO_TXN: Access.TENANT,
+    ApiKey.TXN_OFFSET_COMMIT: Access.TENANT,
     ApiKey.DESCRIBE_TRANSACTIONS: Access.TENANT,
     ApiKey.LIST_TRANSACTIONS: Access.TENANT,
     ApiKey.DESCRIBE_CLUSTER: Access.OPERATOR,
@@ -337,6 +339,16 @@ def _add_partitions_to_txn(principal: Principal, request: m.AddPartitionsToTxnRe
     return after
 
 
+def _add_offsets_to_txn(principal: Principal, request: m.AddOffsetsToTxnRequest) -> None:
+    request.transactional_id = _transactional_id_in(principal, request.transactional_id)
+    _consume_group(principal, request, "stream")
+
+
+def _txn_offset_commit(principal: Principal, request: m.TxnOffsetCommitRequest) -> AfterResponse:
+    request.transactional_id = _transactional_id_in(principal, request.transactional_id)
+    return _offset_commit(principal, request)
+
+
 def _end_txn(principal: Principal, request: m.EndTxnRequest) -> AfterResponse:
     request.transactional_id = _transactional_id_in(principal, request.transactional_id)
 
@@ -517,6 +529,8 @@ _TENANT_VIEWS: dict[ApiKey, Callable[[Principal, object], AfterResponse | None]]
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.END_TXN: _end_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
 }

@@ -171,6 +171,7 @@ class Broker:
             heartbeat_interval_ms=config.group_heartbeat_interval_ms,
             queue_idle_unload_ms=config.queue_idle_unload_ms,
         )
+        self.replicas.on_marker = self.coordinator.on_txn_marker
         self.transactions = TransactionCoordinator(
             broker_id=config.broker_id, replicas=self.replicas, metadata=self.metadata,
             create_topics=self._create_topics, peer_client=self._peer_client,
@@ -211,6 +212,8 @@ class Broker:
             ApiKey.INIT_PRODUCER_ID: Route(self.transactions.init_producer_id),
             ApiKey.ADD_PARTITIONS_TO_TXN: Route(self.transactions.add_partitions),
             ApiKey.END_TXN: Route(self.transactions.end_txn),
+            ApiKey.ADD_OFFSETS_TO_TXN: Route(self.transactions.add_offsets),
+            ApiKey.TXN_OFFSET_COMMIT: Route(coordinator.txn_offset_commit),
             ApiKey.DESCRIBE_TRANSACTIONS: Route(self._describe_transactions),
             ApiKey.LIST_TRANSACTIONS: Route(self._list_transactions),
             ApiKey.OFFSET_COMMIT: Route(coordinator.offset_commit),

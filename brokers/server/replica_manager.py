@@ -67,6 +67,9 @@ class ReplicaManager:
         self._metadata = metadata
         self.metrics = metrics
         self._on_data = on_data  # a topic's HW moved: the queue service wakes its receivers
+        # A transaction's marker is on every in-sync replica of (topic, partition): (topic, partition, producer id,
+        # committed) for the group coordinator, whose offsets in that transaction count from then (or are dropped).
+        self.on_marker: Callable[[str, int, int, bool], None] = lambda topic, partition, producer_id, commit: None
         self.partitions: dict[tuple[str, int], Partition] = {}
         # Long-polling fetches waiting for data, per partition.
         self._data_waiters: dict[tuple[str, int], set[PromptFuture]] = defaultdict(set)
@@ -475,6 +478,10 @@ class ReplicaManager:
         self.resume_woken()
         if waits:
             await self._until_committed(waits, request.timeout_ms)
+        commits = {marker.producer_id: marker.commit for marker in request.markers}
+        for result, _ in waits:
+            if not result.error_code:
+                self.on_marker(result.topic, result.partition, result.producer_id, commits[result.producer_id])
         return m.WriteTxnMarkersResponse(results=results)
 
     async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:

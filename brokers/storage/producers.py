@@ -60,6 +60,8 @@ class ProducerStateTable:
             raise errors.InvalidProducerEpochError(
                 f"producer {header.producer_id} epoch {header.producer_epoch} is older than {entry.epoch}"
             )
+        if header.base_sequence < 0:
+            return None  # a coordinator's transactional write (offsets in a transaction): no sequence to check
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise errors.OutOfOrderSequenceError(f"a new producer epoch must start at sequence 0, got {header.base_sequence}")
@@ -85,7 +87,7 @@ class ProducerStateTable:
         epoch the producer's, so the fenced instance's writes are refused from then on."""
         if header.producer_id < 0:
             return
-        if header.attributes & ATTRIBUTE_CONTROL:
+        if header.attributes & ATTRIBUTE_CONTROL or header.base_sequence < 0:
             entry = self.producers.get(header.producer_id)
             if entry is None or header.producer_epoch > entry.epoch:
                 self.producers[header.producer_id] = ProducerEntry(header.producer_epoch, -1)

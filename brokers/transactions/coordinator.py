@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tideway_server.brokers.coordination.state_topic import StateTopic, partition_for_key
+from tideway_server.brokers.groups.coordinator import INTERNAL_TOPIC as OFFSETS_TOPIC
 
 from tideway.aio import cancel_and_wait
 from tideway.protocol import errors
@@ -151,7 +152,7 @@ class TransactionCoordinator:
 
     # -- state ---------------------------------------------------------------------------------------
 
-    def _load(self, index: int, latest: dict[tuple, object]) -> None:
+    def _load(self, index: int, latest: dict[tuple, object], _pending: dict[int, dict[tuple, object]]) -> None:
         resumed = 0
         for key, value in latest.items():
             if value is None or key[0] != "txn":
@@ -252,6 +253,18 @@ class TransactionCoordinator:
                 result.error_message = "another partition of the request does not exist"
             results.append(result)
         return m.AddPartitionsToTxnResponse(results=results)
+
+    async def add_offsets(self, request: m.AddOffsetsToTxnRequest) -> m.AddOffsetsToTxnResponse:
+        """The group's offsets will be committed in this transaction: its partition of the offsets topic gets the
+        transaction's marker too (which makes them count, or drops them)."""
+        count = self.metadata.partition_count(OFFSETS_TOPIC)
+        if count is None:
+            raise errors.CoordinatorNotAvailableError(f"the topic {OFFSETS_TOPIC} does not exist yet: ask again")
+        await self.add_partitions(m.AddPartitionsToTxnRequest(
+            transactional_id=request.transactional_id, producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch,
+            partitions=[m.TopicPartitionRef(topic=OFFSETS_TOPIC, partition=partition_for_key(request.group_id, count))]))
+        return m.AddOffsetsToTxnResponse()
 
     async def end_txn(self, request: m.EndTxnRequest) -> m.EndTxnResponse:
         """Commit or abort: the decision is written and answered; the markers follow (see the module's doc)."""

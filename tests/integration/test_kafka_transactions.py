@@ -25,11 +25,11 @@ def _producer(bootstrap: str, transactional_id: str, **extra) -> Producer:
                                                                  "linger.ms": 5, **extra}))
 
 
-def _values(bootstrap: str, isolation_level: str, count: int, wait_s: float = 20) -> list[bytes]:
+def _values(bootstrap: str, isolation_level: str, count: int, wait_s: float = 20, topic: str = TOPIC) -> list[bytes]:
     consumer = Consumer(confluent_config(bootstrap, OPERATOR_KEY, **{
         "group.id": f"check-{time.monotonic_ns()}", "auto.offset.reset": "earliest",
         "isolation.level": isolation_level, "enable.auto.commit": False}))
-    consumer.subscribe([TOPIC])
+    consumer.subscribe([topic])
     values: list[bytes] = []
     deadline = time.monotonic() + wait_s
     try:
@@ -102,3 +102,59 @@ async def test_commit_abort_fencing_and_timeouts_with_librdkafka(broker_factory)
         slow.commit_transaction(30)
     assert _fatal_or_fenced(timed_out.value) or timed_out.value.args[0].code() == KafkaError.INVALID_TXN_STATE
     assert b"never committed" not in _values(bootstrap, "read_committed", 8)
+
+
+def _process(bootstrap: str, group: str, transactional_id: str, *, rounds: int, abort_round: int | None = None) -> int:
+    """A consume-transform-produce processor: each round reads what is there from ``in``, writes one output per
+    input to ``out`` and commits the input offsets in the same transaction (``abort_round`` aborts instead, then
+    the processor goes back to the committed offsets). How many inputs it handled in committed rounds."""
+    consumer = Consumer(confluent_config(bootstrap, OPERATOR_KEY, **{
+        "group.id": group, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        "enable.auto.commit": False}))
+    producer = _producer(bootstrap, transactional_id)
+    producer.init_transactions(30)
+    consumer.subscribe(["in"])
+    handled = 0
+    try:
+        for round_ in range(rounds):
+            messages = [m for m in consumer.consume(20, 3) if m.error() is None]
+            if not messages:
+                continue
+            producer.begin_transaction()
+            for message in messages:
+                producer.produce("out", value=b"out of " + message.value(), partition=message.partition(),
+                                 headers=[("input-offset", str(message.offset()).encode())])
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), 30)
+            if round_ == abort_round:
+                producer.flush(10)
+                producer.abort_transaction(30)
+                committed = consumer.committed(consumer.assignment(), 30)
+                for tp in committed:  # back to what the group committed, as an application does after an abort
+                    consumer.seek(tp if tp.offset >= 0 else type(tp)(tp.topic, tp.partition, 0))
+                continue
+            producer.commit_transaction(30)
+            handled += len(messages)
+    finally:
+        consumer.close()
+    return handled
+
+
+async def test_consume_transform_produce_commits_outputs_and_input_offsets_together(broker_factory):
+    broker = broker_factory(kafka=True)
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("in", partitions=2)
+        await client.create_topic("out", partitions=2)
+    bootstrap = broker.kafka_bootstrap
+    source = Producer(confluent_config(bootstrap, OPERATOR_KEY))
+    for i in range(40):
+        source.produce("in", value=b"input %d" % i, partition=i % 2)
+    assert source.flush(10) == 0
+
+    first = _process(bootstrap, "processors", "processor-1", rounds=3, abort_round=1)
+    rest = _process(bootstrap, "processors", "processor-1", rounds=6)  # a restart: from the committed offsets
+    assert first + rest == 40
+
+    outputs = _values(bootstrap, "read_committed", 40, topic="out")
+    assert outputs == sorted(b"out of input %d" % i for i in range(40))  # each input exactly once
+    assert len(_values(bootstrap, "read_uncommitted", 60, topic="out")) == 60  # and the aborted round's 20 too

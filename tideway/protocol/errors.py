@@ -341,6 +341,14 @@ class TransactionalIdAuthorizationFailedError(BrokerError):
     name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
 
 
+class UnstableOffsetCommitError(BrokerError):
+    """Raised when a partition's offset is being committed by an open transaction: ask again once it ends."""
+
+    errno = 88
+    name = "UNSTABLE_OFFSET_COMMIT"
+    retriable = True
+
+
 class OperationNotAttemptedError(BrokerError):
     """Raised for parts of a request left undone because another part of it was refused."""
 

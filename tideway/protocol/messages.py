@@ -34,6 +34,8 @@ class ApiKey(enum.IntEnum):
     LIST_OFFSETS = 2
     INIT_PRODUCER_ID = 22  # a transactional producer's id and epoch (fences the previous instance)
     ADD_PARTITIONS_TO_TXN = 24  # partitions join the producer's transaction before it writes to them
+    ADD_OFFSETS_TO_TXN = 25  # a group's offsets will be committed in the transaction
+    TXN_OFFSET_COMMIT = 28  # to the group's coordinator: offsets that count if the transaction commits
     END_TXN = 26  # commit or abort the producer's transaction
     DESCRIBE_TRANSACTIONS = 65  # transactions' state, partitions and age
     LIST_TRANSACTIONS = 66  # the transactions a coordinator holds
@@ -612,6 +614,39 @@ class OffsetCommitResponse(_Response):
 class OffsetFetchRequest(Struct, kw_only=True):
     group_id: str
     partitions: list[TopicPartitionRef] | None = None  # None: every committed partition
+    # A partition whose offset a transaction commits and that is still open answers UNSTABLE_OFFSET_COMMIT
+    # (ask again) instead of the offset before it (KIP-447: a new owner reads from the transaction's outcome).
+    require_stable: bool = False
+
+
+class TxnOffsetCommitRequest(Struct, kw_only=True):
+    """Offsets committed as part of a producer's transaction (consume-transform-produce), to the group's
+    coordinator: they count once the transaction commits, never if it aborts."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    member_id: str = ""  # the consumer's membership, checked as an offset commit's (a zombie's is refused)
+    member_epoch: int = -1
+    offsets: list[CommittedOffset] = []
+
+
+class TxnOffsetCommitResponse(_Response):
+    offsets: list[CommittedOffset] = []  # per-partition errors
+
+
+class AddOffsetsToTxnRequest(Struct, kw_only=True):
+    """The group's offsets will be committed in the producer's transaction (its coordinator marks them too)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(_Response):
+    pass
 
 
 class OffsetFetchResponse(_Response):
@@ -889,6 +924,8 @@ REQUEST_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DELETE_RECORDS: DeleteRecordsRequest,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
     ApiKey.INIT_PRODUCER_ID: InitProducerIdRequest,
+    ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
+    ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
     ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnRequest,
     ApiKey.END_TXN: EndTxnRequest,
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsRequest,
@@ -929,6 +966,8 @@ RESPONSE_TYPES: dict[ApiKey, type[Struct]] = {
     ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
     ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
+    ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnResponse,
+    ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitResponse,
     ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnResponse,
     ApiKey.END_TXN: EndTxnResponse,
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsResponse,
