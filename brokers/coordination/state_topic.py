@@ -103,7 +103,7 @@ class StateTopic:
         """The partition of ``key``; raise unless this broker coordinates it now."""
         count = self.partition_count()
         if count is None:
-            self._ensure_created()
+            self.ensure_created()
             raise errors.CoordinatorNotAvailableError(f"the topic {self.name} is being created")
         index = partition_for_key(key, count)
         partition = self.replicas.partitions.get((self.name, index))
@@ -117,7 +117,7 @@ class StateTopic:
         """The broker that coordinates ``key``, at its address on ``listener``."""
         count = self.partition_count()
         if count is None:
-            self._ensure_created()
+            self.ensure_created()
             raise errors.CoordinatorNotAvailableError(f"the topic {self.name} is being created")
         index = partition_for_key(key, count)
         leader = self.metadata.leader_of(self.name, index)
@@ -142,7 +142,7 @@ class StateTopic:
             if (self.name, index) not in self.replicas.partitions:
                 self.unload(index)
 
-    def _ensure_created(self) -> None:
+    def ensure_created(self) -> None:
         if self._creating is None or self._creating.done():
             self._creating = asyncio.get_running_loop().create_task(self._create())
 

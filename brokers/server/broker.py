@@ -176,6 +176,7 @@ class Broker:
             broker_id=config.broker_id, replicas=self.replicas, metadata=self.metadata,
             create_topics=self._create_topics, peer_client=self._peer_client,
             partitions=config.offsets_topic_partitions)
+        self.transactions.offsets_topic = self.coordinator.state
         self.usage = None
         if config.usage_interval_ms > 0:
             self.usage = UsageMeter(config.broker_id, self.replicas, self.metrics.traffic, self._create_topics,

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tideway_server.brokers.coordination.state_topic import StateTopic, partition_for_key
-from tideway_server.brokers.groups.coordinator import INTERNAL_TOPIC as OFFSETS_TOPIC
 
 from tideway.aio import cancel_and_wait
 from tideway.protocol import errors
@@ -129,6 +128,7 @@ class TransactionCoordinator:
                                 replicas=replicas, metadata=metadata, create_topics=create_topics,
                                 on_load=self._load, on_unload=self._unload, what="transactional id")
         self.txns: dict[str, Txn] = {}
+        self.offsets_topic: StateTopic | None = None  # the group coordinator's (AddOffsetsToTxn marks its partitions)
         self._peer_client = peer_client
         self._client: TidewayClient | None = None
         self._completing: dict[str, asyncio.Task] = {}  # transactional id -> its markers being written
@@ -257,13 +257,16 @@ class TransactionCoordinator:
     async def add_offsets(self, request: m.AddOffsetsToTxnRequest) -> m.AddOffsetsToTxnResponse:
         """The group's offsets will be committed in this transaction: its partition of the offsets topic gets the
         transaction's marker too (which makes them count, or drops them)."""
-        count = self.metadata.partition_count(OFFSETS_TOPIC)
+        offsets = self.offsets_topic
+        count = offsets.partition_count() if offsets is not None else None
         if count is None:
-            raise errors.CoordinatorNotAvailableError(f"the topic {OFFSETS_TOPIC} does not exist yet: ask again")
+            if offsets is not None:
+                offsets.ensure_created()
+            raise errors.CoordinatorNotAvailableError("the groups' offsets topic is being created: ask again")
         await self.add_partitions(m.AddPartitionsToTxnRequest(
             transactional_id=request.transactional_id, producer_id=request.producer_id,
             producer_epoch=request.producer_epoch,
-            partitions=[m.TopicPartitionRef(topic=OFFSETS_TOPIC, partition=partition_for_key(request.group_id, count))]))
+            partitions=[m.TopicPartitionRef(topic=offsets.name, partition=partition_for_key(request.group_id, count))]))
         return m.AddOffsetsToTxnResponse()
 
     async def end_txn(self, request: m.EndTxnRequest) -> m.EndTxnResponse:

@@ -133,3 +133,46 @@ async def test_read_committed_stops_at_open_transactions_and_drops_aborted_ones(
     kafka = broker.kafka_bootstrap
     assert await asyncio.to_thread(_kafka_values, kafka, "read_committed", 5) == committed
     assert await asyncio.to_thread(_kafka_values, kafka, "read_uncommitted", 6) == everything
+
+
+async def test_the_native_transactional_producer_commits_aborts_commits_offsets_and_is_fenced(broker_factory):
+    """TransactionalProducer: committed writes and offsets count together, aborted ones do not; a second
+    instance fences the first."""
+    from tideway.native import TransactionalProducer
+    from tideway.native.group import CoordinatorLink, fetch_committed
+    from tideway.protocol import errors
+
+    broker = broker_factory()
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("inputs", partitions=2)
+        await client.create_topic("outputs", partitions=2)
+        async with TransactionalProducer(client, "enricher", linger_ms=1) as producer:
+            producer.begin()
+            for i in range(10):
+                await producer.send("outputs", b"kept %d" % i, key=b"k%d" % i)
+            await producer.send_offsets({("inputs", 0): 5, ("inputs", 1): 5}, group_id="enrichers")
+            await producer.commit()
+            producer.begin()
+            for i in range(4):
+                await producer.send("outputs", b"dropped %d" % i, partition=i % 2)
+            await producer.send_offsets({("inputs", 0): 9}, group_id="enrichers")
+            await producer.abort()
+
+            link = CoordinatorLink(client, "enrichers")
+            assert await fetch_committed(link, [("inputs", 0), ("inputs", 1)]) == {("inputs", 0): 5, ("inputs", 1): 5}
+            values = []
+            for partition in (0, 1):
+                async with Consumer(client, isolation_level="read_committed") as consumer:
+                    await consumer.assign([("outputs", partition)], start="earliest")
+                    for records in (await consumer.getmany(2_000)).values():
+                        values += [r.value for r in records]
+            assert sorted(values) == sorted(b"kept %d" % i for i in range(10))
+
+            async with TransactionalProducer(client, "enricher") as newer:  # the same id: the first is fenced
+                producer.begin()
+                with pytest.raises((errors.ProducerFencedError, errors.InvalidProducerEpochError)):
+                    await producer.send("outputs", b"zombie", partition=0)
+                    await producer.commit()
+                newer.begin()
+                await newer.send("outputs", b"from the newer one", partition=0)
+                await newer.commit()

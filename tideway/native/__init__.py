@@ -12,6 +12,7 @@ from tideway.native.sync import (
     SyncProducer,
     SyncQueueConsumer,
 )
+from tideway.native.transactions import TransactionalProducer
 from tideway.record.batch import Record
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "SyncConsumer",
     "SyncProducer",
     "TidewayClient",
+    "TransactionalProducer",
 ]

@@ -123,6 +123,7 @@ class Producer:
         if self.idempotent and self.acks != -1:
             raise ValueError("an idempotent producer needs acks=all")
         self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self._batch_flags = 0  # ATTRIBUTE_TRANSACTIONAL for a transactional producer's batches (transactions.py)
         self._new_producer_id()
         self.linger_s = linger_ms / 1000
         self.batch_size_bytes = batch_size_bytes
@@ -308,7 +309,8 @@ class Producer:
         return RecordFuture(batch, offset_delta, timestamp_ms)
 
     def _new_batch(self, topic: str, partition: int, *, wake: bool = True) -> OpenBatch:
-        batch = self._open[(topic, partition)] = OpenBatch(topic, partition, BatchBuilder(self.compression))
+        batch = self._open[(topic, partition)] = OpenBatch(topic, partition, BatchBuilder(self.compression,
+                                                                                          flags=self._batch_flags))
         self._unfinished.add(batch)
         if wake:
             self._wakeup.set()

@@ -1,0 +1,166 @@
+"""Transactions for Tideway's native producer: writes to several partitions, and a consumer group's offsets,
+that count together or not at all (Kafka's transactional producer, KIP-98 and KIP-447).
+
+::
+
+    async with TransactionalProducer(bootstrap, "orders-enricher") as producer:   # fences an older instance
+        producer.begin()
+        await producer.send("enriched", value, key=key)
+        await producer.send_offsets({("orders", 0): 1042}, group_id="enricher")
+        await producer.commit()          # or abort(): nothing of it is read by read_committed consumers
+
+A transactional id names one logical producer: starting an instance gives it a new epoch at the transaction
+coordinator, which aborts whatever the previous instance left open and refuses that instance from then on
+(ProducerFencedError: stop it). Before the first write to a partition in a transaction the partition is added
+to it (one request per new partition); the records go as transactional batches of the producer. ``commit``
+sends everything still buffered, then asks the coordinator to commit: the answer means the outcome is decided
+and will be written (the markers follow). A send that failed makes the transaction abort-only.
+
+Consumers see a transaction's records once it commits when they read ``read_committed`` (the native
+Consumer's default, librdkafka's too); ``read_uncommitted`` readers see aborted ones as well.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tideway.native.client import TidewayClient
+from tideway.native.group import CoordinatorLink
+from tideway.native.pending import RecordFuture
+from tideway.native.producer import Producer
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
+from tideway.record.batch import ATTRIBUTE_TRANSACTIONAL
+from tideway.retry import Backoff
+
+__all__ = ["TransactionalProducer"]
+
+log = logging.getLogger(__name__)
+
+# Asked again (the coordinator is busy completing the previous transaction, or moving).
+_RETRY = (errors.ConcurrentTransactionsError, errors.NotCoordinatorError, errors.CoordinatorNotAvailableError,
+          errors.CoordinatorLoadInProgressError)
+
+
+class TransactionalProducer(Producer):
+    def __init__(self, client: TidewayClient | str, transactional_id: str, *, transaction_timeout_ms: int = 60_000,
+                 **options) -> None:
+        if options.get("acks", "all") not in ("all", -1, "-1") or options.get("idempotent", True) is False:
+            raise ValueError("a transactional producer is idempotent with acks=all")
+        options["acks"], options["idempotent"] = "all", True
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._in_transaction = False
+        self._added: set[tuple[str, int]] = set()  # partitions of the open transaction
+        self._joined = False  # the coordinator has the open transaction (a partition or a group's offsets were added)
+        self._failed: BaseException | None = None  # a send of the open transaction failed: abort only
+        super().__init__(client, **options)
+        self._batch_flags = ATTRIBUTE_TRANSACTIONAL
+        self._coordinator = CoordinatorLink(self.client, transactional_id, group_type="transaction")
+
+    async def start(self) -> None:
+        await super().start()
+        answer: m.InitProducerIdResponse = await self._ask(ApiKey.INIT_PRODUCER_ID, m.InitProducerIdRequest(
+            transactional_id=self.transactional_id, transaction_timeout_ms=self.transaction_timeout_ms))
+        self.producer_id, self.producer_epoch = answer.producer_id, answer.producer_epoch
+        self._sequences = {}
+        log.info("transactional producer %s: producer %d epoch %d", self.transactional_id, self.producer_id,
+                 self.producer_epoch)
+
+    def _new_producer_id(self) -> None:
+        if getattr(self, "_coordinator", None) is None:  # (the base class, before start: set from the coordinator)
+            super()._new_producer_id()
+            return
+        # A batch failed for good: the open transaction cannot commit; the producer keeps its id and epoch.
+        self._failed = self._failed or errors.OutOfOrderSequenceError("a write of this transaction failed: abort it")
+        self._sequences = {}
+
+    async def _ask(self, api: ApiKey, request):
+        backoff = Backoff(initial_s=0.02, max_s=0.5, deadline_s=self.request_timeout_s)
+        while True:
+            try:
+                return await self._coordinator.request(api, request)
+            except _RETRY:
+                if not await backoff.wait():
+                    raise
+
+    # -- the transaction ------------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        if self._in_transaction:
+            raise errors.InvalidTxnStateError("a transaction is open already: commit or abort it first")
+        self._in_transaction, self._added, self._failed, self._joined = True, set(), None, False
+
+    async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None, partition: int | None = None,
+                   **options) -> RecordFuture:
+        """As Producer.send, inside the open transaction (its partition is added to the transaction first)."""
+        count = await self._ready_to_txn(topic)
+        partition = self._partition_for(topic, key, partition, count)
+        if (topic, partition) not in self._added:
+            await self._add({(topic, partition)})
+        return await super().send(topic, value, key=key, partition=partition, **options)
+
+    async def send_many(self, topic: str, records, *, batch_bytes_max: int | None = None) -> list[RecordFuture]:
+        """As Producer.send_many, inside the open transaction: each record's partition is chosen here."""
+        count = await self._ready_to_txn(topic)
+        placed = [(value, key, headers, self._partition_for(topic, key, partition, count))
+                  for value, key, headers, partition in records]
+        new = {(topic, p) for _v, _k, _h, p in placed} - self._added
+        if new:
+            await self._add(new)
+        return await super().send_many(topic, placed, batch_bytes_max=batch_bytes_max)
+
+    async def _ready_to_txn(self, topic: str) -> int:
+        if not self._in_transaction:
+            raise errors.InvalidTxnStateError("send inside a transaction: call begin() first")
+        return await self._ready_to_append(topic)
+
+    async def _add(self, partitions: set[tuple[str, int]]) -> None:
+        answer: m.AddPartitionsToTxnResponse = await self._ask(ApiKey.ADD_PARTITIONS_TO_TXN, m.AddPartitionsToTxnRequest(
+            transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(partitions)]))
+        for result in answer.results:
+            if result.error_code:
+                raise errors.error_for_code(result.error_code, result.error_message)
+        self._added |= partitions
+        self._joined = True
+
+    async def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str, *, member_id: str = "",
+                           member_epoch: int = -1) -> None:
+        """Commit ``offsets`` (the next offset to read, per partition) for ``group_id`` in this transaction: they
+        count if it commits (a consume-transform-produce step's inputs), never if it aborts."""
+        if not self._in_transaction:
+            raise errors.InvalidTxnStateError("send offsets inside a transaction: call begin() first")
+        await self._ask(ApiKey.ADD_OFFSETS_TO_TXN, m.AddOffsetsToTxnRequest(
+            transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            group_id=group_id))
+        self._joined = True
+        link = CoordinatorLink(self.client, group_id)
+        answer: m.TxnOffsetCommitResponse = await link.request(ApiKey.TXN_OFFSET_COMMIT, m.TxnOffsetCommitRequest(
+            transactional_id=self.transactional_id, group_id=group_id, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, member_id=member_id, member_epoch=member_epoch,
+            offsets=[m.CommittedOffset(topic=t, partition=p, offset=o) for (t, p), o in sorted(offsets.items())]))
+        for result in answer.offsets:
+            if result.error_code:
+                raise errors.error_for_code(result.error_code, result.error_message)
+
+    async def commit(self) -> None:
+        """Send what is buffered, then commit: every record and offset of the transaction counts."""
+        await self._end(commit=True)
+
+    async def abort(self) -> None:
+        """Abort: nothing of the transaction is read by read_committed consumers; its offsets do not count."""
+        await self._end(commit=False)
+
+    async def _end(self, *, commit: bool) -> None:
+        if not self._in_transaction:
+            raise errors.InvalidTxnStateError("no transaction is open: call begin() first")
+        await self.flush()
+        if commit and self._failed is not None:
+            raise errors.InvalidTxnStateError(f"the transaction cannot commit: {self._failed}; abort it")
+        if self._joined:  # (a transaction that wrote nothing has nothing to end)
+            await self._ask(ApiKey.END_TXN, m.EndTxnRequest(
+                transactional_id=self.transactional_id, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, commit=commit))
+        self._in_transaction, self._added, self._failed, self._joined = False, set(), None, False
