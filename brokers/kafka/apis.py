@@ -130,7 +130,8 @@ class KafkaApis:
         results: dict[tuple[str, int], tuple[int, str | None, int, int]] = {}
         # A transactional producer's batches carry its producer id and the transactional bit: the partitions keep
         # its transactions (brokers/storage/transactions.py) until its coordinator's markers end them.
-        native = m.ProduceRequest(acks=request.acks, timeout_ms=milliseconds(request.timeout), partitions=[
+        native = m.ProduceRequest(acks=request.acks, timeout_ms=milliseconds(request.timeout),
+                                  transactional_id=request.transactional_id or "", partitions=[
             m.ProducePartition(topic=topic.name, partition=p.index, records=bytes(p.records or b""))
             for topic in request.topic_data for p in topic.partition_data])
         # Charged as it arrives (as Kafka charges a request's bytes), so that requests the client sent behind

@@ -224,6 +224,8 @@ def _partitions_view(principal: Principal, request, scopes: frozenset[str], what
 
 
 def _produce(principal: Principal, request: m.ProduceRequest) -> AfterResponse:
+    if request.transactional_id:
+        request.transactional_id = _transactional_id_in(principal, request.transactional_id)
     return _partitions_view(principal, request, frozenset({PRODUCE}), "produce")
 
 

@@ -177,6 +177,7 @@ class Broker:
             create_topics=self._create_topics, peer_client=self._peer_client,
             partitions=config.offsets_topic_partitions)
         self.transactions.offsets_topic = self.coordinator.state
+        self.replicas.verify_transaction = self.transactions.verify
         self.usage = None
         if config.usage_interval_ms > 0:
             self.usage = UsageMeter(config.broker_id, self.replicas, self.metrics.traffic, self._create_topics,

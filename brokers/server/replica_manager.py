@@ -17,7 +17,7 @@ import functools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from tideway_server.brokers.replication import Partition, Role
 from tideway_server.brokers.server.metadata_cache import MetadataCache
@@ -28,7 +28,12 @@ from tideway.aio import PromptFuture, resolve
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.errors import BrokerError, InvalidRequestError
-from tideway.record.batch import count_records
+from tideway.record.batch import (
+    ATTRIBUTE_TRANSACTIONAL,
+    BATCH_HEADER_BYTES,
+    count_records,
+    read_header,
+)
 
 __all__ = ["ReplicaManager"]
 
@@ -59,6 +64,9 @@ class _FetchState:
         return self.answers_left > 1 and total_bytes > 0 and self.budget > total_bytes
 
 
+_ATTRIBUTES_LOW_BYTE = 22  # the low byte of a batch's big-endian int16 attributes
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, metadata: MetadataCache, metrics: BrokerMetrics, *,
                  on_data: Callable[[str], None]) -> None:
@@ -70,6 +78,10 @@ class ReplicaManager:
         # A transaction's marker is on every in-sync replica of (topic, partition): (topic, partition, producer id,
         # committed) for the group coordinator, whose offsets in that transaction count from then (or are dropped).
         self.on_marker: Callable[[str, int, int, bool], None] = lambda topic, partition, producer_id, commit: None
+        # (transactional id, producer id, epoch, partitions) -> why each may not take the producer's transactional
+        # write: the transaction coordinator's check (KIP-890), set by the broker.
+        self.verify_transaction: Callable[[str, int, int, list[tuple[str, int]]], Awaitable[dict]] | None = None
+        self._verifying: dict[tuple[str, int, int], asyncio.Future] = {}  # checks in progress, shared by requests
         self.partitions: dict[tuple[str, int], Partition] = {}
         # Long-polling fetches waiting for data, per partition.
         self._data_waiters: dict[tuple[str, int], set[PromptFuture]] = defaultdict(set)
@@ -138,12 +150,18 @@ class ReplicaManager:
         if request.acks not in (0, 1, m.ACKS_ALL):
             raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {request.acks}")
         results: list[m.ProducePartitionResult] = []
+        opening = self._first_transactional_writes(request)
+        refused = await self._verify_transactional(request, opening) if opening else {}
         durable_waits: list[tuple[Log, int]] = []
         # Append every partition before the first await (see connection.py on ordering).
         commit_waits: list[tuple[m.ProducePartitionResult, asyncio.Future]] = []
         for part in request.partitions:
             result = m.ProducePartitionResult(topic=part.topic, partition=part.partition)
             try:
+                if refused:
+                    refusal = refused.get((part.topic, part.partition))
+                    if refusal is not None:
+                        raise refusal
                 partition = self.partition(part.topic, part.partition)
                 appended, committed = partition.append_as_leader(bytearray(part.records), acks=request.acks)
             except BrokerError as exc:
@@ -181,6 +199,43 @@ class ReplicaManager:
         if left_to_their_turn and not durable_waits and not commit_waits:
             await asyncio.sleep(0)  # fetches run by plain tasks (after a large frame): after their turn
         return m.ProduceResponse(partitions=results)
+
+    def _first_transactional_writes(self, request: m.ProduceRequest) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, producer id, epoch) of the request's transactional writes that would open a
+        transaction in their partition (their producer has none open there yet): those are checked first."""
+        out = []
+        for part in request.partitions:
+            records = part.records
+            if len(records) < BATCH_HEADER_BYTES or not records[_ATTRIBUTES_LOW_BYTE] & ATTRIBUTE_TRANSACTIONAL:
+                continue
+            header = read_header(records)
+            partition = self.partitions.get((part.topic, part.partition))
+            if partition is not None and header.producer_id not in partition.log.transactions.ongoing:
+                out.append((part.topic, part.partition, header.producer_id, header.producer_epoch))
+        return out
+
+    async def _verify_transactional(self, request: m.ProduceRequest,
+                                    writes: list[tuple[str, int, int, int]]) -> dict[tuple[str, int], BrokerError]:
+        """Why each partition may not take its first transactional write (KIP-890): not added to the producer's
+        open transaction, or no transaction to ask about. Requests that arrive meanwhile for the same partition
+        and producer wait on the same check, then append in the order they came."""
+        if not request.transactional_id or self.verify_transaction is None:
+            refusal = errors.InvalidTxnStateError("a transactional write names no transactional id")
+            return {(t, p): refusal for t, p, _pid, _epoch in writes}
+        waits = []
+        for topic, partition, producer_id, epoch in writes:
+            key = (topic, partition, producer_id)
+            check = self._verifying.get(key)
+            if check is None:
+                check = asyncio.ensure_future(self.verify_transaction(
+                    request.transactional_id, producer_id, epoch, [(topic, partition)]))
+                self._verifying[key] = check
+                check.add_done_callback(lambda _done, key=key: self._verifying.pop(key, None))
+            waits.append(check)
+        refused: dict[tuple[str, int], BrokerError] = {}
+        for answer in await asyncio.gather(*waits):
+            refused.update(answer)
+        return refused
 
     async def _until_committed(self, waits: list[tuple[m.ProducePartitionResult, asyncio.Future]], timeout_ms: int) -> None:
         """acks=all: wait until every ISR member has the records, or say why not."""

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from tideway_server.brokers.coordination.state_topic import StateTopic, partition_for_key
 
 from tideway.aio import cancel_and_wait
+from tideway.native.group import CoordinatorLink
 from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey
@@ -227,6 +228,8 @@ class TransactionCoordinator:
 
     async def add_partitions(self, request: m.AddPartitionsToTxnRequest) -> m.AddPartitionsToTxnResponse:
         index, txn = self._checked(request.transactional_id, request.producer_id, request.producer_epoch)
+        if request.verify_only:
+            return m.AddPartitionsToTxnResponse(results=self._verified(txn, request.partitions))
         if txn.state in _PREPARED:
             raise errors.ConcurrentTransactionsError(f"the last transaction of {txn.transactional_id!r} is being completed")
         wanted = {(ref.topic, ref.partition) for ref in request.partitions}
@@ -268,6 +271,40 @@ class TransactionCoordinator:
             producer_epoch=request.producer_epoch,
             partitions=[m.TopicPartitionRef(topic=offsets.name, partition=partition_for_key(request.group_id, count))]))
         return m.AddOffsetsToTxnResponse()
+
+    @staticmethod
+    def _verified(txn: Txn, partitions: list[m.TopicPartitionRef]) -> list[m.PartitionError]:
+        results = []
+        for ref in partitions:
+            result = m.PartitionError(topic=ref.topic, partition=ref.partition)
+            if txn.state is not TxnState.ONGOING or (ref.topic, ref.partition) not in txn.partitions:
+                result.error_code = errors.InvalidTxnStateError.errno
+                result.error_message = (f"{ref.topic}-{ref.partition} is not in the open transaction of "
+                                        f"{txn.transactional_id!r}: add it before writing to it")
+            results.append(result)
+        return results
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], errors.BrokerError]:
+        """For a partition leader (KIP-890): why each of ``partitions`` may not take the producer's transactional
+        write (absent: it may). Asked of the id's coordinator, here or over the internal listener."""
+        request = m.AddPartitionsToTxnRequest(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
+            partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in partitions])
+        try:
+            try:
+                answer = await self.add_partitions(request)
+            except errors.NotCoordinatorError:
+                link = CoordinatorLink(await self._cluster_client(), transactional_id, group_type="transaction",
+                                       retry_for_s=5.0)
+                answer = await link.request(ApiKey.ADD_PARTITIONS_TO_TXN, request)
+        except errors.BrokerError as exc:
+            return {tp: exc for tp in partitions}
+        except errors.TidewayError as exc:
+            refusal = errors.ConcurrentTransactionsError(f"the transaction coordinator could not be asked: {exc}")
+            return {tp: refusal for tp in partitions}
+        return {(r.topic, r.partition): errors.error_for_code(r.error_code, r.error_message)
+                for r in answer.results if r.error_code}
 
     async def end_txn(self, request: m.EndTxnRequest) -> m.EndTxnResponse:
         """Commit or abort: the decision is written and answered; the markers follow (see the module's doc)."""

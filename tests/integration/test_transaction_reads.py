@@ -1,6 +1,6 @@
-"""Reading around transactions (issue 44, reads by isolation level) on a real broker: batches of two producers'
-transactions with plain records between, then the markers a transaction coordinator writes (WRITE_TXN_MARKERS,
-on the internal listener): one transaction commits, the other aborts.
+"""Reading around transactions (issue 44, reads by isolation level) on a real broker: two transactional
+producers' records with plain records between; then one transaction commits and the other aborts (their
+coordinator writes the markers). A transactional write to a partition not added to its transaction is refused.
 
 While they are open, read_committed readers (Tideway's consumer, a queue group, librdkafka) stop at the first
 one (the last stable offset) and read_uncommitted readers see everything; once the markers are written,
@@ -16,12 +16,11 @@ import time
 import pytest
 from confluent_kafka import Consumer as KafkaConsumer
 
-from tests.harness.processes import CLUSTER_SECRET_HEX, OPERATOR_KEY
+from tests.harness.processes import OPERATOR_KEY
 from tests.kafka.clients import confluent_config
-from tideway.native import Consumer, TidewayClient
-from tideway.native.conn import connect
-from tideway.native.credentials import ClusterPeer
+from tideway.native import Consumer, TidewayClient, TransactionalProducer
 from tideway.native.queue import QueueConsumer
+from tideway.protocol import errors
 from tideway.protocol import messages as m
 from tideway.protocol.messages import ApiKey
 from tideway.record import BatchBuilder
@@ -30,7 +29,6 @@ from tideway.record.batch import ATTRIBUTE_TRANSACTIONAL
 pytestmark = pytest.mark.timeout(120)
 
 TOPIC = "ledger"
-COMMITTING, ABORTING = 1001, 2002
 
 
 def _batch(values: list[bytes], producer_id: int = -1, sequence: int = -1) -> bytes:
@@ -85,11 +83,27 @@ async def test_read_committed_stops_at_open_transactions_and_drops_aborted_ones(
     broker = broker_factory(kafka=True)
     async with TidewayClient(broker.bootstrap) as client:
         await client.create_topic(TOPIC, partitions=1)
+        committing = TransactionalProducer(client, "committing", linger_ms=0)
+        aborting = TransactionalProducer(client, "aborting", linger_ms=0)
+        await committing.start()
+        await aborting.start()
         await _produce(client, _batch([b"plain 0"]))  # 0
-        await _produce(client, _batch([b"kept 1", b"kept 2"], COMMITTING, 0))  # 1-2
-        await _produce(client, _batch([b"dropped 3"], ABORTING, 0))  # 3
+        committing.begin()
+        aborting.begin()
+        for value in (b"kept 1", b"kept 2"):  # 1-2
+            await (await committing.send(TOPIC, value, partition=0))
+        await (await aborting.send(TOPIC, b"dropped 3", partition=0))  # 3
         await _produce(client, _batch([b"plain 4"]))  # 4
-        await _produce(client, _batch([b"kept 5"], COMMITTING, 2))  # 5
+        await (await committing.send(TOPIC, b"kept 5", partition=0))  # 5
+
+        # A transactional write to a partition not added to the producer's transaction is refused (KIP-890).
+        await client.create_topic("other", partitions=1)
+        unadded = _batch([b"sneaked in"], aborting.producer_id, 1)
+        for transactional_id in ("", "aborting"):
+            request = m.ProduceRequest(acks=-1, transactional_id=transactional_id, partitions=[
+                m.ProducePartition(topic="other", partition=0, records=unadded)])
+            (result,) = (await client.request_any(ApiKey.PRODUCE, request)).partitions
+            assert result.error_code == errors.InvalidTxnStateError.errno, result
 
         async with QueueConsumer(broker.bootstrap, "workers", TOPIC) as queue:
             # Open: read_committed stops before the first transaction's records.
@@ -100,17 +114,10 @@ async def test_read_committed_stops_at_open_transactions_and_drops_aborted_ones(
             assert [message.value for message in received] == [b"plain 0"]
             await queue.ack(received)
 
-            peer = await connect("127.0.0.1", broker.internal_port,
-                                 credentials=ClusterPeer(bytes.fromhex(CLUSTER_SECRET_HEX), identity="test-coordinator"))
-            try:
-                answer = await peer.request(ApiKey.WRITE_TXN_MARKERS, m.WriteTxnMarkersRequest(markers=[
-                    m.TxnMarker(producer_id=COMMITTING, producer_epoch=0, commit=True, coordinator_epoch=0,
-                                partitions=[m.TopicPartitionRef(topic=TOPIC, partition=0)]),
-                    m.TxnMarker(producer_id=ABORTING, producer_epoch=0, commit=False, coordinator_epoch=0,
-                                partitions=[m.TopicPartitionRef(topic=TOPIC, partition=0)])]))
-            finally:
-                peer.close()
-            assert [r.error_code for r in answer.results] == [0, 0]  # markers at offsets 6 and 7
+            await committing.commit()  # its marker at offset 6
+            await aborting.abort()  # its marker at 7
+            await committing.stop()
+            await aborting.stop()
 
             committed = [b"plain 0", b"kept 1", b"kept 2", b"plain 4", b"kept 5"]
             assert (await _read(broker.bootstrap, "read_committed", 5)) == (committed, 8)  # past the markers
@@ -124,10 +131,9 @@ async def test_read_committed_stops_at_open_transactions_and_drops_aborted_ones(
             await queue.ack(received)
             assert await queue.receive(10, wait_ms=500) == []
 
-        async with TidewayClient(broker.bootstrap, api_key=OPERATOR_KEY) as tenantless:
-            result = await tenantless.fetch(TOPIC, 0, 0)
-            assert result.last_stable_offset == result.high_watermark == 8
-            assert result.aborted_transactions == [(ABORTING, 3)]
+        result = await client.fetch(TOPIC, 0, 0)
+        assert result.last_stable_offset == result.high_watermark == 8
+        assert result.aborted_transactions == [(aborting.producer_id, 3)]
 
     # Kafka clients read the same through the Kafka listener.
     kafka = broker.kafka_bootstrap
@@ -138,9 +144,7 @@ async def test_read_committed_stops_at_open_transactions_and_drops_aborted_ones(
 async def test_the_native_transactional_producer_commits_aborts_commits_offsets_and_is_fenced(broker_factory):
     """TransactionalProducer: committed writes and offsets count together, aborted ones do not; a second
     instance fences the first."""
-    from tideway.native import TransactionalProducer
     from tideway.native.group import CoordinatorLink, fetch_committed
-    from tideway.protocol import errors
 
     broker = broker_factory()
     async with TidewayClient(broker.bootstrap) as client:

@@ -124,6 +124,7 @@ class Producer:
             raise ValueError("an idempotent producer needs acks=all")
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self._batch_flags = 0  # ATTRIBUTE_TRANSACTIONAL for a transactional producer's batches (transactions.py)
+        self._transactional_id = ""  # ... and its id, in its produce requests
         self._new_producer_id()
         self.linger_s = linger_ms / 1000
         self.batch_size_bytes = batch_size_bytes
@@ -495,6 +496,7 @@ class Producer:
         request = m.ProduceRequest(
             acks=self.acks,
             timeout_ms=int(self.request_timeout_s * 1000),
+            transactional_id=self._transactional_id,
             partitions=[m.ProducePartition(topic=b.topic, partition=b.partition, records=b.data) for b in batches],
         )
         for batch in batches:

@@ -57,6 +57,7 @@ class TransactionalProducer(Producer):
         self._failed: BaseException | None = None  # a send of the open transaction failed: abort only
         super().__init__(client, **options)
         self._batch_flags = ATTRIBUTE_TRANSACTIONAL
+        self._transactional_id = transactional_id
         self._coordinator = CoordinatorLink(self.client, transactional_id, group_type="transaction")
 
     async def start(self) -> None:

@@ -102,6 +102,9 @@ class ProduceRequest(Struct, kw_only=True):
     acks: int = 1  # 0: no answer, 1: leader appended, -1: all in-sync replicas
     timeout_ms: int = 30_000
     partitions: list[ProducePartition] = []
+    # A transactional producer's: a partition checks with the id's coordinator that it is in the producer's open
+    # transaction before the transaction's first write there (KIP-890), and refuses it otherwise.
+    transactional_id: str = ""
 
 
 class ProducePartitionResult(Struct, kw_only=True, omit_defaults=True):
@@ -213,6 +216,7 @@ class AddPartitionsToTxnRequest(Struct, kw_only=True):
     producer_id: int
     producer_epoch: int
     partitions: list[TopicPartitionRef] = []
+    verify_only: bool = False  # a partition leader asking whether they are in the open transaction (adds nothing)
 
 
 class PartitionError(Struct, kw_only=True, omit_defaults=True):
