@@ -231,7 +231,8 @@ class KafkaApis:
         topic_type = item_type(response_type, "topics")
         partition_type = item_type(topic_type, "partitions")
         wanted = [(topic.name, p.partition_index, p.timestamp) for topic in request.topics for p in topic.partitions]
-        native = m.ListOffsetsRequest(partitions=[m.ListOffsetsPartition(topic=name, partition=index, timestamp=stamp)
+        native = m.ListOffsetsRequest(isolation_level=getattr(request, "isolation_level", m.READ_UNCOMMITTED),
+                                      partitions=[m.ListOffsetsPartition(topic=name, partition=index, timestamp=stamp)
                                                   for name, index, stamp in wanted])
         results = {}
         try:

@@ -582,7 +582,8 @@ class ReplicaManager:
                     raise errors.NotLeaderError(f"broker {self.broker_id} does not lead {part.topic}-{part.partition}")
                 log_ = partition.log
                 if part.timestamp == m.LATEST_TIMESTAMP:
-                    result.offset = log_.high_watermark
+                    committed = request.isolation_level == m.READ_COMMITTED
+                    result.offset = log_.last_stable_offset if committed else log_.high_watermark
                 elif part.timestamp == m.EARLIEST_TIMESTAMP:
                     result.offset = log_.log_start_offset
                 elif part.timestamp < 0:

@@ -113,6 +113,8 @@ async def test_read_committed_stops_at_open_transactions_and_drops_aborted_ones(
             received = await queue.receive(10, wait_ms=1_000)
             assert [message.value for message in received] == [b"plain 0"]
             await queue.ack(received)
+            # The end that lag is counted against: the last stable offset (read_uncommitted: the high watermark).
+            assert (await client.list_offset(TOPIC, 0, m.LATEST_TIMESTAMP))[0] == 1
 
             await committing.commit()  # its marker at offset 6
             await aborting.abort()  # its marker at 7

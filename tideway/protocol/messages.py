@@ -183,6 +183,9 @@ class ListOffsetsPartition(Struct, kw_only=True):
 
 class ListOffsetsRequest(Struct, kw_only=True):
     partitions: list[ListOffsetsPartition] = []
+    # READ_COMMITTED (the default): LATEST_TIMESTAMP answers the last stable offset (where read_committed reads
+    # stop, so lag is counted against it); READ_UNCOMMITTED: the high watermark.
+    isolation_level: int = READ_COMMITTED
 
 
 class ListOffsetsPartitionResult(Struct, kw_only=True, omit_defaults=True):
