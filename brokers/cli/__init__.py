@@ -20,6 +20,7 @@ from tideway_server.brokers.cli.options import (
 from tideway_server.brokers.cli.queues import add_dlq, add_groups, add_queue
 from tideway_server.brokers.cli.records import add_consume, add_produce
 from tideway_server.brokers.cli.topics import add_topics
+from tideway_server.brokers.cli.transactions import add_transactions
 
 __all__ = ["add_commands", "cli_credentials", "cli_tls", "credential_arguments", "host_port",
            "load_cluster_secret_or_exit", "run_async", "server_security_arguments"]
@@ -28,6 +29,7 @@ __all__ = ["add_commands", "cli_credentials", "cli_tls", "credential_arguments",
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     add_broker(subparsers)
     add_topics(subparsers)
+    add_transactions(subparsers)
     add_produce(subparsers)
     add_consume(subparsers)
     add_queue(subparsers)

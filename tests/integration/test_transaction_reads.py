@@ -11,12 +11,13 @@ nobody ever gets a marker as a message, and a consumer's position moves past the
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import pytest
 from confluent_kafka import Consumer as KafkaConsumer
 
-from tests.harness.processes import OPERATOR_KEY
+from tests.harness.processes import OPERATOR_KEY, run_cli
 from tests.kafka.clients import confluent_config
 from tideway.native import Consumer, TidewayClient, TransactionalProducer
 from tideway.native.queue import QueueConsumer
@@ -173,6 +174,20 @@ async def test_the_native_transactional_producer_commits_aborts_commits_offsets_
                     for records in (await consumer.getmany(2_000)).values():
                         values += [r.value for r in records]
             assert sorted(values) == sorted(b"kept %d" % i for i in range(10))
+
+            # Operators see it, and may abort it (tideway transactions).
+            producer.begin()
+            await (await producer.send("outputs", b"left open", partition=1))
+            listed = (await asyncio.to_thread(run_cli, "transactions", "list", "--bootstrap", broker.bootstrap)).stdout
+            assert re.search(r"enricher\s+Ongoing\s+\d+\s+0\s+\d+\.\ds", listed.decode()), listed
+            described = await asyncio.to_thread(run_cli, "transactions", "describe", "enricher", "--bootstrap",
+                                                broker.bootstrap)
+            assert b"Ongoing" in described.stdout and b"outputs-1" in described.stdout
+            aborted = await asyncio.to_thread(run_cli, "transactions", "abort", "enricher", "--bootstrap", broker.bootstrap)
+            assert aborted.returncode == 0, aborted.stderr
+            with pytest.raises(errors.InvalidTxnStateError):
+                await producer.commit()  # it was aborted
+            await producer.abort()  # what an application does then
 
             async with TransactionalProducer(client, "enricher") as newer:  # the same id: the first is fenced
                 producer.begin()

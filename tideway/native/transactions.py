@@ -22,6 +22,7 @@ Consumer's default, librdkafka's too); ``read_uncommitted`` readers see aborted 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from tideway.native.client import TidewayClient
@@ -34,7 +35,7 @@ from tideway.protocol.messages import ApiKey
 from tideway.record.batch import ATTRIBUTE_TRANSACTIONAL
 from tideway.retry import Backoff
 
-__all__ = ["TransactionalProducer"]
+__all__ = ["TransactionalProducer", "abort_transaction", "describe_transaction", "list_transactions"]
 
 log = logging.getLogger(__name__)
 
@@ -165,3 +166,46 @@ class TransactionalProducer(Producer):
                 transactional_id=self.transactional_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, commit=commit))
         self._in_transaction, self._added, self._failed, self._joined = False, set(), None, False
+
+
+# -- looking at transactions (operators, the console) -------------------------------------------------
+
+
+async def list_transactions(client: TidewayClient, *, states: list[str] | None = None,
+                            older_than_ms: int = -1) -> list[m.TransactionDescription]:
+    """The transactions every coordinator holds (``states``: only those; ``older_than_ms``: only those open
+    longer), asked of every broker at once; a broker that does not answer is left out."""
+    await client.refresh_metadata()
+
+    async def ask(node: int) -> list[m.TransactionDescription]:
+        try:
+            connection = await client.connection(node)
+            answer: m.ListTransactionsResponse = await connection.request(ApiKey.LIST_TRANSACTIONS, m.ListTransactionsRequest(
+                states=states or [], older_than_ms=older_than_ms))
+        except errors.TidewayError as exc:
+            log.info("broker %d did not list its transactions: %s", node, exc)
+            return []
+        return answer.transactions
+
+    found = await asyncio.gather(*(ask(node) for node in sorted(client.brokers)))
+    return sorted((txn for listed in found for txn in listed), key=lambda txn: txn.transactional_id)
+
+
+async def describe_transaction(client: TidewayClient, transactional_id: str) -> m.TransactionDescription:
+    link = CoordinatorLink(client, transactional_id, group_type="transaction")
+    answer: m.DescribeTransactionsResponse = await link.request(
+        ApiKey.DESCRIBE_TRANSACTIONS, m.DescribeTransactionsRequest(transactional_ids=[transactional_id]))
+    (txn,) = answer.transactions
+    if txn.error_code:
+        raise errors.error_for_code(txn.error_code, txn.error_message)
+    return txn
+
+
+async def abort_transaction(client: TidewayClient, transactional_id: str) -> m.TransactionDescription:
+    """Abort the id's open transaction (its producer keeps its epoch: it may begin another). The description it
+    had; INVALID_TXN_STATE when none is open."""
+    txn = await describe_transaction(client, transactional_id)
+    link = CoordinatorLink(client, transactional_id, group_type="transaction")
+    await link.request(ApiKey.END_TXN, m.EndTxnRequest(transactional_id=transactional_id, producer_id=txn.producer_id,
+                                                       producer_epoch=txn.producer_epoch, commit=False))
+    return txn
