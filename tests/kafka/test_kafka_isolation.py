@@ -28,6 +28,7 @@ NO_DATA_APIS = {17, 18, 36, 22, 60}
 SECOND = datetime.timedelta(seconds=1)
 UNKNOWN_TOPIC, NOT_AUTHORIZED = 3, 29
 GROUP_NOT_AUTHORIZED, UNKNOWN_MEMBER, NOT_COORDINATOR = 30, 25, 16
+GROUP_NOT_FOUND, TXN_NOT_AUTHORIZED, PRODUCER_ID_MAPPING = 69, 53, 49
 
 
 def _broker_side_name(plane, own_name: str) -> str:
@@ -78,6 +79,15 @@ def test_tenant_b_reaches_nothing_of_tenant_a_through_any_kafka_api(plane, tenan
                                                                       committed_metadata=None),)),))
     assert committed.topics[0].partitions[0].error_code == 0
 
+    # A's transactional id, with a producer id and epoch.
+    with RawKafka(bootstrap.split(",")[0], key_a) as any_broker:
+        txn_coordinator = wait_until(lambda: (found := any_broker.request(10, 3, key="a-txn", key_type=1)).error_code == 0
+                                     and found, 30, "a transaction coordinator", interval_s=0.5)
+    with RawKafka(f"{txn_coordinator.host}:{txn_coordinator.port}", key_a) as at_coordinator:
+        a_txn = at_coordinator.request(22, 4, transactional_id="a-txn", transaction_timeout=SECOND * 60,
+                                       producer_id=-1, producer_epoch=-1)
+        assert a_txn.error_code == 0, a_txn
+
     tried: set[int] = set()
     b = RawKafka(coordinator, key_b)
     for name in (mine, broker_side):
@@ -126,6 +136,21 @@ def test_tenant_b_reaches_nothing_of_tenant_a_through_any_kafka_api(plane, tenan
                            timeout=SECOND * 30, validate_only=False)
         assert answer.results[0].error_code == refusal, answer
         tried.add(37)
+        # DeleteRecords (21): nothing of A's is deleted (A's ten messages are read back below).
+        records_type = load(21, 2)
+        answer = b.request(21, 2, topics=(nested(records_type, "topics")(name=name, partitions=(
+            nested(records_type, "topics", "partitions")(partition_index=0, offset=-1),)),), timeout=SECOND * 30)
+        assert answer.topics[0].partitions[0].error_code == refusal, answer
+        tried.add(21)
+        # AddPartitionsToTxn (24): A's queue in B's transaction, or A's transactional id: refused.
+        txn_type = load(24, 3)
+        for txn_id in ("a-txn", f"{broker_side.split('.')[0]}.txn.a-txn"):
+            answer = b.request(24, 3, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=a_txn.producer_id,
+                               v3_and_below_producer_epoch=a_txn.producer_epoch, v3_and_below_topics=(
+                                   nested(txn_type, "v3_and_below_topics")(name=name, partitions=(0,)),))
+            code = answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+            assert code in (refusal, TXN_NOT_AUTHORIZED, NOT_COORDINATOR, PRODUCER_ID_MAPPING), answer
+        tried.add(24)
         # DeleteTopics (20): nothing of A's to delete.
         answer = b.request(20, 6, topics=(nested(load(20, 6), "topics")(name=name, topic_id=None),),
                            timeout=SECOND * 30)
@@ -176,6 +201,36 @@ def test_tenant_b_reaches_nothing_of_tenant_a_through_any_kafka_api(plane, tenan
         assert b.request(13, 2, group_id=group, member_id=joined.member_id).error_code in (
             UNKNOWN_MEMBER, GROUP_NOT_AUTHORIZED, 16)
         tried.add(13)
+        # OffsetDelete (47) and DeleteGroups (42): A's group and its commit stay (checked below).
+        delete_type = load(47, 0)
+        answer = b.request(47, 0, group_id=group, topics=(nested(delete_type, "topics")(name=mine, partitions=(
+            nested(delete_type, "topics", "partitions")(partition_index=0),)),))
+        assert answer.error_code == (0 if group == "a-group" else GROUP_NOT_AUTHORIZED) or answer.error_code == 16
+        tried.add(47)
+        deleted = b.request(42, 2, groups_names=(group,)).results[0]
+        assert deleted.error_code in ((GROUP_NOT_FOUND, NOT_COORDINATOR) if group == "a-group"
+                                      else (GROUP_NOT_AUTHORIZED,)), deleted
+        tried.add(42)
+        # TxnOffsetCommit (28) and AddOffsetsToTxn (25) for A's group with A's producer: refused.
+        txn_commit_type = load(28, 3)
+        answer = b.request(28, 3, transactional_id="a-txn", group_id=group, producer_id=a_txn.producer_id,
+                           producer_epoch=a_txn.producer_epoch, generation_id=-1, member_id="",
+                           group_instance_id=None, topics=(nested(txn_commit_type, "topics")(name=mine, partitions=(
+                               nested(txn_commit_type, "topics", "partitions")(
+                                   partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                   committed_metadata=None),)),))
+        assert answer.topics[0].partitions[0].error_code != 0, answer
+        tried.add(28)
+        answer = b.request(25, 3, transactional_id="a-txn", producer_id=a_txn.producer_id,
+                           producer_epoch=a_txn.producer_epoch, group_id=group)
+        assert answer.error_code != 0, answer
+        tried.add(25)
+        # EndTxn (26) of A's transaction: B's own "a-txn" is not A's, and A's broker-side id is refused.
+        for txn_id in ("a-txn", f"{broker_side.split('.')[0]}.txn.a-txn"):
+            answer = b.request(26, 3, transactional_id=txn_id, producer_id=a_txn.producer_id,
+                               producer_epoch=a_txn.producer_epoch, committed=True)
+            assert answer.error_code in (TXN_NOT_AUTHORIZED, NOT_COORDINATOR, PRODUCER_ID_MAPPING), answer
+        tried.add(26)
         # FindCoordinator (10): a broker-side group name is refused.
         answer = b.request(10, 3, key=group, key_type=0)
         assert answer.error_code == (0 if group == "a-group" else GROUP_NOT_AUTHORIZED)
