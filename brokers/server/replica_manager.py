@@ -235,6 +235,9 @@ class ReplicaManager:
         refused: dict[tuple[str, int], BrokerError] = {}
         for answer in await asyncio.gather(*waits):
             refused.update(answer)
+        for (topic, partition), refusal in refused.items():
+            log.debug("%s-%d: a transactional write of %s refused: %s", topic, partition, request.transactional_id,
+                     refusal)
         return refused
 
     async def _until_committed(self, waits: list[tuple[m.ProducePartitionResult, asyncio.Future]], timeout_ms: int) -> None:

@@ -133,6 +133,7 @@ class TransactionCoordinator:
         self._peer_client = peer_client
         self._client: TidewayClient | None = None
         self._completing: dict[str, asyncio.Task] = {}  # transactional id -> its markers being written
+        self._locks: dict[str, asyncio.Lock] = {}  # see _lock
         self._sweeper: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -169,6 +170,7 @@ class TransactionCoordinator:
     def _unload(self, index: int) -> None:
         for transactional_id in [t for t in self.txns if self._index(t) == index]:
             del self.txns[transactional_id]
+            self._locks.pop(transactional_id, None)
             task = self._completing.pop(transactional_id, None)
             if task is not None:
                 task.cancel()
@@ -200,11 +202,23 @@ class TransactionCoordinator:
 
     # -- requests ------------------------------------------------------------------------------------
 
+    def _lock(self, transactional_id: str) -> asyncio.Lock:
+        """Held by each change of one transactional id's state, from reading it to writing the next (a producer
+        sends AddPartitionsToTxn and AddOffsetsToTxn at once: two changes made from the same state lost one)."""
+        lock = self._locks.get(transactional_id)
+        if lock is None:
+            lock = self._locks[transactional_id] = asyncio.Lock()
+        return lock
+
     async def init_producer_id(self, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
         """A producer id and epoch for a transactional id: new, or the next epoch (fencing the previous instance,
         whose open transaction is aborted first)."""
+        _check_transactional_id(request.transactional_id)
+        async with self._lock(request.transactional_id):
+            return await self._init_producer_id(request)
+
+    async def _init_producer_id(self, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
         transactional_id = request.transactional_id
-        _check_transactional_id(transactional_id)
         if not TIMEOUT_MS_RANGE[0] <= request.transaction_timeout_ms <= TIMEOUT_MS_RANGE[1]:
             raise errors.InvalidTransactionTimeoutError(
                 f"transaction timeout {request.transaction_timeout_ms} ms outside {TIMEOUT_MS_RANGE[0]}-"
@@ -227,9 +241,15 @@ class TransactionCoordinator:
         return m.InitProducerIdResponse(producer_id=new.producer_id, producer_epoch=new.producer_epoch)
 
     async def add_partitions(self, request: m.AddPartitionsToTxnRequest) -> m.AddPartitionsToTxnResponse:
-        index, txn = self._checked(request.transactional_id, request.producer_id, request.producer_epoch)
         if request.verify_only:
+            _index, txn = self._checked(request.transactional_id, request.producer_id, request.producer_epoch)
             return m.AddPartitionsToTxnResponse(results=self._verified(txn, request.partitions))
+        _check_transactional_id(request.transactional_id)
+        async with self._lock(request.transactional_id):
+            return await self._add_partitions(request)
+
+    async def _add_partitions(self, request: m.AddPartitionsToTxnRequest) -> m.AddPartitionsToTxnResponse:
+        index, txn = self._checked(request.transactional_id, request.producer_id, request.producer_epoch)
         if txn.state in _PREPARED:
             raise errors.ConcurrentTransactionsError(f"the last transaction of {txn.transactional_id!r} is being completed")
         wanted = {(ref.topic, ref.partition) for ref in request.partitions}
@@ -308,6 +328,11 @@ class TransactionCoordinator:
 
     async def end_txn(self, request: m.EndTxnRequest) -> m.EndTxnResponse:
         """Commit or abort: the decision is written and answered; the markers follow (see the module's doc)."""
+        _check_transactional_id(request.transactional_id)
+        async with self._lock(request.transactional_id):
+            return await self._end_txn(request)
+
+    async def _end_txn(self, request: m.EndTxnRequest) -> m.EndTxnResponse:
         index, txn = self._checked(request.transactional_id, request.producer_id, request.producer_epoch)
         wanted = TxnState.PREPARE_COMMIT if request.commit else TxnState.PREPARE_ABORT
         done = TxnState.COMPLETE_COMMIT if request.commit else TxnState.COMPLETE_ABORT
@@ -382,7 +407,10 @@ class TransactionCoordinator:
             done = Txn(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms,
                        TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
             try:
-                await self._write(self._index(txn.transactional_id), txn, done)
+                async with self._lock(txn.transactional_id):
+                    if self.txns.get(txn.transactional_id) is not txn:
+                        return
+                    await self._write(self._index(txn.transactional_id), txn, done)
                 log.info("transactional id %s: %s (%d partitions)", txn.transactional_id,
                          "committed" if commit else "aborted", len(txn.partitions))
                 return
@@ -457,7 +485,10 @@ class TransactionCoordinator:
             if txn.state is not TxnState.ONGOING or now - txn.started_ms <= txn.timeout_ms:
                 continue
             try:
-                index = self.state.check(txn.transactional_id)
-                await self._abort(index, txn, why=f"open longer than its timeout of {txn.timeout_ms} ms")
+                async with self._lock(txn.transactional_id):
+                    if self.txns.get(txn.transactional_id) is not txn:
+                        continue  # it changed meanwhile
+                    index = self.state.check(txn.transactional_id)
+                    await self._abort(index, txn, why=f"open longer than its timeout of {txn.timeout_ms} ms")
             except errors.TidewayError as exc:
                 log.info("transactional id %s: timed out, not aborted yet: %s", txn.transactional_id, exc)

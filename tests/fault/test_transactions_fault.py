@@ -1,0 +1,167 @@
+"""Exactly-once through faults (issue 44): a consume-transform-produce processor (librdkafka's transactional API,
+tests/fault/txn_processor.py) turns every input into one output while, in turn, the processor is SIGKILLed and
+restarted, the broker coordinating its transactional id is SIGKILLed and restarted, the leader of an output
+partition is SIGKILLed and restarted, and the processor is SIGKILLed and restarted once more.
+
+A read_committed consumer of the output then sees every input exactly once; a read_uncommitted one sees more
+(the attempts the kills aborted), so the run is known to have exercised aborts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.harness.processes import OPERATOR_KEY, REPO_ROOT
+from tests.kafka.clients import confluent_config
+from tests.kafka.raw import RawKafka
+from tideway.native import TidewayClient
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
+
+INPUTS = int(os.environ.get("TIDEWAY_TXN_FAULT_INPUTS", "20000"))
+PARTITIONS = 3
+TRANSACTIONAL_ID = "enricher"
+
+
+class Processor:
+    """The processor process, restarted when it exits by itself (a fenced or failed instance exits, and its
+    supervisor starts it again, as a deployment would)."""
+
+    def __init__(self, bootstrap: str, log_path) -> None:
+        self.bootstrap, self.log_path = bootstrap, log_path
+        self.exits = 0
+        self._start()
+
+    def _start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.fault.txn_processor", self.bootstrap, OPERATOR_KEY, "enrichers",
+             TRANSACTIONAL_ID, str(self.log_path)],
+            cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=open(str(self.log_path) + ".err", "ab"))
+
+    def supervise(self) -> None:
+        if self.process.poll() is not None:
+            self.exits += 1
+            self._start()
+
+    def kill_and_restart(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        self._start()
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+
+def _committed_inputs(log_path) -> int:
+    if not log_path.exists():
+        return 0
+    return sum(json.loads(line).get("committed", 0) for line in open(log_path) if line.strip())
+
+
+async def _until_progress(processor: Processor, more: int, timeout_s: float = 120) -> None:
+    """Until the processors have committed ``more`` inputs beyond what they had (a retry counts again)."""
+    target = _committed_inputs(processor.log_path) + more
+    deadline = time.monotonic() + timeout_s
+    while _committed_inputs(processor.log_path) < target:
+        assert time.monotonic() < deadline, f"no progress to {target} committed inputs in {timeout_s} s"
+        processor.supervise()
+        await asyncio.sleep(0.2)
+
+
+def _outputs(bootstrap: str, isolation_level: str, at_least: int) -> Counter:
+    """Every output's (input partition, input offset), read until ``at_least`` and then quiet for 3 s."""
+    consumer = Consumer(confluent_config(bootstrap, OPERATOR_KEY, **{
+        "group.id": f"check-{time.monotonic_ns()}", "isolation.level": isolation_level, "enable.auto.commit": False}))
+    consumer.assign([TopicPartition("out", p, 0) for p in range(PARTITIONS)])
+    seen: Counter = Counter()
+    quiet_since, deadline = time.monotonic(), time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and (sum(seen.values()) < at_least or time.monotonic() - quiet_since < 3):
+            messages = [m for m in consumer.consume(2000, 0.5) if m.error() is None]
+            if messages:
+                quiet_since = time.monotonic()
+            for message in messages:
+                headers = dict(message.headers() or [])
+                seen[(int(headers["in-partition"]), int(headers["in-offset"]))] += 1
+    finally:
+        consumer.close()
+    return seen
+
+
+def _transaction_coordinator(deployment) -> int:
+    with RawKafka(deployment.kafka_bootstrap.split(",")[0], OPERATOR_KEY) as kafka:
+        found = kafka.request(10, 3, key=TRANSACTIONAL_ID, key_type=1)
+    assert found.error_code == 0, found
+    return found.node_id
+
+
+async def _kill_and_restart(deployment, broker_id: int) -> None:
+    broker = deployment.brokers[broker_id]
+    broker.kill()
+    await asyncio.sleep(4)
+    broker.restart()
+    await deployment.wait_until(lambda s: all(len(p.isr) == 3 for p in s.partitions if p.topic in ("in", "out")),
+                                timeout_s=60, what="every replica back in sync")
+
+
+async def test_every_input_is_output_exactly_once_through_processor_coordinator_and_leader_kills(deployment_factory,
+                                                                                                  tmp_path):
+    deployment = deployment_factory(brokers=3, session_timeout_ms=2000, kafka=True)
+    async with TidewayClient(deployment.bootstrap) as client:
+        for topic in ("in", "out"):
+            await client.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
+                                      configs={"min.insync.replicas": "2"})
+    await deployment.wait_until(lambda s: sum(1 for p in s.partitions if p.topic in ("in", "out") and len(p.isr) == 3)
+                                == 2 * PARTITIONS, what="topics in sync")
+    bootstrap = deployment.kafka_bootstrap
+    source = Producer(confluent_config(bootstrap, OPERATOR_KEY, **{"enable.idempotence": True, "linger.ms": 20}))
+    for i in range(INPUTS):
+        source.produce("in", value=b"input %07d" % i, partition=i % PARTITIONS)
+        if i % 10_000 == 0:
+            source.poll(0)
+    assert source.flush(120) == 0
+
+    log_path = tmp_path / "processor.log"
+    step = INPUTS // 8
+    processor = Processor(bootstrap, log_path)
+    await _until_progress(processor, step)
+    processor.kill_and_restart()  # 1: the processor, mid-stream
+    await _until_progress(processor, step)
+    await _kill_and_restart(deployment, await asyncio.to_thread(_transaction_coordinator, deployment))  # 2
+    await _until_progress(processor, step)
+    state = await deployment.describe()
+    await _kill_and_restart(deployment, deployment.partition(state, "out", 0).leader)  # 3: an output leader
+    await _until_progress(processor, step)
+    processor.kill_and_restart()  # 4: the processor again
+
+    async def supervise() -> None:
+        while True:
+            processor.supervise()
+            await asyncio.sleep(0.2)
+
+    supervisor = asyncio.ensure_future(supervise())
+    try:
+        committed = await asyncio.to_thread(_outputs, bootstrap, "read_committed", INPUTS)
+    finally:
+        supervisor.cancel()
+        processor.stop()
+    inputs = {(i % PARTITIONS, i // PARTITIONS) for i in range(INPUTS)}
+    assert set(committed) == inputs, f"{len(inputs - set(committed))} inputs have no committed output"
+    twice = [key for key, count in committed.items() if count > 1]
+    assert not twice, f"{len(twice)} inputs were output more than once, e.g. {twice[:3]}"
+    everything = await asyncio.to_thread(_outputs, bootstrap, "read_uncommitted", INPUTS)
+    assert sum(everything.values()) > INPUTS, "no aborted attempt: the kills exercised nothing"
+    errors = (log_path.parent / "processor.log.err").read_text(errors="replace")
+    print(f"{INPUTS} inputs; {sum(everything.values()) - INPUTS} outputs of aborted attempts; the processor exited "
+          f"{processor.exits} time(s) by itself; its stderr: {len(errors)} bytes")
