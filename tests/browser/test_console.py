@@ -447,4 +447,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert {name: found for name, found in accessibility.items() if found} == {}
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 42
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 43
