@@ -25,6 +25,9 @@ from tests.harness.processes import OPERATOR_KEY, REPO_ROOT
 from tests.kafka.clients import confluent_config
 from tests.kafka.raw import RawKafka
 from tideway.native import TidewayClient
+from tideway.protocol import errors
+from tideway.protocol import messages as m
+from tideway.protocol.messages import ApiKey
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
@@ -165,3 +168,65 @@ async def test_every_input_is_output_exactly_once_through_processor_coordinator_
     errors = (log_path.parent / "processor.log.err").read_text(errors="replace")
     print(f"{INPUTS} inputs; {sum(everything.values()) - INPUTS} outputs of aborted attempts; the processor exited "
           f"{processor.exits} time(s) by itself; its stderr: {len(errors)} bytes")
+
+
+async def test_a_prepared_transaction_whose_coordinator_dies_is_completed_by_the_next_one(deployment_factory):
+    """Recovery: the partition's leader is stopped (SIGSTOP) so the commit's marker cannot be written, the
+    transaction is committed (decided: PrepareCommit), and the broker coordinating it is SIGKILLed. The broker
+    that takes the transactional id over finds the decision and writes the marker; read_committed consumers get
+    the transaction's records."""
+    from tideway.native import Consumer, TransactionalProducer
+    from tideway.native.transactions import describe_transaction
+
+    deployment = deployment_factory(brokers=3, session_timeout_ms=2000)
+    async with TidewayClient(deployment.bootstrap) as client:
+        await client.create_topic("ledger", partitions=1, replication_factor=3)
+        await deployment.wait_until(lambda s: len(deployment.partition(s, "ledger", 0).isr) == 3, what="in sync")
+        leader = deployment.partition(await deployment.describe(), "ledger", 0).leader
+        transactional_id = coordinator = None
+        for n in range(50):  # an id whose coordinator is not the partition's leader
+            found = None
+            while found is None:  # (the first lookup creates __transaction_state)
+                try:
+                    found = await client.request_any(ApiKey.FIND_COORDINATOR, m.FindCoordinatorRequest(
+                        group_id=f"recovering-{n}", group_type="transaction"))
+                except errors.CoordinatorNotAvailableError:
+                    await asyncio.sleep(0.2)
+            if found.node_id != leader:
+                node = found.node_id
+                transactional_id, coordinator = f"recovering-{n}", node
+                break
+        assert transactional_id is not None
+        producer = TransactionalProducer(client, transactional_id, linger_ms=1)
+        await producer.start()
+        producer.begin()
+        for i in range(5):
+            await (await producer.send("ledger", b"committed %d" % i, partition=0))
+        deployment.brokers[leader].signal(signal.SIGSTOP)  # the marker cannot be written now
+        try:
+            await producer.commit()  # decided and answered; the marker waits
+            deployment.brokers[coordinator].kill()
+        finally:
+            deployment.brokers[leader].signal(signal.SIGCONT)
+    deployment.brokers[coordinator].restart()
+
+    async with TidewayClient(deployment.bootstrap) as client:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                state = (await describe_transaction(client, transactional_id)).state
+            except Exception:  # noqa: BLE001 - the id's coordinator is moving
+                state = "?"
+            if state == "CompleteCommit":
+                break
+            assert time.monotonic() < deadline, f"the transaction is {state}, not completed"
+            await asyncio.sleep(0.5)
+        async with Consumer(client, isolation_level="read_committed") as consumer:
+            await consumer.assign([("ledger", 0)], start="earliest")
+            values = []
+            while len(values) < 5 and time.monotonic() < deadline:
+                for records in (await consumer.getmany(1000)).values():
+                    values += [r.value for r in records]
+    assert values == [b"committed %d" % i for i in range(5)]
+    resumed = [b.log_text() for b in deployment.brokers.values()]
+    assert any("1 transactions to complete" in text for text in resumed), "no coordinator had to complete it"
