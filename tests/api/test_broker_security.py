@@ -48,14 +48,20 @@ TOPIC_DENIED = errors.TopicAuthorizationFailedError.errno
 GROUP_DENIED = errors.GroupAuthorizationFailedError.errno
 DENIED = errors.AuthorizationFailedError.errno
 UNSUPPORTED = errors.UnsupportedVersionError.errno
-ANY_REFUSAL = {SASL_FAILED, TOPIC_DENIED, GROUP_DENIED, DENIED, UNSUPPORTED}
+TXN_DENIED = errors.TransactionalIdAuthorizationFailedError.errno
+ANY_REFUSAL = {SASL_FAILED, TOPIC_DENIED, GROUP_DENIED, DENIED, UNSUPPORTED, TXN_DENIED}
+# Transaction APIs that name no queue (a key's queue patterns do not limit its transactional ids): answered, with
+# nothing outside the key's patterns in the answer.
+NAMING_NO_QUEUE = {"INIT_PRODUCER_ID", "END_TXN", "ADD_OFFSETS_TO_TXN", "DESCRIBE_TRANSACTIONS", "LIST_TRANSACTIONS"}
 
 
 # -- a sample of every request, filled from its type -------------------------------------------
 
 
-def sample(cls: type[msgspec.Struct], *, topic: str, group: str, replica: bool = False) -> msgspec.Struct:
-    """An instance of request type ``cls`` with every field set, naming ``topic`` and ``group``.
+def sample(cls: type[msgspec.Struct], *, topic: str, group: str, replica: bool = False,
+           txn: str = "x") -> msgspec.Struct:
+    """An instance of request type ``cls`` with every field set, naming ``topic``, ``group`` and the transactional
+    id ``txn``.
 
     Lists get one element, names the given topic or group, epochs a large value (a forger
     would claim the newest), waits zero.
@@ -63,23 +69,23 @@ def sample(cls: type[msgspec.Struct], *, topic: str, group: str, replica: bool =
     hints = typing.get_type_hints(cls)
     values = {}
     for field in msgspec.structs.fields(cls):
-        values[field.name] = _value(field.name, hints[field.name], topic=topic, group=group, replica=replica)
+        values[field.name] = _value(field.name, hints[field.name], topic=topic, group=group, replica=replica, txn=txn)
     return cls(**values)
 
 
-def _value(name: str, hint, *, topic: str, group: str, replica: bool):
+def _value(name: str, hint, *, topic: str, group: str, replica: bool, txn: str = "x"):
     origin = typing.get_origin(hint)
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if origin in (typing.Union, types.UnionType):
-        return _value(name, args[0], topic=topic, group=group, replica=replica)
+        return _value(name, args[0], topic=topic, group=group, replica=replica, txn=txn)
     if origin is list:
-        return [_value(name, args[0], topic=topic, group=group, replica=replica)]
+        return [_value(name, args[0], topic=topic, group=group, replica=replica, txn=txn)]
     if origin is tuple:
-        return tuple(_value(name, a, topic=topic, group=group, replica=replica) for a in args)
+        return tuple(_value(name, a, topic=topic, group=group, replica=replica, txn=txn) for a in args)
     if origin is dict:
         return {}
     if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
-        return sample(hint, topic=topic, group=group, replica=replica)
+        return sample(hint, topic=topic, group=group, replica=replica, txn=txn)
     if hint is bool:
         return False
     if hint is bytes:
@@ -102,6 +108,8 @@ def _value(name: str, hint, *, topic: str, group: str, replica: bool):
             return topic
         if name == "group_id":
             return group
+        if name in ("transactional_id", "transactional_ids"):
+            return txn
         if name == "group_type":
             return ""
         if name == "action":
@@ -248,8 +256,9 @@ def test_every_api_refuses_every_caller_it_must_and_changes_nothing(deployment, 
     }
     # What each key may do (not sent: a produce would change A's log, as it should).
     allowed = {"produce-only key consuming": {Api.PRODUCE, Api.METADATA, Api.LIST_OFFSETS, Api.OFFSET_FOR_LEADER_EPOCH,
-                                              Api.DESCRIBE_TOPICS,
-                                              Api.DESCRIBE_TRAFFIC}}
+                                              Api.DESCRIBE_TOPICS, Api.DESCRIBE_TRAFFIC, Api.INIT_PRODUCER_ID,
+                                              Api.ADD_PARTITIONS_TO_TXN, Api.END_TXN, Api.DESCRIBE_TRANSACTIONS,
+                                              Api.LIST_TRANSACTIONS}}
     time.sleep(5)  # the revocation reaches the brokers within 5 s
     failures = []
 
@@ -258,14 +267,19 @@ def test_every_api_refuses_every_caller_it_must_and_changes_nothing(deployment, 
             for api, cls in m.REQUEST_TYPES.items():
                 if ACCESS[api] is Access.ANYONE or api in allowed.get(case, ()):
                     continue
-                request = sample(cls, topic=topic, group=group)
+                txn = f"t{a['id']}.txn.x" if case.startswith("tenant B") else "x"  # B names A's transactional id
+                request = sample(cls, topic=topic, group=group, txn=txn)
                 code, message, response = await _send(broker.port, api, request, credentials=credentials)
                 if code in ANY_REFUSAL:
                     continue
-                if case == "key outside its patterns" and api in (Api.FIND_COORDINATOR, Api.DESCRIBE_GROUP):
+                if case == "key outside its patterns" and (api in (Api.FIND_COORDINATOR, Api.DESCRIBE_GROUP)
+                                                           or api.name in NAMING_NO_QUEUE):
                     # Names no queue: answered, but nothing outside the key's patterns is in the answer.
                     if "orders" not in _names_in(response) and "events" not in _names_in(response):
                         continue
+                if case.startswith("tenant B") and api is Api.LIST_TRANSACTIONS and f"t{a['id']}." not in _names_in(
+                        response) and "orders" not in _names_in(response):
+                    continue  # names nothing: B's own transactions, none of A's
                 failures.append(f"{case}: {api.name} got {code} {message!r}: {_names_in(response)[:200]}")
 
     asyncio.run(walk())
