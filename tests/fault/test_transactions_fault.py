@@ -62,8 +62,9 @@ class Processor:
         self._start()
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
 
 
 def _committed_inputs(log_path) -> int:
@@ -138,26 +139,28 @@ async def test_every_input_is_output_exactly_once_through_processor_coordinator_
     log_path = tmp_path / "processor.log"
     step = INPUTS // 8
     processor = Processor(bootstrap, log_path)
-    await _until_progress(processor, step)
-    processor.kill_and_restart()  # 1: the processor, mid-stream
-    await _until_progress(processor, step)
-    await _kill_and_restart(deployment, await asyncio.to_thread(_transaction_coordinator, deployment))  # 2
-    await _until_progress(processor, step)
-    state = await deployment.describe()
-    await _kill_and_restart(deployment, deployment.partition(state, "out", 0).leader)  # 3: an output leader
-    await _until_progress(processor, step)
-    processor.kill_and_restart()  # 4: the processor again
 
     async def supervise() -> None:
         while True:
             processor.supervise()
             await asyncio.sleep(0.2)
 
-    supervisor = asyncio.ensure_future(supervise())
     try:
-        committed = await asyncio.to_thread(_outputs, bootstrap, "read_committed", INPUTS)
+        await _until_progress(processor, step)
+        processor.kill_and_restart()  # 1: the processor, mid-stream
+        await _until_progress(processor, step)
+        await _kill_and_restart(deployment, await asyncio.to_thread(_transaction_coordinator, deployment))  # 2
+        await _until_progress(processor, step)
+        state = await deployment.describe()
+        await _kill_and_restart(deployment, deployment.partition(state, "out", 0).leader)  # 3: an output leader
+        await _until_progress(processor, step)
+        processor.kill_and_restart()  # 4: the processor again
+        supervisor = asyncio.ensure_future(supervise())
+        try:
+            committed = await asyncio.to_thread(_outputs, bootstrap, "read_committed", INPUTS)
+        finally:
+            supervisor.cancel()
     finally:
-        supervisor.cancel()
         processor.stop()
     inputs = {(i % PARTITIONS, i // PARTITIONS) for i in range(INPUTS)}
     assert set(committed) == inputs, f"{len(inputs - set(committed))} inputs have no committed output"
