@@ -71,6 +71,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster: v2 adds fenced brokers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions: v2 filters by transactional id pattern
 }
 PRODUCE_SERVED_MIN = 3
 
@@ -80,7 +82,7 @@ API_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "Offs
              20: "DeleteTopics", 21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
              24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
              32: "DescribeConfigs", 36: "SaslAuthenticate", 37: "CreatePartitions", 42: "DeleteGroups",
-             47: "OffsetDelete", 60: "DescribeCluster"}
+             47: "OffsetDelete", 60: "DescribeCluster", 65: "DescribeTransactions", 66: "ListTransactions"}
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")

@@ -174,17 +174,17 @@ async def test_every_input_is_output_exactly_once_through_processor_coordinator_
 
 
 async def test_a_prepared_transaction_whose_coordinator_dies_is_completed_by_the_next_one(deployment_factory):
-    """Recovery: the partition's leader is stopped (SIGSTOP) so the commit's marker cannot be written, the
+    """Recovery: the partition's only replica is stopped (SIGSTOP) so the commit's marker cannot be written, the
     transaction is committed (decided: PrepareCommit), and the broker coordinating it is SIGKILLed. The broker
-    that takes the transactional id over finds the decision and writes the marker; read_committed consumers get
-    the transaction's records."""
+    that takes the transactional id over finds the decision and writes the marker once the partition is back;
+    read_committed consumers get the transaction's records."""
     from tideway.native import Consumer, TransactionalProducer
     from tideway.native.transactions import describe_transaction
 
     deployment = deployment_factory(brokers=3, session_timeout_ms=2000)
     async with TidewayClient(deployment.bootstrap) as client:
-        await client.create_topic("ledger", partitions=1, replication_factor=3)
-        await deployment.wait_until(lambda s: len(deployment.partition(s, "ledger", 0).isr) == 3, what="in sync")
+        await client.create_topic("ledger", partitions=1, replication_factor=1)  # no other replica to take over
+        await deployment.wait_until(lambda s: deployment.partition(s, "ledger", 0).leader > 0, what="a leader")
         leader = deployment.partition(await deployment.describe(), "ledger", 0).leader
         transactional_id = coordinator = None
         for n in range(50):  # an id whose coordinator is not the partition's leader

@@ -158,3 +158,39 @@ async def test_consume_transform_produce_commits_outputs_and_input_offsets_toget
     outputs = _values(bootstrap, "read_committed", 40, topic="out")
     assert outputs == sorted(b"out of input %d" % i for i in range(40))  # each input exactly once
     assert len(_values(bootstrap, "read_uncommitted", 60, topic="out")) == 60  # and the aborted round's 20 too
+
+
+async def test_kafka_python_lists_and_describes_transactions(broker_factory):
+    """kafka-python's KafkaAdminClient.list_transactions / describe_transactions (ListTransactions and
+    DescribeTransactions): an open transaction is listed as Ongoing with its producer, and described with its
+    partitions."""
+    from kafka.admin import KafkaAdminClient
+
+    from tests.kafka.clients import kafka_python_config
+
+    broker = broker_factory(kafka=True)
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic(TOPIC, partitions=3)
+    bootstrap = broker.kafka_bootstrap
+    producer = _producer(bootstrap, "listed-processor")
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"open", partition=2)
+    assert producer.flush(10) == 0
+    admin = KafkaAdminClient(**kafka_python_config(bootstrap, OPERATOR_KEY))
+    try:
+        def listed(**filters) -> list:
+            return [txn for listings in admin.list_transactions(**filters).values() for txn in listings
+                    if txn.transactional_id == "listed-processor"]  # (every broker's share)
+
+        ours = listed()
+        assert len(ours) == 1 and ours[0].state.name == "ONGOING", ours
+        assert listed(state_filters=["CompleteCommit"]) == []
+        assert listed(state_filters=["Ongoing"]) == ours
+        described = admin.describe_transactions(["listed-processor"])["listed-processor"]
+        assert described.producer_id == ours[0].producer_id
+        assert {(tp.topic, tp.partition) for tp in described.topic_partitions} == {(TOPIC, 2)}
+        assert described.state.name == "ONGOING" and described.transaction_timeout_ms == 60_000
+    finally:
+        admin.close()
+        producer.abort_transaction(30)

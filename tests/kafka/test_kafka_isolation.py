@@ -235,6 +235,26 @@ def test_tenant_b_reaches_nothing_of_tenant_a_through_any_kafka_api(plane, tenan
         answer = b.request(10, 3, key=group, key_type=0)
         assert answer.error_code == (0 if group == "a-group" else GROUP_NOT_AUTHORIZED)
         tried.add(10)
+    # DescribeTransactions (65) of A's transactional id by its broker-side name: refused; by "a-txn": B's own (none).
+    # (kafka-python's admin: kio cannot read the -1 start time Kafka gives a transaction that is not open)
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import TransactionalIdAuthorizationFailedError, TransactionalIdNotFoundError
+
+    from tests.kafka.clients import kafka_python_config
+
+    b_admin = KafkaAdminClient(**kafka_python_config(bootstrap, key_b))
+    try:
+        for txn_id, refusal in (("a-txn", TransactionalIdNotFoundError),
+                                (f"{broker_side.split('.')[0]}.txn.a-txn", TransactionalIdAuthorizationFailedError)):
+            with pytest.raises(refusal):
+                b_admin.describe_transactions([txn_id])
+            tried.add(65)
+    finally:
+        b_admin.close()
+    # ListTransactions (66): none of A's.
+    listed = b.request(66, 1, state_filters=(), producer_id_filters=(), duration_filter=-1)
+    assert listed.error_code == 0 and not any(t.producer_id == a_txn.producer_id for t in listed.transaction_states)
+    tried.add(66)
     # JoinGroup (11): B's "a-group" is B's own; A's member is not in it.
     other = b.request(11, 5, group_id="a-group", session_timeout=SECOND * 30, rebalance_timeout=SECOND * 30,
                       member_id="", group_instance_id=None, protocol_type="consumer",
