@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["fsync_directory", "write_atomically"]
+import msgspec
+
+__all__ = ["fsync_directory", "take_snapshot", "write_atomically"]
 
 
 def write_atomically(path: str, data: bytes, *, sync_directory: bool = True, sync_file: bool = True,
@@ -34,3 +36,19 @@ def fsync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def take_snapshot(path: str, kind: type, end_offset: int):
+    """The msgpack snapshot of ``kind`` at ``path`` if it was written at exactly ``end_offset`` (a clean shutdown's),
+    else None; the file is removed either way (stale as soon as anything is appended)."""
+    try:
+        with open(path, "rb") as f:
+            snapshot = msgspec.msgpack.decode(f.read(), type=kind)
+    except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    return snapshot if snapshot.end_offset == end_offset else None

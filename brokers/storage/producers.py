@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import msgspec
-from tideway_server.brokers.storage.files import write_atomically
+from tideway_server.brokers.storage.files import take_snapshot, write_atomically
 
 from tideway.protocol import errors
 from tideway.protocol.messages import RECENT_BATCHES_MAX
@@ -111,17 +111,8 @@ class ProducerStateTable:
 
     def load_snapshot(self, end_offset: int) -> bool:
         """Load the snapshot if it covers exactly ``end_offset``; consume it either way."""
-        try:
-            with open(self.path, "rb") as f:
-                snapshot = msgspec.msgpack.decode(f.read(), type=_Snapshot)
-        except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
-            return False
-        finally:
-            try:
-                os.unlink(self.path)  # stale as soon as anything is appended
-            except FileNotFoundError:
-                pass
-        if snapshot.end_offset != end_offset:
+        snapshot = take_snapshot(self.path, _Snapshot, end_offset)
+        if snapshot is None:
             return False
         self.producers = {
             pid: ProducerEntry(epoch, last, deque((tuple(r) for r in recent), maxlen=RECENT_BATCHES_MAX))

@@ -19,7 +19,7 @@ from bisect import bisect_left
 from typing import NamedTuple
 
 import msgspec
-from tideway_server.brokers.storage.files import write_atomically
+from tideway_server.brokers.storage.files import take_snapshot, write_atomically
 
 from tideway.record.batch import ATTRIBUTE_CONTROL, ATTRIBUTE_TRANSACTIONAL, BatchHeader
 from tideway.record.markers import Marker
@@ -91,17 +91,8 @@ class TransactionIndex:
 
     def load_snapshot(self, end_offset: int) -> bool:
         """Load the snapshot if it covers exactly ``end_offset``; consume it either way."""
-        try:
-            with open(self.path, "rb") as f:
-                snapshot = msgspec.msgpack.decode(f.read(), type=_Snapshot)
-        except (FileNotFoundError, msgspec.DecodeError, msgspec.ValidationError):
-            return False
-        finally:
-            try:
-                os.unlink(self.path)  # stale as soon as anything is appended
-            except FileNotFoundError:
-                pass
-        if snapshot.end_offset != end_offset:
+        snapshot = take_snapshot(self.path, _Snapshot, end_offset)
+        if snapshot is None:
             return False
         self.ongoing = dict(snapshot.ongoing)
         self.aborted = [AbortedTransaction(*t) for t in snapshot.aborted]
