@@ -178,6 +178,7 @@ class Broker:
             partitions=config.offsets_topic_partitions)
         self.transactions.offsets_topic = self.coordinator.state
         self.replicas.verify_transaction = self.transactions.verify
+        self.transactions.write_local_markers = self.replicas.write_txn_markers
         self.usage = None
         if config.usage_interval_ms > 0:
             self.usage = UsageMeter(config.broker_id, self.replicas, self.metrics.traffic, self._create_topics,

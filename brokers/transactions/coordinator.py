@@ -131,6 +131,8 @@ class TransactionCoordinator:
                                 on_load=self._load, on_unload=self._unload, what="transactional id")
         self.txns: dict[str, Txn] = {}
         self.offsets_topic: StateTopic | None = None  # the group coordinator's (AddOffsetsToTxn marks its partitions)
+        # This broker's WRITE_TXN_MARKERS handler (the replica manager's), for the partitions it leads itself.
+        self.write_local_markers: Callable[[m.WriteTxnMarkersRequest], Awaitable[m.WriteTxnMarkersResponse]] | None = None
         self._peer_client = peer_client
         self._client: TidewayClient | None = None
         self._completing: dict[str, asyncio.Task] = {}  # transactional id -> its markers being written
@@ -459,8 +461,10 @@ class TransactionCoordinator:
                 producer_id=txn.producer_id, producer_epoch=txn.producer_epoch, commit=commit, coordinator_epoch=0,
                 partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in refs])])
             try:
-                response: m.WriteTxnMarkersResponse = await (await client.connection(leader)).request(
-                    ApiKey.WRITE_TXN_MARKERS, request)
+                if leader == self.broker_id and self.write_local_markers is not None:
+                    response = await self.write_local_markers(request)  # this broker leads them: no round trip
+                else:
+                    response = await (await client.connection(leader)).request(ApiKey.WRITE_TXN_MARKERS, request)
             except errors.TidewayError as exc:
                 log.info("markers of %s to broker %d: %s", txn.transactional_id, leader, exc)
                 left.update(refs)
