@@ -324,50 +324,34 @@ class KafkaApis:
         return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none)
 
     async def offset_commit(self, request, response_type, session: Session):
-        topic_type = item_type(response_type, "topics")
-        partition_type = item_type(topic_type, "partitions")
-        wanted = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
         generation = getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1))
-        results: dict[tuple[str, int], ErrorCode] = {}
-        try:
-            group_id = await self._group(session, request.group_id)
-            self.groups.check_commit(group_id, request.member_id, generation)
-            native = m.OffsetCommitRequest(group_id=request.group_id, offsets=[
-                m.CommittedOffset(topic=topic.name, partition=p.partition_index, offset=p.committed_offset,
-                                  metadata=p.committed_metadata or "")
-                for topic in request.topics for p in topic.partitions])
-            answer: m.OffsetCommitResponse = await self._router.call(session, ApiKey.OFFSET_COMMIT, native)
-            for r in answer.offsets:
-                results[(r.topic, r.partition)] = kafka_code(r.error_code)
-        except GroupError as exc:
-            results = {key: exc.code for key in wanted}
-        except errors.BrokerError as exc:
-            results = {key: kafka_code(exc.errno) for key in wanted}
-        by_topic: dict[str, list] = {}
-        for name, index in wanted:
-            by_topic.setdefault(name, []).append(build(partition_type, partition_index=index,
-                                                       error_code=results.get((name, index), ErrorCode.none)))
-        return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(
-            build(topic_type, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()))
+        return await self._commit(request, response_type, session, request.member_id, generation, lambda offsets: (
+            ApiKey.OFFSET_COMMIT, m.OffsetCommitRequest(group_id=request.group_id, offsets=offsets)))
 
     async def txn_offset_commit(self, request, response_type, session: Session):
         """Offsets committed in a producer's transaction (``send_offsets_to_transaction``): the classic group's
         membership is checked here as for a commit (a zombie member is refused), then the group coordinator keeps
         them until the transaction ends."""
+        return await self._commit(
+            request, response_type, session, getattr(request, "member_id", ""), getattr(request, "generation_id", -1),
+            lambda offsets: (ApiKey.TXN_OFFSET_COMMIT, m.TxnOffsetCommitRequest(
+                transactional_id=request.transactional_id, group_id=request.group_id, producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch, offsets=offsets)))
+
+    async def _commit(self, request, response_type, session: Session, member_id: str, generation: int, native_of):
+        """OffsetCommit and TxnOffsetCommit: the classic member is checked, then ``native_of(offsets)`` (the native
+        API and request) is sent; the answer per partition."""
         topic_type = item_type(response_type, "topics")
         partition_type = item_type(topic_type, "partitions")
         wanted = [(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions]
         results: dict[tuple[str, int], ErrorCode] = {}
         try:
             group_id = await self._group(session, request.group_id)
-            self.groups.check_commit(group_id, getattr(request, "member_id", ""), getattr(request, "generation_id", -1))
-            native = m.TxnOffsetCommitRequest(
-                transactional_id=request.transactional_id, group_id=request.group_id, producer_id=request.producer_id,
-                producer_epoch=request.producer_epoch, offsets=[
-                    m.CommittedOffset(topic=topic.name, partition=p.partition_index, offset=p.committed_offset,
-                                      metadata=p.committed_metadata or "")
-                    for topic in request.topics for p in topic.partitions])
-            answer: m.TxnOffsetCommitResponse = await self._router.call(session, ApiKey.TXN_OFFSET_COMMIT, native)
+            self.groups.check_commit(group_id, member_id, generation)
+            api, native = native_of([m.CommittedOffset(topic=topic.name, partition=p.partition_index,
+                                                       offset=p.committed_offset, metadata=p.committed_metadata or "")
+                                     for topic in request.topics for p in topic.partitions])
+            answer = await self._router.call(session, api, native)
             results = {(r.topic, r.partition): kafka_code(r.error_code) for r in answer.offsets}
         except GroupError as exc:
             results = {key: exc.code for key in wanted}

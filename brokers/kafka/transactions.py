@@ -65,19 +65,19 @@ class KafkaTransactions:
             build(topic_type, name=name, results_by_partition=tuple(parts)) for name, parts in by_topic.items()))
 
     async def add_offsets_to_txn(self, request, response_type, session: Session):
-        native = m.AddOffsetsToTxnRequest(transactional_id=request.transactional_id, producer_id=request.producer_id,
-                                          producer_epoch=request.producer_epoch, group_id=request.group_id)
-        try:
-            await self._router.call(session, ApiKey.ADD_OFFSETS_TO_TXN, native)
-        except errors.BrokerError as exc:
-            return build(response_type, throttle_time=NO_THROTTLE, error_code=kafka_code(exc.errno))
-        return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none)
+        return await self._error_only(response_type, session, ApiKey.ADD_OFFSETS_TO_TXN, m.AddOffsetsToTxnRequest(
+            transactional_id=request.transactional_id, producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch, group_id=request.group_id))
 
     async def end_txn(self, request, response_type, session: Session):
-        native = m.EndTxnRequest(transactional_id=request.transactional_id, producer_id=request.producer_id,
-                                 producer_epoch=request.producer_epoch, commit=request.committed)
+        return await self._error_only(response_type, session, ApiKey.END_TXN, m.EndTxnRequest(
+            transactional_id=request.transactional_id, producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch, commit=request.committed))
+
+    async def _error_only(self, response_type, session: Session, api: ApiKey, native):
+        """An API whose Kafka answer is an error code only."""
         try:
-            await self._router.call(session, ApiKey.END_TXN, native)
+            await self._router.call(session, api, native)
         except errors.BrokerError as exc:
             return build(response_type, throttle_time=NO_THROTTLE, error_code=kafka_code(exc.errno))
         return build(response_type, throttle_time=NO_THROTTLE, error_code=ErrorCode.none)

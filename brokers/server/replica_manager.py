@@ -240,8 +240,9 @@ class ReplicaManager:
                      refusal)
         return refused
 
-    async def _until_committed(self, waits: list[tuple[m.ProducePartitionResult, asyncio.Future]], timeout_ms: int) -> None:
-        """acks=all: wait until every ISR member has the records, or say why not."""
+    async def _until_committed(self, waits: list[tuple[object, asyncio.Future]], timeout_ms: int) -> None:
+        """acks=all (and markers, deleted records): wait until every ISR member has it, or say in each result why
+        not."""
         futures = [future for _, future in waits]
         await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
         for result, future in waits:
@@ -561,18 +562,8 @@ class ReplicaManager:
                 log.error("deleting records of %s-%d failed: %s", part.topic, part.partition, exc)
                 result.error_code, result.error_message = errors.StorageError.errno, f"disk write failed: {exc}"
             results.append(result)
-        if waits:
-            await asyncio.wait([future for _, future in waits], timeout=max(request.timeout_ms, 0) / 1000)
-        for result, future in waits:
-            if not future.done():
-                future.cancel()
-                result.error_code = errors.RequestTimedOutError.errno
-                result.error_message = (f"deleted on the leader; not every in-sync replica had deleted them within "
-                                        f"{request.timeout_ms} ms (ask again: deleting twice is harmless)")
-            elif future.exception() is not None:
-                exc = future.exception()
-                result.error_code = getattr(exc, "errno", errors.UnknownServerError.errno)
-                result.error_message = str(getattr(exc, "message", exc))
+        if waits:  # (a timeout: deleted here, not yet on every replica; deleting again is harmless)
+            await self._until_committed(waits, request.timeout_ms)
         return m.DeleteRecordsResponse(partitions=results)
 
     async def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
