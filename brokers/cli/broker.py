@@ -127,6 +127,13 @@ def add_broker(subparsers: argparse._SubParsersAction) -> None:
         "receive (default %(default)s)",
     )
     parser.add_argument(
+        "--transactional-id-expiration-ms",
+        type=positive_int,
+        default=7 * 24 * 3600 * 1000,
+        help="a transactional id with no transaction for this long is forgotten by its coordinator (Kafka's "
+        "transactional.id.expiration.ms); its next init starts it afresh (default %(default)s: 7 days)",
+    )
+    parser.add_argument(
         "--credentials-outage-max-s",
         type=float,
         default=600,
@@ -231,6 +238,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         usage_interval_ms=args.usage_interval_ms,
         usage_storage_interval_s=args.usage_storage_interval_s,
         queue_idle_unload_ms=args.queue_idle_unload_ms,
+        transactional_id_expiration_ms=args.transactional_id_expiration_ms,
         credentials_outage_max_s=args.credentials_outage_max_s,
         request_buffer_bytes_max=args.request_buffer_mb << 20,
         request_buffer_per_principal_bytes_max=args.request_buffer_per_principal_mb << 20,

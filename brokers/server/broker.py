@@ -111,6 +111,7 @@ class BrokerConfig:
     group_heartbeat_interval_ms: int = 1_000
     open_segments_max: int = 1_000  # segment files kept open (the least recently used are closed)
     queue_idle_unload_ms: int = 300_000  # a queue group's share-partition idle this long leaves memory
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000  # an id with no transaction this long is forgotten
     scrub_bytes_per_s: int = 8 << 20  # the scrubber re-reads and CRC-checks logs at this rate; 0: never
     scrub_interval_ms: int = 25  # short, frequent steps: see brokers/storage/scrubber.py
     scrub_pass_interval_s: float = 3600  # a pass over every log starts at most this often
@@ -175,7 +176,7 @@ class Broker:
         self.transactions = TransactionCoordinator(
             broker_id=config.broker_id, replicas=self.replicas, metadata=self.metadata,
             create_topics=self._create_topics, peer_client=self._peer_client,
-            partitions=config.offsets_topic_partitions)
+            partitions=config.offsets_topic_partitions, idle_id_expiry_ms=config.transactional_id_expiration_ms)
         self.transactions.offsets_topic = self.coordinator.state
         self.replicas.verify_transaction = self.transactions.verify
         self.transactions.write_local_markers = self.replicas.write_txn_markers

@@ -123,8 +123,12 @@ def _check_transactional_id(transactional_id: str) -> None:
 class TransactionCoordinator:
     def __init__(self, *, broker_id: int, replicas: ReplicaManager, metadata: MetadataCache,
                  create_topics: Callable[[m.CreateTopicsRequest], Awaitable[m.CreateTopicsResponse]],
-                 peer_client: Callable[[], TidewayClient], partitions: int = 8) -> None:
+                 peer_client: Callable[[], TidewayClient], partitions: int = 8,
+                 idle_id_expiry_ms: int = 7 * 24 * 3600 * 1000) -> None:
         self.broker_id = broker_id
+        # A transactional id with no transaction for this long is forgotten (Kafka's transactional.id.expiration.ms):
+        # short-lived ids (the gateway's, a test's) do not pile up in __transaction_state; a next init starts afresh.
+        self.idle_id_expiry_ms = idle_id_expiry_ms
         self.metadata = metadata
         self.state = StateTopic(TXN_TOPIC, partitions=partitions, settings=TXN_TOPIC_SETTINGS, broker_id=broker_id,
                                 replicas=replicas, metadata=metadata, create_topics=create_topics,
@@ -503,6 +507,9 @@ class TransactionCoordinator:
     async def _abort_expired(self) -> None:
         now = _now_ms()
         for txn in list(self.txns.values()):
+            if txn.state in _ENDED and now - txn.updated_ms > self.idle_id_expiry_ms:
+                await self._forget_idle(txn)
+                continue
             if txn.state is not TxnState.ONGOING or now - txn.started_ms <= txn.timeout_ms:
                 continue
             try:
@@ -513,3 +520,16 @@ class TransactionCoordinator:
                     await self._abort(index, txn, why=f"open longer than its timeout of {txn.timeout_ms} ms")
             except errors.TidewayError as exc:
                 log.info("transactional id %s: timed out, not aborted yet: %s", txn.transactional_id, exc)
+
+    async def _forget_idle(self, txn: Txn) -> None:
+        try:
+            async with self._lock(txn.transactional_id):
+                if self.txns.get(txn.transactional_id) is not txn:
+                    return  # it changed meanwhile
+                await self.state.write(self.state.check(txn.transactional_id), [(["txn", txn.transactional_id], None)])
+                self.txns.pop(txn.transactional_id, None)
+                self._locks.pop(txn.transactional_id, None)
+            log.info("transactional id %s: no transaction for %d s, forgotten", txn.transactional_id,
+                     self.idle_id_expiry_ms // 1000)
+        except errors.TidewayError as exc:
+            log.info("transactional id %s: idle, not forgotten yet: %s", txn.transactional_id, exc)

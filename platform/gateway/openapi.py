@@ -16,7 +16,7 @@ from tideway_server.gateway import wire
 
 TAG = "data"
 
-_BODIES = [wire.PublishBody, wire.ReceiveBody, wire.ReceiptsBody, wire.CommitBody, wire.SeekBody, wire.HeartbeatBody,
+_BODIES = [wire.PublishBody, wire.AtomicPublishBody, wire.ReceiveBody, wire.ReceiptsBody, wire.CommitBody, wire.SeekBody, wire.HeartbeatBody,
            wire.RedriveBody, wire.TokenBody]
 
 ERROR = {
@@ -94,6 +94,14 @@ def data_paths() -> dict:
         "/api/v1/tokens": {"post": _operation(
             "Obtain a token", "A short-lived token for a browser, acting for this key (narrowed to scopes and queues).",
             body="TokenBody", ok=201, answer=_object(token={"type": "string"}, expires_at={"type": "integer"}))},
+        "/api/v1/publish": {"post": _operation(
+            "Publish to several queues atomically", "Messages for up to 100 queues of the tenant on one cluster (1,000 "
+            "messages in all), in one transaction: once answered, every one is stored and readable; refused or failed, "
+            "none is. Per queue, where each message went, in order.",
+            body="AtomicPublishBody", answer=_object(queues={"type": "array", "items": _object(
+                queue={"type": "string"}, messages={"type": "array", "items": _object(
+                    partition={"type": "integer"}, offset={"type": "integer"})})}),
+            errors=(400, 401, 403, 404, 409, 413, 422, 429, 503))},
         q + "/messages": {
             "post": _operation(
                 "Publish messages", "Up to 1,000 messages, answered once every in-sync replica has them; where each one "

@@ -1,4 +1,5 @@
-"""Pooled connections from the gateway to broker clusters (one client and one producer per cluster).
+"""Pooled connections from the gateway to broker clusters (one client and one producer per cluster, and a few
+transactional producers for atomic publishes).
 
 The broker client keeps one connection per broker and knows partition
 leaders; the producer batches records of concurrent requests into the same
@@ -10,9 +11,12 @@ of the ASGI server that created it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
+import uuid
 
-from tideway.native import Producer, QueueConsumer, TidewayClient
+from tideway.native import Producer, QueueConsumer, TidewayClient, TransactionalProducer
 from tideway.native.group import CoordinatorLink
 from tideway.protocol.messages import CONSUMER
 from tideway.record.batch import Record, decode_records, iter_batches, read_header
@@ -21,6 +25,8 @@ from tideway.record.markers import AbortedFilter
 # A publish not acknowledged by every in-sync replica in this time fails (503, retry):
 # HTTP clients wait about this long, and dedup reservations outlive it (limits.PENDING_S).
 DELIVERY_TIMEOUT_MS = 15_000
+
+log = logging.getLogger(__name__)
 
 _clients: dict[tuple[int, str], TidewayClient] = {}
 _producers: dict[tuple[int, str], Producer] = {}
@@ -64,6 +70,53 @@ async def _start(key: tuple[int, str], bootstrap: str) -> TidewayClient:
 async def producer(bootstrap: str) -> Producer:
     await client(bootstrap)
     return _producers[_key(bootstrap)]
+
+
+# Atomic publishes of one process to one cluster run at most this many at once (a transactional producer has one
+# transaction open at a time); more wait for a free one.
+TRANSACTIONAL_PRODUCERS_MAX = 8
+TRANSACTION_TIMEOUT_MS = 60_000  # the brokers abort a transaction of a process that died this long ago
+# The transactional ids of this process: "_gateway.<process>.<slot>", a slot per concurrent producer. An id is
+# reused when its producer is replaced (the new one fences the old); those of ended processes are forgotten by
+# the brokers after a week without a transaction (transactional.id.expiration.ms).
+_PROCESS = uuid.uuid4().hex[:12]
+_txn_idle: dict[tuple[int, str], list[TransactionalProducer]] = {}
+_txn_free_slots: dict[tuple[int, str], list[int]] = {}
+_txn_slots: dict[tuple[int, str], asyncio.Semaphore] = {}
+
+
+@contextlib.asynccontextmanager
+async def transactional_producer(bootstrap: str):
+    """A transactional producer of the cluster for one transaction, all the caller's while the block runs. It
+    goes back to the pool when the block ends without an exception; after one it is replaced (its state unknown)."""
+    key = _key(bootstrap)
+    slots = _txn_slots.setdefault(key, asyncio.Semaphore(TRANSACTIONAL_PRODUCERS_MAX))
+    async with slots:
+        idle = _txn_idle.setdefault(key, [])
+        free = _txn_free_slots.setdefault(key, list(range(TRANSACTIONAL_PRODUCERS_MAX)))
+        if idle:
+            producer = idle.pop()
+        else:
+            slot = free.pop()
+            producer = TransactionalProducer(await client(bootstrap), f"_gateway.{_PROCESS}.{slot}", acks="all",
+                                             linger_ms=0, delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
+                                             transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+            try:
+                await producer.start()
+            except BaseException:
+                free.append(slot)
+                await producer.stop(timeout_s=0)
+                raise
+        try:
+            yield producer
+        except BaseException:
+            free.append(int(producer.transactional_id.rsplit(".", 1)[1]))
+            try:
+                await producer.stop(timeout_s=1)
+            except Exception as exc:  # noqa: BLE001 - replaced anyway
+                log.info("transactional producer %s: stop failed: %s", producer.transactional_id, exc)
+            raise
+        idle.append(producer)
 
 
 READ_RETRY_S = 2.0

@@ -8,6 +8,7 @@ G = r"/groups/(?P<group>[A-Za-z0-9._-]{1,100})"
 
 urlpatterns = [
     re_path(r"^tokens$", tokens.TokensView.as_view()),
+    re_path(r"^publish$", messages.AtomicPublishView.as_view()),
     re_path(Q + r"/messages$", messages.MessagesView.as_view()),
     re_path(Q + r"/purge$", messages.PurgeView.as_view()),
     re_path(Q + G + r"/receive$", queue_model.ReceiveView.as_view()),

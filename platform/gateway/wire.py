@@ -23,6 +23,7 @@ from tideway.protocol.headers import DEADLINE_HEADER
 from tideway.record.batch import BATCH_HEADER_BYTES
 
 MAX_MESSAGES_PER_REQUEST = 1000
+MAX_QUEUES_PER_ATOMIC_PUBLISH = 100
 MAX_DEDUP_ID_LENGTH = 128
 # deliver_at: from the epoch (a past time delivers at once) to this far ahead.
 MAX_DELIVERY_DELAY_MS = 366 * 24 * 3600 * 1000
@@ -49,6 +50,17 @@ class OutgoingMessage(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
 
 class PublishBody(msgspec.Struct, forbid_unknown_fields=True):
     messages: list[OutgoingMessage]
+
+
+class QueueMessages(msgspec.Struct, forbid_unknown_fields=True):
+    queue: Annotated[str, Meta(pattern=r"^[A-Za-z0-9._-]{1,100}$")]
+    messages: list[OutgoingMessage]
+
+
+class AtomicPublishBody(msgspec.Struct, forbid_unknown_fields=True):
+    """Messages for several queues of one tenant, published all together or not at all (a transaction)."""
+
+    queues: Annotated[list[QueueMessages], Meta(min_length=1, max_length=MAX_QUEUES_PER_ATOMIC_PUBLISH)]
 
 
 class ReceiveBody(msgspec.Struct, forbid_unknown_fields=True):

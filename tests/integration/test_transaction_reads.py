@@ -197,3 +197,38 @@ async def test_the_native_transactional_producer_commits_aborts_commits_offsets_
                 newer.begin()
                 await newer.send("outputs", b"from the newer one", partition=0)
                 await newer.commit()
+
+
+async def test_a_transactional_id_with_no_transaction_for_its_expiry_is_forgotten(broker_factory):
+    """transactional.id.expiration.ms: an id whose last transaction ended longer ago than the expiry leaves its
+    coordinator (and __transaction_state); one with an open transaction stays; a next init starts it afresh."""
+    from tideway.native.transactions import list_transactions
+
+    broker = broker_factory(extra_args=["--transactional-id-expiration-ms", "3000"])
+    async with TidewayClient(broker.bootstrap) as client:
+        await client.create_topic("outputs", partitions=1)
+        idle = TransactionalProducer(client, "short-lived", linger_ms=1)
+        await idle.start()
+        idle.begin()
+        await (await idle.send("outputs", b"one", partition=0))
+        await idle.commit()
+        busy = TransactionalProducer(client, "long-lived", linger_ms=1, transaction_timeout_ms=60_000)
+        await busy.start()
+        busy.begin()
+        await (await busy.send("outputs", b"open", partition=0))
+        assert {t.transactional_id for t in await list_transactions(client)} == {"short-lived", "long-lived"}
+        deadline = time.monotonic() + 20
+        while "short-lived" in {t.transactional_id for t in await list_transactions(client)}:
+            assert time.monotonic() < deadline, "the idle transactional id was never forgotten"
+            await asyncio.sleep(0.5)
+        assert {t.transactional_id for t in await list_transactions(client)} == {"long-lived"}
+        idle.begin()  # the forgotten instance is refused; a new one starts afresh
+        with pytest.raises(errors.InvalidProducerIdMappingError):
+            await idle.send("outputs", b"two", partition=0)
+        async with TransactionalProducer(client, "short-lived", linger_ms=1) as again:
+            again.begin()
+            await (await again.send("outputs", b"three", partition=0))
+            await again.commit()
+        await busy.commit()
+        await idle.stop()
+        await busy.stop()

@@ -308,7 +308,9 @@ class GroupConsumer:
         await commit_offsets(self.link, offsets, member_id=self.member_id, member_epoch=self.member_epoch)
 
     async def committed(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return await fetch_committed(self.link, partitions)
+        """The group's committed offsets; a read_committed member waits out a transaction committing them."""
+        return await fetch_committed(self.link, partitions,
+                                     require_stable=self.consumer.isolation_level == m.READ_COMMITTED)
 
     async def stop(self) -> None:
         """Commit (with auto commit), leave the group, close."""
@@ -353,10 +355,21 @@ async def commit_offsets(link: CoordinatorLink, offsets: dict[TopicPartition, in
             raise errors.error_for_code(result.error_code, result.error_message)
 
 
-async def fetch_committed(link: CoordinatorLink, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-    request = m.OffsetFetchRequest(group_id=link.group_id, partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in partitions])
-    response: m.OffsetFetchResponse = await link.request(ApiKey.OFFSET_FETCH, request)
-    return {(o.topic, o.partition): o.offset for o in response.offsets}
+async def fetch_committed(link: CoordinatorLink, partitions: list[TopicPartition], *,
+                          require_stable: bool = False) -> dict[TopicPartition, int]:
+    """The group's committed offsets (-1: none). ``require_stable``: while an open transaction commits one of
+    them, wait for its outcome instead of answering the offset before it (KIP-447: a read_committed member
+    that takes a partition over starts where the transaction left it, not before)."""
+    request = m.OffsetFetchRequest(group_id=link.group_id, require_stable=require_stable,
+                                   partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in partitions])
+    backoff = Backoff(initial_s=0.05, max_s=0.5, deadline_s=link.retry_for_s)
+    while True:
+        response: m.OffsetFetchResponse = await link.request(ApiKey.OFFSET_FETCH, request)
+        unstable = [o for o in response.offsets if o.error_code == errors.UnstableOffsetCommitError.errno]
+        if not unstable:
+            return {(o.topic, o.partition): o.offset for o in response.offsets}
+        if not await backoff.wait():
+            raise errors.error_for_code(unstable[0].error_code, unstable[0].error_message)
 
 
 async def delete_offsets(link: CoordinatorLink, partitions: list[TopicPartition]) -> None:
