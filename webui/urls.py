@@ -14,6 +14,7 @@ from tideway_server.webui.views import (
     operators,
     queues,
     schemas,
+    transactions,
 )
 
 NAME = r"(?P<name>[A-Za-z0-9._-]{1,100})"
@@ -49,6 +50,8 @@ urlpatterns = [
     path("invoices", billing.invoices),
     re_path(r"^invoices/(?P<invoice_id>[0-9]{1,12})$", billing.invoice),
     re_path(r"^invoices/(?P<invoice_id>[0-9]{1,12})\.csv$", billing.invoice_csv),
+    path("transactions", transactions.transactions),
+    re_path(r"^transactions/(?P<name>[^/]{1,255})/abort$", transactions.transaction_abort),
     path("schemas", schemas.subjects),
     re_path(r"^schemas/(?P<subject>[A-Za-z0-9._:-]{1,255})$", schemas.subject),
     path("members", members.members),

@@ -385,9 +385,7 @@ class TransactionCoordinator:
             if request.older_than_ms >= 0 and (txn.started_ms < 0 or txn.state in _ENDED
                                                or now - txn.started_ms < request.older_than_ms):
                 continue
-            out.append(m.TransactionDescription(transactional_id=txn.transactional_id, state=txn.state.value,
-                                                producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
-                                                started_ms=txn.describe().started_ms))
+            out.append(txn.describe())  # (the native answer carries partitions and timeout too; Kafka's does not)
         return m.ListTransactionsResponse(transactions=out)
 
     # -- ending transactions -------------------------------------------------------------------------

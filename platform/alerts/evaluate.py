@@ -83,15 +83,18 @@ class Scope:
 
 
 def rule_value(rule: AlertRule, scope: Scope, now_ms: int, stale_ms: int, quota_percent=None,
-               throttled=None) -> float | None:
+               throttled=None, oldest_transaction=None) -> float | None:
     """The rule's value now over its scope, or None when there is no (fresh) data.
 
-    ``quota_percent`` and ``throttled``: callables giving the tenant-wide metrics (read only when a rule asks).
+    ``quota_percent``, ``throttled`` and ``oldest_transaction``: callables giving the tenant-wide metrics (read
+    only when a rule asks).
     """
     if rule.metric == "quota_use":
         return quota_percent() if quota_percent else None
     if rule.metric == "throttled":
         return throttled() if throttled else None
+    if rule.metric == "oldest_transaction_seconds":
+        return oldest_transaction() if oldest_transaction else None
     values = []
     for sample in scope.matching(rule.queue, rule.group):
         if now_ms - sample["at_ms"] > stale_ms:
@@ -166,9 +169,12 @@ def step(rule: AlertRule, value: float | None, now: datetime) -> str | None:
     return notify
 
 
-def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int, throttled: dict[int, float] | None = None) -> dict:
+def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int, throttled: dict[int, float] | None = None,
+                 oldest_transactions: dict[int, float | None] | None = None) -> dict:
     """Evaluate every enabled rule; ``live``: {tenant id: {group key: sample}} (lag/store.py); ``throttled``:
-    {tenant id: times throttled lately} for tenants with a ``throttled`` rule (None: unknown, Redis did not answer).
+    {tenant id: times throttled lately} for tenants with a ``throttled`` rule (None: unknown, Redis did not answer);
+    ``oldest_transactions``: {tenant id: seconds its oldest open transaction is open} for tenants with an
+    ``oldest_transaction_seconds`` rule (alerts.inputs).
 
     One query reads the rules; a rule whose state changes is written with a compare-and-set on its state and
     transition count (another evaluator that got there first wins, and this one records nothing), together with
@@ -195,7 +201,8 @@ def evaluate_all(live: dict[int, dict[str, dict]], *, stale_ms: int, throttled: 
         before_state, before_count = rule.state, rule.transitions
         value = rule_value(rule, scopes.get(rule.tenant_id, empty), now_ms, stale_ms,
                            quota_percent=lambda rule=rule: quota_percent(rule.tenant_id),
-                           throttled=lambda rule=rule: None if throttled is None else throttled.get(rule.tenant_id, 0.0))
+                           throttled=lambda rule=rule: None if throttled is None else throttled.get(rule.tenant_id, 0.0),
+                           oldest_transaction=lambda rule=rule: (oldest_transactions or {}).get(rule.tenant_id))
         notify = step(rule, value, now)
         if rule.state == before_state and notify is None:
             continue

@@ -46,3 +46,37 @@ def recent_throttling(tenant_ids: list[int]) -> dict[int, float] | None:
     finally:
         connection.close()
     return {tenant_id: float(sum(spans["last_minute"].values())) for tenant_id, spans in counts.items()}
+
+
+def oldest_open_transactions(tenant_ids: list[int]) -> dict[int, float | None]:
+    """How long each tenant's oldest open transaction has been open, in seconds (0: none open; None: a cluster
+    did not answer and nothing open was seen), asked of each cluster the tenants' queues live on."""
+    import asyncio
+
+    from tideway_server.clusters.admin import broker_credentials
+    from tideway_server.gateway.operations.traffic import tenant_bootstraps
+    from tideway_server.gateway.operations.transactions import oldest_open_s, tenant_view
+
+    from tideway.native import TidewayClient
+    from tideway.native.transactions import list_transactions
+    from tideway.protocol import errors
+
+    if not tenant_ids:
+        return {}
+    bootstraps = {tenant_id: tenant_bootstraps(tenant_id) for tenant_id in tenant_ids}
+
+    async def listed_by(bootstrap: str):
+        try:
+            async with TidewayClient(bootstrap, credentials=broker_credentials(), request_timeout_ms=5000) as client:
+                return await list_transactions(client)
+        except (errors.TidewayError, OSError) as exc:
+            log.warning("transactions of %s unreadable (%s): their rules see no data this round", bootstrap, exc)
+            return None
+
+    async def gather() -> dict[str, list | None]:
+        wanted = sorted({b for found in bootstraps.values() for b in found})
+        return dict(zip(wanted, await asyncio.gather(*(listed_by(b) for b in wanted)), strict=True))
+
+    listed = asyncio.run(gather())
+    return {tenant_id: oldest_open_s(tenant_view(tenant_id, {b: listed[b] for b in found}))
+            for tenant_id, found in bootstraps.items()}

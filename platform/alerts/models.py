@@ -13,6 +13,8 @@ METRICS = {
     "publish_rate": "publish rate (messages/s)", "consume_rate": "consume rate (messages/s)",
     "quota_use": "quota use (the highest, percent)",
     "throttled": "times the plan's rate limits held the tenant back (the last minute or two)",
+    "oldest_transaction_seconds": "age of the oldest open transaction (seconds; a hung one holds read_committed "
+    "readers back)",
 }
 COMPARATORS = {">": lambda v, t: v > t, ">=": lambda v, t: v >= t, "<": lambda v, t: v < t, "<=": lambda v, t: v <= t}
 MISSING_DATA = ("insufficient_data", "breaching", "not_breaching", "keep_last")  # the default first

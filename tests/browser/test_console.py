@@ -329,7 +329,7 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             expect(page.get_by_role("table", name="Queues").locator("[data-stored]").first).to_have_attribute(
                 "data-stored", re.compile(r"^[1-9]\d*$"))
             expect(page.locator("#fig-in-1")).not_to_contain_text("measuring", timeout=15_000)  # a rate after 5 s
-            for name in ("members", "audit", "schemas", "settings", "keys"):
+            for name in ("members", "audit", "schemas", "transactions", "settings", "keys"):
                 page.goto(f"{gateway.base_url}/console/{name}")
                 check(f"{name}-page")
             expect(page.get_by_role("table", name="API keys")).to_contain_text("revoked")
@@ -447,4 +447,4 @@ def test_a_new_tenant_signs_up_creates_a_queue_and_sees_its_partitions(gateway):
             assert {name: found for name, found in accessibility.items() if found} == {}
         finally:
             browser.close()
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 43
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(visited) == 44

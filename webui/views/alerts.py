@@ -268,7 +268,11 @@ def channel_deliveries(request, channel_id: str):
 def preview(request):
     """The metric's values now (from the latest looks) and over the last hour (minute rollups), for the create form."""
     from tideway_server.alerts.evaluate import Scope, rule_value
-    from tideway_server.alerts.inputs import live_samples, recent_throttling
+    from tideway_server.alerts.inputs import (
+        live_samples,
+        oldest_open_transactions,
+        recent_throttling,
+    )
     from tideway_server.alerts.models import METRICS, AlertRule
     from tideway_server.lag.models import LagRollup
 
@@ -284,7 +288,8 @@ def preview(request):
 
     now = rule_value(probe, Scope(live_samples([tenant.pk]).get(tenant.pk, {})), int(time.time() * 1000), 60_000,
                      quota_percent=lambda: max(q["percent"] for q in quota_use(tenant)),
-                     throttled=lambda: (recent_throttling([tenant.pk]) or {}).get(tenant.pk))
+                     throttled=lambda: (recent_throttling([tenant.pk]) or {}).get(tenant.pk),
+                     oldest_transaction=lambda: oldest_open_transactions([tenant.pk]).get(tenant.pk))
     hour = []
     if metric in ("lag", "lag_seconds"):
         from datetime import UTC, datetime, timedelta
