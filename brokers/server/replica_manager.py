@@ -34,6 +34,7 @@ from tideway.record.batch import (
     count_records,
     read_header,
 )
+from tideway.record.markers import delivered_records
 
 __all__ = ["ReplicaManager"]
 
@@ -427,6 +428,8 @@ class ReplicaManager:
         """
         records, next_offset = count_records(result.records)
         if request.replica_id == m.CONSUMER:
+            if result.aborted_transactions:  # (read_committed) what the reader drops was not delivered
+                records = delivered_records(result.records, result.aborted_transactions)
             self.metrics.traffic.add_out(result.topic, records, len(result.records))
         return next_offset
 

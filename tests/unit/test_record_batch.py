@@ -164,6 +164,32 @@ def test_count_records_gives_the_records_and_the_offset_after_the_last_whole_bat
     assert count_records(b"") == (0, -1)
 
 
+def test_markers_are_no_records_and_an_aborted_transactions_records_are_not_delivered_to_read_committed():
+    from tideway.record.batch import ATTRIBUTE_TRANSACTIONAL
+    from tideway.record.markers import build_marker, delivered_records
+
+    def placed(data: bytes, base_offset: int) -> bytes:
+        data = bytearray(data)
+        stamp_batch(data, 0, base_offset, 0)
+        return bytes(data)
+
+    def transactional(producer_id: int, count: int) -> bytes:
+        builder = BatchBuilder(producer_id=producer_id, producer_epoch=0, base_sequence=0, flags=ATTRIBUTE_TRANSACTIONAL)
+        for i in range(count):
+            builder.append(1_700_000_000_000, None, b"v%d" % i)
+        return builder.build()
+
+    plain = BatchBuilder()
+    plain.append(1_700_000_000_000, None, b"plain")
+    # offsets 0-2: producer 7 (aborted), 3-4: producer 8 (committed), 5: 7's abort marker, 6: 8's commit, 7: plain
+    data = (placed(transactional(7, 3), 0) + placed(transactional(8, 2), 3)
+            + placed(build_marker(7, 0, commit=False, coordinator_epoch=0, timestamp_ms=1), 5)
+            + placed(build_marker(8, 0, commit=True, coordinator_epoch=0, timestamp_ms=1), 6) + placed(plain.build(), 7))
+    assert count_records(data) == (6, 8)  # the two markers are not counted; the offset after is past them
+    assert delivered_records(data, [(7, 0)]) == 3  # producer 8's two and the plain one
+    assert delivered_records(data, []) == 6
+
+
 def test_lz4_and_zstd_without_their_libraries_say_what_to_install(monkeypatch):
     """The client distribution leaves lz4 and zstandard to its `compression` extra; gzip needs nothing."""
     from tideway.record.compression import Compression, compress, decompress

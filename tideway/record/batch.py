@@ -100,6 +100,7 @@ _CRC = struct.Struct(">I")
 _AFTER_CRC = struct.Struct(">hiqqqhii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 assert _HEADER.size == BATCH_HEADER_BYTES
 
 
@@ -184,6 +185,7 @@ def iter_batches(buffer: Buffer, position: int = 0) -> Iterator[tuple[int, int, 
 
 def count_records(buffer: Buffer) -> tuple[int, int]:
     """(records, offset after the last batch) of the whole batches in ``buffer``, from their headers; (0, -1) if none.
+    Control batches (transaction markers) are no records to a reader: not counted.
 
     What a broker needs of each fetch answer it serves (metering, a stream's next offset): one loop, no
     generator and no header object (the delivery's write waits on none of it, the next read does).
@@ -191,6 +193,7 @@ def count_records(buffer: Buffer) -> tuple[int, int]:
     end = len(buffer)
     unpack = _OFFSET_AND_LENGTH.unpack_from
     unpack_int = _INT32.unpack_from
+    unpack_short = _INT16.unpack_from
     position = count = 0
     next_offset = -1
     while position + BATCH_HEADER_BYTES <= end:
@@ -198,7 +201,8 @@ def count_records(buffer: Buffer) -> tuple[int, int]:
         size = batch_length + LOG_OVERHEAD_BYTES
         if batch_length < BATCH_LENGTH_MIN or position + size > end:
             break
-        count += unpack_int(buffer, position + 57)[0]
+        if not unpack_short(buffer, position + 21)[0] & ATTRIBUTE_CONTROL:
+            count += unpack_int(buffer, position + 57)[0]
         next_offset = base_offset + unpack_int(buffer, position + 23)[0] + 1
         position += size
     return count, next_offset

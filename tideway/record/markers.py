@@ -22,7 +22,7 @@ from tideway.record.batch import (
     read_header,
 )
 
-__all__ = ["ABORT", "COMMIT", "AbortedFilter", "Marker", "build_marker", "is_marker", "is_transactional", "read_marker",
+__all__ = ["ABORT", "COMMIT", "AbortedFilter", "Marker", "build_marker", "delivered_records", "is_marker", "is_transactional", "read_marker",
            "readable_batches"]
 
 ABORT, COMMIT = 0, 1
@@ -95,3 +95,8 @@ def readable_batches(data, aborted=()):
     for position, base_offset, size in iter_batches(data):
         if keep.delivers(read_header(data, position)):
             yield position, base_offset, size
+
+
+def delivered_records(data, aborted) -> int:
+    """How many records of a fetch answer's ``data`` a read_committed reader keeps (what it was delivered)."""
+    return sum(read_header(data, position).record_count for position, _base, _size in readable_batches(data, aborted))
