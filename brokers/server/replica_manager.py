@@ -82,7 +82,10 @@ class ReplicaManager:
         # (transactional id, producer id, epoch, partitions) -> why each may not take the producer's transactional
         # write: the transaction coordinator's check (KIP-890), set by the broker.
         self.verify_transaction: Callable[[str, int, int, list[tuple[str, int]]], Awaitable[dict]] | None = None
-        self._verifying: dict[tuple[str, int, int], asyncio.Future] = {}  # checks in progress, shared by requests
+        # Transactional writes waiting for their turn: (topic, partition, producer id) -> the latest request's
+        # turn, done once it appended (see _transactional_turn).
+        self._turns: dict[tuple[str, int, int], asyncio.Future] = {}
+        self._verifying: dict[tuple[str, int, int, int], asyncio.Future] = {}  # checks in progress, shared by requests
         self.partitions: dict[tuple[str, int], Partition] = {}
         # Long-polling fetches waiting for data, per partition.
         self._data_waiters: dict[tuple[str, int], set[PromptFuture]] = defaultdict(set)
@@ -150,11 +153,38 @@ class ReplicaManager:
     async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse | None:
         if request.acks not in (0, 1, m.ACKS_ALL):
             raise errors.InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {request.acks}")
-        results: list[m.ProducePartitionResult] = []
         opening = self._first_transactional_writes(request)
-        refused = await self._verify_transactional(request, opening) if opening else {}
+        turn = None
+        if opening or self._turns:
+            turn = await self._transactional_turn(request, opening)
+            if turn is not None:
+                opening = self._first_transactional_writes(request)  # the writes before it may have opened it
+        try:
+            refused = await self._verify_transactional(request, opening) if opening else {}
+            results, durable_waits, commit_waits = self._append_produced(request, refused)
+        finally:
+            self._end_turn(turn)
+        # Deliveries before the acknowledgement: the fetches this append woke are answered now, in this
+        # call (as Kafka's purgatory completes delayed fetches in the produce that satisfied them), so
+        # consumers get the records first. Each write wakes its reader, which on a busy machine takes the
+        # writer's core for a while: answering the producer first put that wake-up on the path of every
+        # delivery (end-to-end p50 0.43 -> 0.35 ms, p99 1.2 -> 0.82 ms; docs/benchmarks.md).
+        left_to_their_turn = self.resume_woken()
+        for log_, last_offset in durable_waits:
+            await self._until_durable(log_, last_offset)
+        if commit_waits:
+            await self._until_committed(commit_waits, request.timeout_ms)
+        if request.acks == 0:
+            return None
+        if left_to_their_turn and not durable_waits and not commit_waits:
+            await asyncio.sleep(0)  # fetches run by plain tasks (after a large frame): after their turn
+        return m.ProduceResponse(partitions=results)
+
+    def _append_produced(self, request: m.ProduceRequest, refused: dict) -> tuple[list, list, list]:
+        """Append every partition of the request (before any await: see connection.py on ordering); the results,
+        and what acknowledging them waits for (fsyncs, the ISR)."""
+        results: list[m.ProducePartitionResult] = []
         durable_waits: list[tuple[Log, int]] = []
-        # Append every partition before the first await (see connection.py on ordering).
         commit_waits: list[tuple[m.ProducePartitionResult, asyncio.Future]] = []
         for part in request.partitions:
             result = m.ProducePartitionResult(topic=part.topic, partition=part.partition)
@@ -185,21 +215,46 @@ class ReplicaManager:
                 if committed is not None:
                     commit_waits.append((result, committed))
             results.append(result)
-        # Deliveries before the acknowledgement: the fetches this append woke are answered now, in this
-        # call (as Kafka's purgatory completes delayed fetches in the produce that satisfied them), so
-        # consumers get the records first. Each write wakes its reader, which on a busy machine takes the
-        # writer's core for a while: answering the producer first put that wake-up on the path of every
-        # delivery (end-to-end p50 0.43 -> 0.35 ms, p99 1.2 -> 0.82 ms; docs/benchmarks.md).
-        left_to_their_turn = self.resume_woken()
-        for log_, last_offset in durable_waits:
-            await self._until_durable(log_, last_offset)
-        if commit_waits:
-            await self._until_committed(commit_waits, request.timeout_ms)
-        if request.acks == 0:
+        return results, durable_waits, commit_waits
+
+    async def _transactional_turn(self, request: m.ProduceRequest, opening) -> tuple | None:
+        """Keep a producer's transactional writes to a partition in the order they came while one of them waits
+        for its check (KIP-890): a request that opens a transaction, and every later one of the same producers
+        and partitions, appends after the requests before it (their checks run concurrently, and end in any
+        order). Returns this request's turn (end it with _end_turn once appended), or None when it needs none."""
+        keys = {(t, p, pid) for t, p, pid in self._transactional_keys(request)}
+        waiting_for = {self._turns[key] for key in keys if key in self._turns}
+        if not opening and not waiting_for:
             return None
-        if left_to_their_turn and not durable_waits and not commit_waits:
-            await asyncio.sleep(0)  # fetches run by plain tasks (after a large frame): after their turn
-        return m.ProduceResponse(partitions=results)
+        mine = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._turns[key] = mine
+        if waiting_for:
+            try:
+                await asyncio.wait(waiting_for)
+            except BaseException:
+                self._end_turn((keys, mine))
+                raise
+        return keys, mine
+
+    def _end_turn(self, turn: tuple | None) -> None:
+        if turn is None:
+            return
+        keys, mine = turn
+        if not mine.done():
+            mine.set_result(None)
+        for key in keys:
+            if self._turns.get(key) is mine:
+                del self._turns[key]
+
+    @staticmethod
+    def _transactional_keys(request: m.ProduceRequest) -> list[tuple[str, int, int]]:
+        out = []
+        for part in request.partitions:
+            records = part.records
+            if len(records) >= BATCH_HEADER_BYTES and records[_ATTRIBUTES_LOW_BYTE] & ATTRIBUTE_TRANSACTIONAL:
+                out.append((part.topic, part.partition, read_header(records).producer_id))
+        return out
 
     def _first_transactional_writes(self, request: m.ProduceRequest) -> list[tuple[str, int, int, int]]:
         """(topic, partition, producer id, epoch) of the request's transactional writes that would open a
@@ -225,7 +280,7 @@ class ReplicaManager:
             return {(t, p): refusal for t, p, _pid, _epoch in writes}
         waits = []
         for topic, partition, producer_id, epoch in writes:
-            key = (topic, partition, producer_id)
+            key = (topic, partition, producer_id, epoch)  # (a fenced instance's check answers for it alone)
             check = self._verifying.get(key)
             if check is None:
                 check = asyncio.ensure_future(self.verify_transaction(

@@ -11,8 +11,10 @@ that count together or not at all (Kafka's transactional producer, KIP-98 and KI
 
 A transactional id names one logical producer: starting an instance gives it a new epoch at the transaction
 coordinator, which aborts whatever the previous instance left open and refuses that instance from then on
-(ProducerFencedError: stop it). Before the first write to a partition in a transaction the partition is added
-to it (one request per new partition); the records go as transactional batches of the producer. ``commit``
+(ProducerFencedError: stop it). A partition is added to the transaction on the first write to it: the request
+goes at once, the send does not wait for it, and the partition's batches leave only once it is answered (as
+Kafka's producer does: the add's round trip overlaps the application's sends). The records go as
+transactional batches of the producer. ``commit``
 sends everything still buffered, then asks the coordinator to commit: the answer means the outcome is decided
 and will be written (the markers follow). A send that failed makes the transaction abort-only.
 
@@ -53,7 +55,8 @@ class TransactionalProducer(Producer):
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self._in_transaction = False
-        self._added: set[tuple[str, int]] = set()  # partitions of the open transaction
+        self._added: set[tuple[str, int]] = set()  # partitions of the open transaction (the add asked, maybe not answered)
+        self._adding: dict[tuple[str, int], asyncio.Future] = {}  # those whose add is not answered yet
         self._joined = False  # the coordinator has the open transaction (a partition or a group's offsets were added)
         self._failed: BaseException | None = None  # a send of the open transaction failed: abort only
         super().__init__(client, **options)
@@ -93,14 +96,18 @@ class TransactionalProducer(Producer):
         if self._in_transaction:
             raise errors.InvalidTxnStateError("a transaction is open already: commit or abort it first")
         self._in_transaction, self._added, self._failed, self._joined = True, set(), None, False
+        self._adding = {}
 
     async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None, partition: int | None = None,
                    **options) -> RecordFuture:
         """As Producer.send, inside the open transaction (its partition is added to the transaction first)."""
+        if partition is not None and self._in_transaction and (topic, partition) in self._added:
+            # A partition of the transaction already: the base class's send as it is (this runs per record).
+            return await super().send(topic, value, key=key, partition=partition, **options)
         count = await self._ready_to_txn(topic)
         partition = self._partition_for(topic, key, partition, count)
         if (topic, partition) not in self._added:
-            await self._add({(topic, partition)})
+            self._add_soon({(topic, partition)})
         return await super().send(topic, value, key=key, partition=partition, **options)
 
     async def send_many(self, topic: str, records, *, batch_bytes_max: int | None = None) -> list[RecordFuture]:
@@ -110,7 +117,7 @@ class TransactionalProducer(Producer):
                   for value, key, headers, partition in records]
         new = {(topic, p) for _v, _k, _h, p in placed} - self._added
         if new:
-            await self._add(new)
+            self._add_soon(new)
         return await super().send_many(topic, placed, batch_bytes_max=batch_bytes_max)
 
     async def _ready_to_txn(self, topic: str) -> int:
@@ -118,15 +125,64 @@ class TransactionalProducer(Producer):
             raise errors.InvalidTxnStateError("send inside a transaction: call begin() first")
         return await self._ready_to_append(topic)
 
-    async def _add(self, partitions: set[tuple[str, int]]) -> None:
-        answer: m.AddPartitionsToTxnResponse = await self._ask(ApiKey.ADD_PARTITIONS_TO_TXN, m.AddPartitionsToTxnRequest(
+    def _add_soon(self, partitions: set[tuple[str, int]]) -> None:
+        """Ask the coordinator to add ``partitions`` now; their batches wait for the answer (_send_ready). A
+        refusal makes the transaction abort-only (and the partitions' batches are refused by their leaders)."""
+        self._added |= partitions
+        self._joined = True
+        request = m.AddPartitionsToTxnRequest(
             transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(partitions)]))
+            partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(partitions)])
+        node = self._coordinator.node_id
+        connection = self.client.open_connection(node) if node is not None else None
+        # On the wire now when the coordinator's connection is open (a loop of sends may not yield until the
+        # commit: a task would send it only then); else, or on a retriable error, the coordinator's full path.
+        sent = connection.send(ApiKey.ADD_PARTITIONS_TO_TXN, request) if connection is not None else None
+        added = asyncio.ensure_future(self._add(request, sent))
+        for tp in partitions:
+            self._adding[tp] = added
+
+        def answered(done: asyncio.Future) -> None:
+            for tp in partitions:
+                if self._adding.get(tp) is done:
+                    del self._adding[tp]
+            if not done.cancelled() and done.exception() is not None:
+                self._failed = self._failed or done.exception()
+            self._wakeup.set()  # batches held for it may go (or fail) now
+
+        added.add_done_callback(answered)
+
+    async def _add(self, request: m.AddPartitionsToTxnRequest, sent: asyncio.Future | None) -> None:
+        answer: m.AddPartitionsToTxnResponse | None = None
+        if sent is not None:
+            try:
+                answer = await asyncio.wait_for(sent, self.request_timeout_s)
+            except (*_RETRY, errors.ConnectionClosedError, TimeoutError):
+                answer = None
+        if answer is None:
+            answer = await self._ask(ApiKey.ADD_PARTITIONS_TO_TXN, request)
         for result in answer.results:
             if result.error_code:
                 raise errors.error_for_code(result.error_code, result.error_message)
-        self._added |= partitions
-        self._joined = True
+
+    async def _send_ready(self) -> None:
+        if self._adding and any((b.topic, b.partition) in self._adding for b in self._ready):
+            # A batch of a partition not added yet: everything waits for the adds (under a millisecond, once per
+            # partition and transaction), so batches still leave in order.
+            await asyncio.wait(set(self._adding.values()))
+        await super()._send_ready()
+
+    def _send_at_once(self, batch) -> bool:
+        if (batch.topic, batch.partition) in self._adding:
+            return False  # the sender sends it once the partition is added
+        return super()._send_at_once(batch)
+
+    async def _added_all(self) -> None:
+        """Wait for every add of the open transaction; raise the first refusal."""
+        while self._adding:
+            await asyncio.wait(set(self._adding.values()))
+        if self._failed is not None and not isinstance(self._failed, errors.OutOfOrderSequenceError):
+            raise self._failed
 
     async def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str, *, member_id: str = "",
                            member_epoch: int = -1) -> None:
@@ -158,6 +214,11 @@ class TransactionalProducer(Producer):
     async def _end(self, *, commit: bool) -> None:
         if not self._in_transaction:
             raise errors.InvalidTxnStateError("no transaction is open: call begin() first")
+        try:
+            await self._added_all()
+        except errors.TidewayError:
+            if commit:
+                raise
         await self.flush()
         if commit and self._failed is not None:
             raise errors.InvalidTxnStateError(f"the transaction cannot commit: {self._failed}; abort it")
