@@ -23,6 +23,11 @@ steps so that produce and fetch never wait for it:
    of every key.
 
 Offsets never change; compaction leaves gaps, which readers skip.
+
+Transactions (Kafka's rules): only segments below the first open transaction are cleaned (their
+transactions are all decided); a transaction's records count for their keys only once it committed (an
+open or aborted write never shadows a committed value); an aborted transaction's records are dropped; markers
+(control batches) are always kept, so a partition rebuilt from its log knows how each transaction ended.
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ from tideway_server.brokers.storage.files import fsync_directory
 from tideway_server.brokers.storage.log import Log
 from tideway_server.brokers.storage.segment import Segment
 
-from tideway.record.batch import decode_records, iter_batches, read_header, rebuild_batch
+from tideway.record.batch import (
+    ATTRIBUTE_CONTROL,
+    ATTRIBUTE_TRANSACTIONAL,
+    BatchHeader,
+    decode_records,
+    iter_batches,
+    read_header,
+    rebuild_batch,
+)
 
 __all__ = ["CompactionPlan", "build", "plan", "swap"]
 
@@ -58,6 +71,19 @@ class CompactionPlan:
     active: Segment
     active_size_bytes: int  # how far to read the active segment for the key map
     now_ms: int
+    first_unstable: int | None = None  # the oldest open transaction's first offset (None: none open)
+    aborted: dict[int, list[tuple[int, int]]] | None = None  # producer id -> [first offset, abort marker offset)
+
+    def uncommitted(self, header: BatchHeader) -> bool:
+        """A transactional write that did not commit (aborted, or still open): it never counts for its keys."""
+        if not header.attributes & ATTRIBUTE_TRANSACTIONAL or header.attributes & ATTRIBUTE_CONTROL:
+            return False
+        if self.first_unstable is not None and header.base_offset >= self.first_unstable:
+            return True
+        return self.aborted_write(header)
+
+    def aborted_write(self, header: BatchHeader) -> bool:
+        return any(first <= header.base_offset < end for first, end in (self.aborted or {}).get(header.producer_id, ()))
 
 
 @dataclass
@@ -69,12 +95,17 @@ class CompactionResult:
 
 
 def plan(log_: Log, now_ms: int | None = None) -> CompactionPlan | None:
-    """What to compact now, or None when there is no closed segment."""
-    closed = log_.segments[:-1]
+    """What to compact now, or None when there is no closed segment below the first open transaction."""
+    unstable = log_.transactions.first_unstable_offset()
+    closed = [s for s in log_.segments[:-1] if unstable is None or s.next_offset <= unstable]
     if not closed:
         return None
     active = log_.active_segment
-    return CompactionPlan(log_, list(closed), active, active.size_bytes, int(time.time() * 1000) if now_ms is None else now_ms)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in log_.aborted_between(log_.log_start_offset, 1 << 62):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return CompactionPlan(log_, closed, active, active.size_bytes, int(time.time() * 1000) if now_ms is None else now_ms,
+                          first_unstable=unstable, aborted=aborted)
 
 
 def _batches(segment: Segment, size_bytes: int):
@@ -109,8 +140,12 @@ def build(plan_: CompactionPlan) -> CompactionResult:
     for segment, size in [(s, s.size_bytes) for s in plan_.segments] + [(plan_.active, plan_.active_size_bytes)]:
         for raw in _batches(segment, size):
             header = read_header(raw)
+            if header.attributes & ATTRIBUTE_CONTROL:
+                continue  # (a marker's key is no record's, nor is it a batch of the producer's sequence)
             if header.producer_id >= 0:
                 last_batch_of_producer[header.producer_id] = header.base_offset
+            if plan_.uncommitted(header):
+                continue  # an uncommitted write shadows nothing
             for record in decode_records(raw):
                 if record.key is not None:
                     latest[record.key] = record.offset
@@ -123,7 +158,16 @@ def build(plan_: CompactionPlan) -> CompactionResult:
     for segment in plan_.segments:
         kept_batches = []
         for raw in _batches(segment, segment.size_bytes):
+            header = read_header(raw)
+            if header.attributes & ATTRIBUTE_CONTROL:
+                kept_batches.append(bytes(raw))  # markers stay: how each transaction ended
+                continue
             records = decode_records(raw)
+            if plan_.aborted_write(header):
+                before += len(records)
+                if last_batch_of_producer.get(header.producer_id) == header.base_offset:
+                    kept_batches.append(rebuild_batch(header, []))
+                continue
             kept = [
                 r for r in records
                 if (r.key is None or latest.get(r.key) == r.offset)
@@ -131,7 +175,6 @@ def build(plan_: CompactionPlan) -> CompactionResult:
             ]
             before += len(records)
             after += len(kept)
-            header = read_header(raw)
             if len(kept) == len(records):
                 kept_batches.append(bytes(raw))
             elif kept or last_batch_of_producer.get(header.producer_id) == header.base_offset:

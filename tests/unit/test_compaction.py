@@ -236,3 +236,57 @@ def test_compaction_merges_small_segments_and_a_crash_mid_swap_is_finished_at_op
     assert latest_values(reopened) == before_crash
     offsets = [r.offset for r in read_everything(reopened)]
     assert offsets == sorted(set(offsets))  # no offset twice: the covered segments are gone
+
+
+def test_compaction_keeps_markers_drops_aborted_writes_and_never_lets_them_shadow_committed_values(tmp_path):
+    """Issue 44: a committed transaction's values compact like any; an aborted one's records go (and never hid a
+    committed value of their key); an open one's segment is not cleaned; every marker stays, so a partition
+    rebuilt from its log after a crash knows how each transaction ended (its last stable offset moves on)."""
+    from tideway.record.batch import ATTRIBUTE_CONTROL, ATTRIBUTE_TRANSACTIONAL, read_header
+
+    log = compacted_log(tmp_path)
+    now = int(time.time() * 1000)
+
+    def transactional(producer_id: int, sequence: int, items) -> None:
+        builder = BatchBuilder(producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+                               flags=ATTRIBUTE_TRANSACTIONAL)
+        for key, value in items:
+            builder.append(now, key, value)
+        log.append(bytearray(builder.build()), leader_epoch=0)
+
+    def end(producer_id: int, commit: bool) -> None:
+        log.append_marker(producer_id, 0, commit=commit, coordinator_epoch=0, leader_epoch=0)
+        log.high_watermark = log.log_end_offset
+
+    write(log, [(b"account-%d" % i, b"opened") for i in range(5)])
+    for round_ in range(6):  # producer 7 commits, producer 8 aborts, on the same keys
+        transactional(7, round_ * 5, [(b"account-%d" % i, b"committed %d" % round_) for i in range(5)])
+        transactional(8, round_ * 5, [(b"account-%d" % i, b"aborted %d" % round_) for i in range(5)])
+        end(7, commit=True)
+        end(8, commit=False)
+    write(log, [(b"filler-%d" % i, b"x" * 40) for i in range(40)])  # roll: all of the above in closed segments
+    transactional(9, 0, [(b"account-0", b"still open")])  # an open transaction from here on
+    write(log, [(b"filler-%d" % i, b"y" * 40) for i in range(40)])
+    markers_before = sum(1 for s in log.segments for _p, h in s.iter_headers() if h.attributes & ATTRIBUTE_CONTROL)
+    open_at = log.transactions.first_unstable_offset()
+    compact(log)
+
+    kept = read_everything(log)
+    cleaned = [r for r in kept if r.offset < open_at]
+    assert {r.key: r.value for r in cleaned if r.key.startswith(b"account")} == {
+        b"account-%d" % i: b"committed 5" for i in range(5)}  # the aborted writes after them shadowed nothing
+    assert not any(r.value.startswith(b"aborted") for r in kept if r.value)
+    assert any(r.value == b"still open" for r in kept)  # the open transaction's segment was not cleaned
+    markers_after = sum(1 for s in log.segments for _p, h in s.iter_headers() if h.attributes & ATTRIBUTE_CONTROL)
+    assert markers_after == markers_before == 12
+
+    end(9, commit=True)
+    stable = log.last_stable_offset
+    log._rebuild_batch_state()  # what a restart after a crash does: every transaction ends where it did
+    assert log.last_stable_offset == stable == log.high_watermark
+    assert read_header(log.read(open_at, 1 << 20).records).producer_id == 9
+    # The aborting producer's last batch stays as a bare header: its sequence goes on after a rebuild.
+    assert [t.producer_id for t in log.aborted_between(0, open_at)] == [8]
+    follow_up = BatchBuilder(producer_id=8, producer_epoch=0, base_sequence=30, flags=ATTRIBUTE_TRANSACTIONAL)
+    follow_up.append(now, b"account-0", b"next")
+    assert not log.append(bytearray(follow_up.build()), leader_epoch=0).duplicate
