@@ -222,7 +222,7 @@ class ReplicaManager:
         for its check (KIP-890): a request that opens a transaction, and every later one of the same producers
         and partitions, appends after the requests before it (their checks run concurrently, and end in any
         order). Returns this request's turn (end it with _end_turn once appended), or None when it needs none."""
-        keys = {(t, p, pid) for t, p, pid in self._transactional_keys(request)}
+        keys = {(t, p, pid) for t, p, pid, _epoch in self._transactional_writes(request)}
         waiting_for = {self._turns[key] for key in keys if key in self._turns}
         if not opening and not waiting_for:
             return None
@@ -248,26 +248,24 @@ class ReplicaManager:
                 del self._turns[key]
 
     @staticmethod
-    def _transactional_keys(request: m.ProduceRequest) -> list[tuple[str, int, int]]:
+    def _transactional_writes(request: m.ProduceRequest) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, producer id, epoch) of the request's transactional writes."""
         out = []
         for part in request.partitions:
             records = part.records
             if len(records) >= BATCH_HEADER_BYTES and records[_ATTRIBUTES_LOW_BYTE] & ATTRIBUTE_TRANSACTIONAL:
-                out.append((part.topic, part.partition, read_header(records).producer_id))
+                header = read_header(records)
+                out.append((part.topic, part.partition, header.producer_id, header.producer_epoch))
         return out
 
     def _first_transactional_writes(self, request: m.ProduceRequest) -> list[tuple[str, int, int, int]]:
         """(topic, partition, producer id, epoch) of the request's transactional writes that would open a
         transaction in their partition (their producer has none open there yet): those are checked first."""
         out = []
-        for part in request.partitions:
-            records = part.records
-            if len(records) < BATCH_HEADER_BYTES or not records[_ATTRIBUTES_LOW_BYTE] & ATTRIBUTE_TRANSACTIONAL:
-                continue
-            header = read_header(records)
-            partition = self.partitions.get((part.topic, part.partition))
-            if partition is not None and header.producer_id not in partition.log.transactions.ongoing:
-                out.append((part.topic, part.partition, header.producer_id, header.producer_epoch))
+        for topic, partition, producer_id, epoch in self._transactional_writes(request):
+            found = self.partitions.get((topic, partition))
+            if found is not None and producer_id not in found.log.transactions.ongoing:
+                out.append((topic, partition, producer_id, epoch))
         return out
 
     async def _verify_transactional(self, request: m.ProduceRequest,

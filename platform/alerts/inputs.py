@@ -71,9 +71,9 @@ def oldest_open_transactions(tenant_ids: list[int]) -> dict[int, float | None]:
                 return await list_transactions(client)
         except (errors.TidewayError, OSError) as exc:
             log.warning("transactions of %s unreadable (%s): their rules see no data this round", bootstrap, exc)
-            return None
+            return f"a cluster did not answer: {exc}"
 
-    async def gather() -> dict[str, list | None]:
+    async def gather() -> dict[str, list | str]:
         wanted = sorted({b for found in bootstraps.values() for b in found})
         return dict(zip(wanted, await asyncio.gather(*(listed_by(b) for b in wanted)), strict=True))
 

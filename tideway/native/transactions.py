@@ -59,6 +59,7 @@ class TransactionalProducer(Producer):
         self._adding: dict[tuple[str, int], asyncio.Future] = {}  # those whose add is not answered yet
         self._joined = False  # the coordinator has the open transaction (a partition or a group's offsets were added)
         self._failed: BaseException | None = None  # a send of the open transaction failed: abort only
+        self._add_refused: BaseException | None = None  # the coordinator refused to add a partition (fenced...)
         super().__init__(client, **options)
         self._batch_flags = ATTRIBUTE_TRANSACTIONAL
         self._transactional_id = transactional_id
@@ -96,7 +97,7 @@ class TransactionalProducer(Producer):
         if self._in_transaction:
             raise errors.InvalidTxnStateError("a transaction is open already: commit or abort it first")
         self._in_transaction, self._added, self._failed, self._joined = True, set(), None, False
-        self._adding = {}
+        self._adding, self._add_refused = {}, None
 
     async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None, partition: int | None = None,
                    **options) -> RecordFuture:
@@ -147,7 +148,7 @@ class TransactionalProducer(Producer):
                 if self._adding.get(tp) is done:
                     del self._adding[tp]
             if not done.cancelled() and done.exception() is not None:
-                self._failed = self._failed or done.exception()
+                self._add_refused = self._add_refused or done.exception()
             self._wakeup.set()  # batches held for it may go (or fail) now
 
         added.add_done_callback(answered)
@@ -181,8 +182,8 @@ class TransactionalProducer(Producer):
         """Wait for every add of the open transaction; raise the first refusal."""
         while self._adding:
             await asyncio.wait(set(self._adding.values()))
-        if self._failed is not None and not isinstance(self._failed, errors.OutOfOrderSequenceError):
-            raise self._failed
+        if self._add_refused is not None:
+            raise self._add_refused
 
     async def send_offsets(self, offsets: dict[tuple[str, int], int], group_id: str, *, member_id: str = "",
                            member_epoch: int = -1) -> None:

@@ -24,26 +24,24 @@ async def tenant_transactions(tenant_id: int, bootstraps: list[str]) -> dict:
     """Every transactional id of the tenant on these clusters, open ones first (the longest open first), as
     ``{"transactions": [{"name", "state", "open", "open_for_s", "timeout_s", "producer_id", "producer_epoch",
     "partitions": [[queue, partition], ...], "bootstrap"}], "errors": [why a cluster is missing]}``."""
-    listed: dict[str, list | None] = {}
-    failed = []
+    listed: dict[str, list | str] = {}
     for bootstrap in bootstraps:
         try:
             listed[bootstrap] = await list_transactions(await pool.client(bootstrap))
         except (errors.TidewayError, OSError) as exc:
-            listed[bootstrap] = None
-            failed.append(f"a cluster did not answer: {exc}")
-    return {**tenant_view(tenant_id, listed), "errors": failed}  # (saying why each cluster is missing)
+            listed[bootstrap] = f"a cluster did not answer: {exc}"
+    return tenant_view(tenant_id, listed)
 
 
-def tenant_view(tenant_id: int, listed: dict[str, list | None]) -> dict:
-    """The tenant's share of what clusters listed ({bootstrap: their TransactionDescriptions, None when a cluster
+def tenant_view(tenant_id: int, listed: dict[str, list | str]) -> dict:
+    """The tenant's share of what clusters listed ({bootstrap: their TransactionDescriptions, or why the cluster
     did not answer}): ``{"transactions": [...], "errors": [...]}`` as ``tenant_transactions`` answers."""
     names = TenantNames(tenant_id)
     now_ms = time.time() * 1000
     found, failed = [], []
     for bootstrap, descriptions in listed.items():
-        if descriptions is None:
-            failed.append("a cluster did not answer")
+        if isinstance(descriptions, str):
+            failed.append(descriptions)
             continue
         for txn in descriptions:
             name = names.own_transactional_id(txn.transactional_id)
