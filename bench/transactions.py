@@ -5,6 +5,9 @@ Starts ``tideway broker`` (one broker, which is its own transaction coordinator)
 * idempotent produce (acks=all) of 100 B messages with Tideway's async Producer;
 * transactional produce of the same with TransactionalProducer, 100 and then 1,000 messages per transaction
   (begin, send, commit: each commit waits for its markers' decision to be written);
+* both again with four producers in one process, each on a partition of its own (a transactional id is one
+  sequence of transactions, each commit a wait of a few round trips: an application that needs more runs several,
+  as Kafka Streams runs one per thread, and the others send meanwhile);
 * end-to-end latency for a read_committed Consumer at 1,000 msgs/s, messages sent in transactions of 10 (the
   record is readable once its transaction's commit marker is replicated), beside the same rate without
   transactions.
@@ -38,30 +41,46 @@ from bench.broker import latency_phase, start_broker  # noqa: E402
 from bench.common import CpuMeter, free_port, progress, settle  # noqa: E402
 from tideway.native import Consumer, Producer, TidewayClient, TransactionalProducer  # noqa: E402
 
+PRODUCERS = 4  # the phases with several producers in one process (a partition each)
 
-async def idempotent_phase(bootstrap: str, topic: str, count: int, size: int) -> dict:
+
+async def idempotent_phase(bootstrap: str, topic: str, count: int, size: int, producers: int = 1) -> dict:
+    """``producers`` Producers in this process, each writing ``count / producers`` records to a partition of its own."""
     value = os.urandom(size)
-    async with Producer(bootstrap, acks="all", linger_ms=5, batch_size_bytes=512 << 10) as producer:
-        with CpuMeter() as meter:
+
+    async def one(partition: int) -> None:
+        async with Producer(bootstrap, acks="all", linger_ms=5, batch_size_bytes=512 << 10) as producer:
             send = producer.send
-            for _ in range(count):
-                await send(topic, value, partition=0)
+            for _ in range(0, count // producers, 1000):
+                for _ in range(1000):
+                    await send(topic, value, partition=partition)
+                await asyncio.sleep(0)  # (the others' turn: one producer's loop of sends never waits)
             await producer.flush()
-    return _figures(count, size, meter)
+
+    with CpuMeter() as meter:
+        await asyncio.gather(*(one(p) for p in range(producers)))
+    return {**_figures(count, size, meter), "producers": producers}
 
 
-async def transactional_phase(bootstrap: str, topic: str, count: int, size: int, per_transaction: int) -> dict:
+async def transactional_phase(bootstrap: str, topic: str, count: int, size: int, per_transaction: int,
+                              producers: int = 1) -> dict:
+    """As idempotent_phase, each producer with a transactional id of its own: begin, ``per_transaction`` sends,
+    commit, and again."""
     value = os.urandom(size)
-    async with TransactionalProducer(bootstrap, f"bench-{per_transaction}", linger_ms=5,
-                                     batch_size_bytes=512 << 10) as producer:
-        with CpuMeter() as meter:
+
+    async def one(partition: int) -> None:
+        async with TransactionalProducer(bootstrap, f"bench-{per_transaction}-{partition}", linger_ms=5,
+                                         batch_size_bytes=512 << 10) as producer:
             send = producer.send
-            for start in range(0, count, per_transaction):
+            for _ in range(0, count // producers, per_transaction):
                 producer.begin()
-                for _ in range(min(per_transaction, count - start)):
-                    await send(topic, value, partition=0)
+                for _ in range(per_transaction):
+                    await send(topic, value, partition=partition)
                 await producer.commit()
-    return {**_figures(count, size, meter), "messages_per_transaction": per_transaction,
+
+    with CpuMeter() as meter:
+        await asyncio.gather(*(one(p) for p in range(producers)))
+    return {**_figures(count, size, meter), "producers": producers, "messages_per_transaction": per_transaction,
             "transactions_per_s": round(count / per_transaction / meter.seconds, 1)}
 
 
@@ -115,10 +134,10 @@ async def committed_latency_phase(bootstrap: str, topic: str, rate: int, seconds
             "cpu_s_per_million": meter.cpu_s_per_million(total)}
 
 
-async def create_topics(bootstrap: str, names: list[str]) -> None:
+async def create_topics(bootstrap: str, names: dict[str, int]) -> None:
     async with TidewayClient(bootstrap) as client:
-        for name in names:
-            await client.create_topic(name)
+        for name, partitions in names.items():
+            await client.create_topic(name, partitions=partitions)
 
 
 def main() -> None:
@@ -133,7 +152,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tideway-bench-") as data_dir:
         broker = start_broker(data_dir, port)
         try:
-            names = ["t1.idempotent", "t1.txn-100", "t1.txn-1000", "t1.latency-plain", "t1.latency-txn"]
+            names = {"t1.idempotent": 1, "t1.txn-100": 1, "t1.txn-1000": 1, "t1.idempotent-many": PRODUCERS,
+                     "t1.txn-many": PRODUCERS, "t1.latency-plain": 1, "t1.latency-txn": 1}
             asyncio.run(create_topics(bootstrap, names))
 
             def measure(phase: str, what: str, coroutine) -> None:
@@ -146,6 +166,11 @@ def main() -> None:
             for per in (100, 1000):
                 measure(f"transactional_{per}", f"transactional produce {count:,} x 100 B, {per} per transaction",
                         transactional_phase(bootstrap, f"t1.txn-{per}", count, 100, per))
+            measure(f"idempotent_{PRODUCERS}_producers", f"idempotent produce {count:,} x 100 B, {PRODUCERS} producers",
+                    idempotent_phase(bootstrap, "t1.idempotent-many", count, 100, PRODUCERS))
+            measure(f"transactional_1000_{PRODUCERS}_producers",
+                    f"transactional produce {count:,} x 100 B, 1000 per transaction, {PRODUCERS} producers",
+                    transactional_phase(bootstrap, "t1.txn-many", count, 100, 1000, PRODUCERS))
             measure("latency_plain", f"latency at 1,000 msgs/s for {seconds} s, no transactions",
                     latency_phase(bootstrap, "t1.latency-plain", 1000, seconds))
             measure("latency_read_committed", f"latency at 1,000 msgs/s for {seconds} s, transactions of 10",
@@ -159,10 +184,14 @@ def main() -> None:
         "mode": "quick" if args.quick else "full",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "clients": "tideway.native Producer (acks=all, idempotent) and TransactionalProducer, linger 5 ms, one "
-                   "partition, one broker (its own transaction coordinator), same host",
+                   f"producer on one partition, or {PRODUCERS} in one process on a partition each; one broker (its "
+                   "own transaction coordinator), same host",
         "targets": "transactional / idempotent throughput >= 0.7 at 1,000 messages per transaction",
         "transactional_over_idempotent": {
-            f"per_{per}": round(results[f"transactional_{per}"]["msgs_per_s"] / idempotent, 2) for per in (100, 1000)},
+            **{f"per_{per}": round(results[f"transactional_{per}"]["msgs_per_s"] / idempotent, 2) for per in (100, 1000)},
+            f"per_1000_{PRODUCERS}_producers": round(
+                results[f"transactional_1000_{PRODUCERS}_producers"]["msgs_per_s"]
+                / results[f"idempotent_{PRODUCERS}_producers"]["msgs_per_s"], 2)},
         **results,
     }, indent=2))
 

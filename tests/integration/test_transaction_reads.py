@@ -154,11 +154,17 @@ async def test_the_native_transactional_producer_commits_aborts_commits_offsets_
         await client.create_topic("inputs", partitions=2)
         await client.create_topic("outputs", partitions=2)
         async with TransactionalProducer(client, "enricher", linger_ms=1) as producer:
+            with pytest.raises(errors.InvalidTxnStateError):  # outside a transaction: refused, nothing queued
+                await producer.send("outputs", b"no transaction", partition=0)
+            with pytest.raises(errors.InvalidTxnStateError):
+                await producer.send_many("outputs", [(b"no transaction", None, None, 1)])
             producer.begin()
             for i in range(10):
                 await producer.send("outputs", b"kept %d" % i, key=b"k%d" % i)
             await producer.send_offsets({("inputs", 0): 5, ("inputs", 1): 5}, group_id="enrichers")
             await producer.commit()
+            with pytest.raises(errors.InvalidTxnStateError):  # the transaction ended: its partitions with it
+                await producer.send("outputs", b"after the commit", key=b"k0")
             producer.begin()
             for i in range(4):
                 await producer.send("outputs", b"dropped %d" % i, partition=i % 2)

@@ -99,17 +99,9 @@ class TransactionalProducer(Producer):
         self._in_transaction, self._added, self._failed, self._joined = True, set(), None, False
         self._adding, self._add_refused = {}, None
 
-    async def send(self, topic: str, value: bytes | None, *, key: bytes | None = None, partition: int | None = None,
-                   **options) -> RecordFuture:
-        """As Producer.send, inside the open transaction (its partition is added to the transaction first)."""
-        if partition is not None and self._in_transaction and (topic, partition) in self._added:
-            # A partition of the transaction already: the base class's send as it is (this runs per record).
-            return await super().send(topic, value, key=key, partition=partition, **options)
-        count = await self._ready_to_txn(topic)
-        partition = self._partition_for(topic, key, partition, count)
-        if (topic, partition) not in self._added:
-            self._add_soon({(topic, partition)})
-        return await super().send(topic, value, key=key, partition=partition, **options)
+    # send() is the base class's: a record goes into its partition's open batch, and a partition gets a batch
+    # only through _new_batch, where the transaction's checks are (once per batch, not per record: a wrapper of
+    # send cost a third of a send). No batch is open outside a transaction (ending one flushes them all).
 
     async def send_many(self, topic: str, records, *, batch_bytes_max: int | None = None) -> list[RecordFuture]:
         """As Producer.send_many, inside the open transaction: each record's partition is chosen here."""
@@ -122,9 +114,18 @@ class TransactionalProducer(Producer):
         return await super().send_many(topic, placed, batch_bytes_max=batch_bytes_max)
 
     async def _ready_to_txn(self, topic: str) -> int:
+        self._check_open()
+        return await self._ready_to_append(topic)
+
+    def _check_open(self) -> None:
         if not self._in_transaction:
             raise errors.InvalidTxnStateError("send inside a transaction: call begin() first")
-        return await self._ready_to_append(topic)
+
+    def _new_batch(self, topic: str, partition: int, *, wake: bool = True):
+        self._check_open()
+        if (topic, partition) not in self._added:
+            self._add_soon({(topic, partition)})
+        return super()._new_batch(topic, partition, wake=wake)
 
     def _add_soon(self, partitions: set[tuple[str, int]]) -> None:
         """Ask the coordinator to add ``partitions`` now; their batches wait for the answer (_send_ready). A
@@ -134,12 +135,7 @@ class TransactionalProducer(Producer):
         request = m.AddPartitionsToTxnRequest(
             transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
             partitions=[m.TopicPartitionRef(topic=t, partition=p) for t, p in sorted(partitions)])
-        node = self._coordinator.node_id
-        connection = self.client.open_connection(node) if node is not None else None
-        # On the wire now when the coordinator's connection is open (a loop of sends may not yield until the
-        # commit: a task would send it only then); else, or on a retriable error, the coordinator's full path.
-        sent = connection.send(ApiKey.ADD_PARTITIONS_TO_TXN, request) if connection is not None else None
-        added = asyncio.ensure_future(self._add(request, sent))
+        added = asyncio.get_running_loop().create_future()
         for tp in partitions:
             self._adding[tp] = added
 
@@ -152,19 +148,54 @@ class TransactionalProducer(Producer):
             self._wakeup.set()  # batches held for it may go (or fail) now
 
         added.add_done_callback(answered)
+        node = self._coordinator.node_id
+        connection = self.client.open_connection(node) if node is not None else None
+        if connection is None:
+            self._add_slowly(request, added)
+            return
+        # On the wire now (a loop of sends may not yield until the commit: a task would send it only then), and
+        # settled by a callback of the answer: the partition's batches may leave at the sender's next turn (a
+        # task awaiting the answer took loop turns that such a loop of sends gives only once per batch).
+        sent = connection.send(ApiKey.ADD_PARTITIONS_TO_TXN, request)
+        gave_up = asyncio.get_running_loop().call_later(self.request_timeout_s, lambda: (
+            added.done() or self._add_slowly(request, added)))
 
-    async def _add(self, request: m.AddPartitionsToTxnRequest, sent: asyncio.Future | None) -> None:
-        answer: m.AddPartitionsToTxnResponse | None = None
-        if sent is not None:
+        def on_answer(answer: asyncio.Future) -> None:
+            gave_up.cancel()
+            if added.done() or answer.cancelled():
+                return
+            exc = answer.exception()
+            if isinstance(exc, (*_RETRY, errors.ConnectionClosedError)):
+                self._add_slowly(request, added)  # (the coordinator moved or is busy: its full path)
+            elif exc is not None:
+                added.set_exception(exc)
+            else:
+                self._settle(added, answer.result())
+
+        sent.add_done_callback(on_answer)
+
+    def _add_slowly(self, request: m.AddPartitionsToTxnRequest, added: asyncio.Future) -> None:
+        """The add through the coordinator's full path (found again, retried while it moves); settles ``added``."""
+        async def ask() -> None:
             try:
-                answer = await asyncio.wait_for(sent, self.request_timeout_s)
-            except (*_RETRY, errors.ConnectionClosedError, TimeoutError):
-                answer = None
-        if answer is None:
-            answer = await self._ask(ApiKey.ADD_PARTITIONS_TO_TXN, request)
+                answer = await self._ask(ApiKey.ADD_PARTITIONS_TO_TXN, request)
+            except Exception as exc:  # noqa: BLE001 (any failure is the add's refusal, raised at commit)
+                if not added.done():
+                    added.set_exception(exc)
+                return
+            if not added.done():
+                self._settle(added, answer)
+
+        task = asyncio.ensure_future(ask())
+        added.add_done_callback(lambda _done: task.done() or task.cancel())  # (and holds the task meanwhile)
+
+    @staticmethod
+    def _settle(added: asyncio.Future, answer: m.AddPartitionsToTxnResponse) -> None:
         for result in answer.results:
             if result.error_code:
-                raise errors.error_for_code(result.error_code, result.error_message)
+                added.set_exception(errors.error_for_code(result.error_code, result.error_message))
+                return
+        added.set_result(None)
 
     async def _send_ready(self) -> None:
         if self._adding and any((b.topic, b.partition) in self._adding for b in self._ready):
