@@ -441,7 +441,11 @@ class TransactionCoordinator:
                              refresh: bool = False) -> set[tuple[str, int]]:
         """Send the markers to each partition's leader (``refresh``: ask the cluster who leads them first); the
         partitions still without one."""
-        client = await self._cluster_client()
+        try:
+            client = await self._cluster_client()
+        except errors.TidewayError as exc:  # (no broker answered: this one may be stopping)
+            log.info("markers of %s: no cluster client yet: %s", txn.transactional_id, exc)
+            return partitions
         topics = sorted({topic for topic, _ in partitions})
         if refresh or any(topic not in client.topics for topic in topics):
             try:
