@@ -20,6 +20,11 @@ command -v redis-server >/dev/null 2>&1 || apt_missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
 # kcat: a Kafka tool nobody here wrote, driven against the brokers' Kafka listeners (tests/kafka).
 command -v kcat >/dev/null 2>&1 || apt_missing+=(kcat)
+# The network-fault tests (tests/nemesis) give each process a host of its own (ip netns, veth pairs, a bridge) and
+# cut links between them with nftables; HAProxy balances several gateways there.
+command -v ip >/dev/null 2>&1 || apt_missing+=(iproute2)
+command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
+command -v haproxy >/dev/null 2>&1 || apt_missing+=(haproxy)
 # Spark (PySpark) runs on a JVM: Java 17 or newer.
 command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 if [ ${#apt_missing[@]} -gt 0 ]; then
