@@ -53,13 +53,14 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
-def wait_for_port(port: int, timeout_s: float = 20.0, process: subprocess.Popen | None = None) -> None:
+def wait_for_port(port: int, timeout_s: float = 20.0, process: subprocess.Popen | None = None,
+                  address: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"broker exited with {process.returncode} before listening")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            with socket.create_connection((address, port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
@@ -109,16 +110,28 @@ class RedisProcess:
         self.process.wait(10)
 
 
+def _on(host, argv: list[str]) -> list[str]:
+    """``argv`` as run on ``host`` (tests/harness/hosts.py: a network namespace of its own), or here if None."""
+    return argv if host is None else host.command(argv)
+
+
 class BrokerProcess:
-    """A ``tideway broker`` subprocess with its data directory and log file."""
+    """A ``tideway broker`` subprocess with its data directory and log file.
+
+    With ``host`` (tests/harness/hosts.py), it runs in that host's namespace and listens on its address, on
+    the usual ports (the address is its own); else on free loopback ports.
+    """
 
     def __init__(self, data_dir: Path, *, broker_id: int = 1, extra_args: list[str] | None = None,
-                 kafka: bool = False) -> None:
+                 kafka: bool = False, host=None) -> None:
         self.data_dir = data_dir
         self.broker_id = broker_id
-        self.port = free_port()
-        self.internal_port = free_port()
-        self.kafka_port = free_port() if kafka else None  # a Kafka listener (brokers/kafka/) on a port of its own
+        self.host = host
+        self.address = "127.0.0.1" if host is None else host.address
+        self.port = free_port() if host is None else 9401
+        self.internal_port = free_port() if host is None else 9501
+        # a Kafka listener (brokers/kafka/) on a port of its own
+        self.kafka_port = None if not kafka else free_port() if host is None else 9601
         self.extra_args = extra_args or []
         self.log_path = data_dir.parent / f"broker-{broker_id}-{data_dir.name}.log"
         self.process: subprocess.Popen | None = None
@@ -126,38 +139,38 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     @property
     def kafka_bootstrap(self) -> str:
         assert self.kafka_port is not None, "this broker has no Kafka listener (kafka=True)"
-        return f"127.0.0.1:{self.kafka_port}"
+        return f"{self.address}:{self.kafka_port}"
 
     def start(self) -> BrokerProcess:
         for attempt in range(3):
             log_file = open(self.log_path, "ab")
             logged_before = log_file.tell()
             self.process = subprocess.Popen(
-                [
+                _on(self.host, [
                     sys.executable, "-m", "tideway_server.cli.main", "--log-level", "INFO",
                     "broker", "--id", str(self.broker_id), "--data", str(self.data_dir),
-                    "--listen", f"127.0.0.1:{self.port}", "--internal-listen", f"127.0.0.1:{self.internal_port}",
+                    "--listen", self.bootstrap, "--internal-listen", f"{self.address}:{self.internal_port}",
                     "--metrics-listen", "off",
-                    *(["--kafka-listen", f"127.0.0.1:{self.kafka_port}"] if self.kafka_port is not None else []),
+                    *(["--kafka-listen", self.kafka_bootstrap] if self.kafka_port is not None else []),
                     *self.extra_args,
-                ],
+                ]),
                 cwd=REPO_ROOT,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
             )
             log_file.close()
             try:
-                wait_for_port(self.port, process=self.process)
+                wait_for_port(self.port, process=self.process, address=self.address)
             except RuntimeError:
                 # Another process took a port between free_port() and the broker's bind: on a first
                 # start, new ports (a restart keeps its ports: clients know them).
                 taken = "address already in use" in self.log_path.read_bytes()[logged_before:].decode(errors="replace")
-                if self._started or not taken or attempt == 2:
+                if self._started or not taken or attempt == 2 or self.host is not None:
                     raise
                 self.port, self.internal_port = free_port(), free_port()
                 if self.kafka_port is not None:
@@ -209,33 +222,35 @@ def run_cli(*args: str, input_bytes: bytes | None = None, timeout_s: float = 120
 class ControllerProcess:
     """A ``tideway controller`` subprocess sharing the test's control-plane database."""
 
-    def __init__(self, home: Path, name: str, *, extra_args: list[str] | None = None, database_url: str | None = None) -> None:
+    def __init__(self, home: Path, name: str, *, extra_args: list[str] | None = None, database_url: str | None = None,
+                 host=None) -> None:
         self.home = home
         self.name = name
         self.database_url = database_url
-        self.port = free_port()
+        self.host = host  # as BrokerProcess's
+        self.port = free_port() if host is None else 9400
         self.extra_args = extra_args or []
         self.log_path = home / f"{name}.log"
         self.process: subprocess.Popen | None = None
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{'127.0.0.1' if self.host is None else self.host.address}:{self.port}"
 
     def start(self, *, migrate: bool = True) -> ControllerProcess:
         log_file = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [
+            _on(self.host, [
                 sys.executable, "-m", "tideway_server.cli.main", "controller", "--listen", self.address,
                 *([] if migrate else ["--no-migrate"]), *self.extra_args,
-            ],
+            ]),
             cwd=REPO_ROOT,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             env={**os.environ, "TIDEWAY_HOME": str(self.home), **({"DATABASE_URL": self.database_url} if self.database_url else {})},
         )
         log_file.close()
-        wait_for_port(self.port, timeout_s=60, process=self.process)
+        wait_for_port(self.port, timeout_s=60, process=self.process, address=self.address.rsplit(":", 1)[0])
         return self
 
     def kill(self) -> None:
@@ -275,7 +290,7 @@ class Deployment:
             try:
                 from tideway.native import credentials
 
-                connection = await connect("127.0.0.1", controller.port, timeout_s=2,
+                connection = await connect(controller.address.rsplit(":", 1)[0], controller.port, timeout_s=2,
                                            credentials=credentials.ApiKey(OPERATOR_KEY))
                 try:
                     return await connection.request(ApiKey.DESCRIBE_CLUSTER, m.DescribeClusterRequest(), timeout_s=5)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from tideway.native.conn import Connection, connect
 from tideway.native.credentials import Credentials, credentials_for
@@ -122,7 +122,7 @@ class TidewayClient:
         return connection
 
     async def request_any(self, api: ApiKey, body, *, timeout_s: float | None = None,
-                          hedge_after_s: float | None = None) -> object:
+                          hedge_after_s: float | None = None, avoid: Collection[int] = ()) -> object:
         """Send to some live broker: known brokers first, then bootstrap addresses.
 
         A broker that refuses the connection, drops it, cannot check its key
@@ -133,14 +133,16 @@ class TidewayClient:
         that soon, the next one is asked too, without giving up on the first,
         and the first answer wins, so a frozen broker costs a lookup
         ``hedge_after_s`` rather than the whole timeout (issue 40).
+        ``avoid``: brokers asked last (a leader that failed or stalled: cut off
+        from the controller, it still believes it leads; issue 45).
         """
         timeout_s = self.metadata_timeout_s if timeout_s is None else timeout_s
         candidates: list[tuple[int | tuple[str, int], str, int]] = [
             (node, host, port) for node, (host, port) in self.brokers.items()
         ]
         candidates += [((host, port), host, port) for host, port in self.bootstrap]
-        # Start with the broker that answered last time.
-        candidates.sort(key=lambda c: c[0] != self._last_answered)
+        # Start with the broker that answered last time, unless it is one to avoid.
+        candidates.sort(key=lambda c: (c[0] in avoid, c[0] != self._last_answered))
         last_error: Exception | None = None
         asking: set[asyncio.Task] = set()
         try:
@@ -186,10 +188,11 @@ class TidewayClient:
 
     # -- metadata -----------------------------------------------------------------
 
-    async def refresh_metadata(self, topics: list[str] | None = None) -> None:
+    async def refresh_metadata(self, topics: list[str] | None = None, *, avoid: Collection[int] = ()) -> None:
+        """Metadata from some broker (``avoid``: ask those last; see request_any)."""
         async with self._metadata_lock:
             response: m.MetadataResponse = await self.request_any(  # type: ignore[assignment]
-                ApiKey.METADATA, m.MetadataRequest(topics=topics), hedge_after_s=HEDGE_AFTER_S)
+                ApiKey.METADATA, m.MetadataRequest(topics=topics), hedge_after_s=HEDGE_AFTER_S, avoid=avoid)
             self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
             for topic in response.topics:
                 if topic.error_code == 0:

@@ -78,6 +78,7 @@ log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 1.0  # how often batches past their delivery timeout are looked for (_fail_overdue)
 REQUEST_STALL_S = 1.0  # a produce request unanswered this long has its leader checked (_watch_stalls) ...
 STALL_CHECK_S = 0.5  # ... this often
+DOUBT_S = 10.0  # a leader whose request failed or stalled is asked for metadata last for this long
 
 
 # Retriable errors after which the batch may have been stored: only an idempotent producer, whose resends the
@@ -155,6 +156,10 @@ class Producer:
         self._wakeup = Signal()
         self._sender: asyncio.Task | None = None
         self._metadata_refresh: asyncio.Task | None = None
+        # Leaders whose requests failed or stalled lately -> until when metadata is asked of other brokers first:
+        # a leader cut off from the controller and its followers (not from its clients) still says it leads,
+        # and asking it again kept its partitions on it for the whole partition (issue 45).
+        self._doubted: dict[int, float] = {}
         self._closing = False
 
     async def start(self) -> None:
@@ -533,6 +538,7 @@ class Producer:
             self._mark_in_flight(batch, False)
         exc = future.exception()
         if exc is not None:
+            self._doubt(leader)
             self._wakeup.set()
             self._fail_or_retry(batches, exc)
             self._refresh_metadata_soon()
@@ -546,6 +552,8 @@ class Producer:
                 outcomes.append((batch, errors.error_for_code(result.error_code, result.error_message)))
         for batch in batches[len(response.partitions) :]:
             outcomes.append((batch, errors.UnknownServerError("the broker answered for fewer partitions than sent")))
+        if outcomes:
+            self._doubt(leader)
         for batch, error in outcomes:
             self._fail_or_retry([batch], error)
         # The sender after the records' callbacks (scheduled above): they are what a caller waits for.
@@ -571,8 +579,11 @@ class Producer:
             now = time.monotonic()
             if not any(now - sent_at >= REQUEST_STALL_S for _l, _b, sent_at in self._requests.values()):
                 continue
+            for leader, _b, sent_at in self._requests.values():
+                if now - sent_at >= REQUEST_STALL_S:
+                    self._doubt(leader)
             try:
-                await self.client.refresh_metadata()
+                await self.client.refresh_metadata(avoid=self._doubted_now())
             except errors.TidewayError as exc:
                 log.debug("metadata refresh while a request is unanswered failed: %s", exc)
                 continue
@@ -603,6 +614,15 @@ class Producer:
         else:
             del self._partition_in_flight[key]
 
+    def _doubt(self, leader: int) -> None:
+        self._doubted[leader] = time.monotonic() + DOUBT_S
+
+    def _doubted_now(self) -> set[int]:
+        now = time.monotonic()
+        for leader in [leader for leader, until in self._doubted.items() if until <= now]:
+            del self._doubted[leader]
+        return set(self._doubted)
+
     def _refresh_metadata_soon(self) -> None:
         """After a broken connection the leader may have moved: look again (once at a time)."""
         if self._metadata_refresh is None or self._metadata_refresh.done():
@@ -611,7 +631,7 @@ class Producer:
     async def _refresh_metadata(self) -> None:
         await asyncio.sleep(self.retry_backoff_s)
         try:
-            await self.client.refresh_metadata()
+            await self.client.refresh_metadata(avoid=self._doubted_now())
         except errors.TidewayError as exc:
             log.debug("metadata refresh failed: %s", exc)
 
@@ -655,7 +675,7 @@ class Producer:
             while self._partition_in_flight.get(key):
                 await asyncio.sleep(0.01)
             try:
-                await self.client.refresh_metadata()
+                await self.client.refresh_metadata(avoid=self._doubted_now())
             except errors.TidewayError as exc:
                 log.debug("metadata refresh before a resend failed: %s", exc)
             else:
