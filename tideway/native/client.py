@@ -141,8 +141,10 @@ class TidewayClient:
             (node, host, port) for node, (host, port) in self.brokers.items()
         ]
         candidates += [((host, port), host, port) for host, port in self.bootstrap]
-        # Start with the broker that answered last time, unless it is one to avoid.
-        candidates.sort(key=lambda c: (c[0] in avoid, c[0] != self._last_answered))
+        # Start with the broker that answered last time, unless it is one to avoid (by its id or, for a bootstrap
+        # address, by the address it has).
+        avoided = {self.brokers[node] for node in avoid if node in self.brokers}
+        candidates.sort(key=lambda c: (c[0] in avoid or (c[1], c[2]) in avoided, c[0] != self._last_answered))
         last_error: Exception | None = None
         asking: set[asyncio.Task] = set()
         try:

@@ -554,6 +554,10 @@ class Producer:
             outcomes.append((batch, errors.UnknownServerError("the broker answered for fewer partitions than sent")))
         if outcomes:
             self._doubt(leader)
+        else:
+            # It answers and writes (a leader whose followers fell behind stalled for a while too; asked last
+            # still, it left the stale leader the only broker to ask).
+            self._doubted.pop(leader, None)
         for batch, error in outcomes:
             self._fail_or_retry([batch], error)
         # The sender after the records' callbacks (scheduled above): they are what a caller waits for.
