@@ -25,6 +25,8 @@ command -v kcat >/dev/null 2>&1 || apt_missing+=(kcat)
 command -v ip >/dev/null 2>&1 || apt_missing+=(iproute2)
 command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
 command -v haproxy >/dev/null 2>&1 || apt_missing+=(haproxy)
+# libfaketime jumps one broker's wall clock in the clock nemesis.
+command -v faketime >/dev/null 2>&1 || apt_missing+=(faketime)
 # Spark (PySpark) runs on a JVM: Java 17 or newer.
 command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 if [ ${#apt_missing[@]} -gt 0 ]; then

@@ -123,10 +123,11 @@ class BrokerProcess:
     """
 
     def __init__(self, data_dir: Path, *, broker_id: int = 1, extra_args: list[str] | None = None,
-                 kafka: bool = False, host=None) -> None:
+                 kafka: bool = False, host=None, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.broker_id = broker_id
         self.host = host
+        self.env = env  # added to this process's environment
         self.address = "127.0.0.1" if host is None else host.address
         self.port = free_port() if host is None else 9401
         self.internal_port = free_port() if host is None else 9501
@@ -162,6 +163,7 @@ class BrokerProcess:
                 cwd=REPO_ROOT,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
+                env=None if self.env is None else {**os.environ, **self.env},
             )
             log_file.close()
             try:

@@ -36,6 +36,7 @@ class HostedCluster:
     network: Network
     deployment: Deployment
     home: Path
+    notes: dict = field(default_factory=dict)  # what a nemesis did, for the checks after it
 
     @property
     def controller(self):
@@ -54,6 +55,14 @@ class HostedCluster:
             timeout_s=timeout_s, what="every replica in sync")
 
 
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def clock_file(home: Path, broker_id: int) -> Path:
+    """The file holding broker ``broker_id``'s wall-clock offset (libfaketime's "+0", "+1h"...)."""
+    return home / f"clock-{broker_id}"
+
+
 def start_hosted_cluster(home: Path, network: Network, *, brokers: int = 3) -> HostedCluster:
     """Controller and brokers on hosts of their own; returns once every broker is alive and TOPIC is created,
     every replica in sync."""
@@ -63,8 +72,13 @@ def start_hosted_cluster(home: Path, network: Network, *, brokers: int = 3) -> H
     broker_processes = {}
     for i in range(1, brokers + 1):
         host = network.add_host(f"b{i}")
+        # Each broker's wall clock can be moved (libfaketime reads its offset from a file, a second at most
+        # later); the monotonic clock, which timeouts use, stays the machine's, as on a host whose clock jumps.
+        clock_file(home, i).write_text("+0\n")
+        clock = {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(clock_file(home, i)),
+                 "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"} if Path(LIBFAKETIME).exists() else None
         broker_processes[i] = BrokerProcess(
-            home / f"broker-{i}", broker_id=i, host=host,
+            home / f"broker-{i}", broker_id=i, host=host, env=clock,
             extra_args=["--controller", controller.address, "--replica-lag-time-max-ms", "2000"],
         ).start()
     deployment = Deployment([controller], broker_processes)
