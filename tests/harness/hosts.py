@@ -19,7 +19,7 @@ Cleaning up: ``close()`` kills what the hosts run and deletes namespaces and bri
 test run that died (SIGKILL, a power cut) is swept by the next ``Network()`` (names carry the pid of the run that
 made them). Needs root, ``ip`` (iproute2) and ``nft`` (nftables): ``available()`` says whether this machine has
 them. ``tc netem`` is not used (its kernel module is missing on these machines): delay and loss between hosts go
-through tests/harness/link_proxy.py.
+through tests/harness/link_proxy.py (``Host.slow_outgoing``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,12 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 PREFIX = "tw"  # every namespace, bridge and interface this module makes starts with it (and the pid)
 TABLE = "tideway_nemesis"  # the nftables table in each host's namespace
+PROXY_TABLE = "tideway_links"  # its table redirecting outgoing connections to a link proxy (slow_outgoing)
+LINK_PROXY_MARK = 0x7477  # tests/harness/link_proxy.py's own connections carry it
 _sequence = itertools.count(1)
 
 
@@ -134,6 +137,25 @@ class Host:
 
     def nft(self, *rule: str) -> None:
         _run(*self.command(["nft", *rule]))
+
+    def slow_outgoing(self, ports: Iterable[int], control: Path, proxy_port: int = 15001) -> subprocess.Popen:
+        """Send this host's new connections to ``ports`` of the network's hosts through a link proxy
+        (tests/harness/link_proxy.py) whose delay, jitter and loss ``control`` sets ("0 0 0": none)."""
+        import sys
+
+        if not control.exists():
+            control.write_text("0 0 0\n")
+        proxy = self.popen([sys.executable, "-m", "tests.harness.link_proxy", "--listen-port", str(proxy_port),
+                            "--control", str(control)], cwd=Path(__file__).resolve().parents[2],
+                           stdout=subprocess.PIPE, text=True)
+        if not proxy.stdout.readline().startswith("link proxy on port"):
+            raise RuntimeError(f"the link proxy of {self.name} did not start")
+        self.nft("add", "table", "ip", PROXY_TABLE)
+        self.nft("add", "chain", "ip", PROXY_TABLE, "out", "{ type nat hook output priority -100; }")
+        for port in ports:
+            self.nft("add", "rule", "ip", PROXY_TABLE, "out", "ip", "daddr", str(self.network.subnet), "tcp", "dport",
+                     str(port), "meta", "mark", "!=", hex(LINK_PROXY_MARK), "redirect", "to", f":{proxy_port}")
+        return proxy
 
 
 class Clients:

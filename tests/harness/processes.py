@@ -122,6 +122,8 @@ class BrokerProcess:
     the usual ports (the address is its own); else on free loopback ports.
     """
 
+    HOSTED_INTERNAL_PORT = 9501  # the internal listener's port on a host of its own
+
     def __init__(self, data_dir: Path, *, broker_id: int = 1, extra_args: list[str] | None = None,
                  kafka: bool = False, host=None, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
@@ -130,7 +132,7 @@ class BrokerProcess:
         self.env = env  # added to this process's environment
         self.address = "127.0.0.1" if host is None else host.address
         self.port = free_port() if host is None else 9401
-        self.internal_port = free_port() if host is None else 9501
+        self.internal_port = free_port() if host is None else self.HOSTED_INTERNAL_PORT
         # a Kafka listener (brokers/kafka/) on a port of its own
         self.kafka_port = None if not kafka else free_port() if host is None else 9601
         self.extra_args = extra_args or []

@@ -19,6 +19,7 @@ from tests.nemesis.cluster import (
     Workload,
     clock_file,
     finish_and_check,
+    links_file,
 )
 
 FAULT_S = 10
@@ -31,6 +32,7 @@ class Nemesis:
     what: str
     fault: Callable[[HostedCluster], Awaitable[None]]  # does it, waits FAULT_S, undoes what is not the network
     silence_bound_s: float | None = SILENCE_BOUND_S  # None: no bound (no majority side with the controller)
+    slow_links: bool = False  # the cluster's brokers talk through link proxies (start_hosted_cluster)
 
 
 async def _isolate_leader(cluster: HostedCluster) -> None:
@@ -84,6 +86,14 @@ async def _clock_jump(cluster: HostedCluster) -> None:
     await asyncio.sleep(FAULT_S)
 
 
+async def _slow_links(cluster: HostedCluster) -> None:
+    links_file(cluster.home).write_text("200 100 0.05\n")
+    try:
+        await asyncio.sleep(FAULT_S)
+    finally:
+        links_file(cluster.home).write_text("0 0 0\n")
+
+
 NEMESES = {n.name: n for n in [
     Nemesis("isolated-leader", "the leader of partition 0 cut off from the controller and the other brokers, "
                                "not from its clients", _isolate_leader),
@@ -95,6 +105,7 @@ NEMESES = {n.name: n for n in [
     Nemesis("paused-leader", "the leader of partition 0 paused (SIGSTOP) for 10 s", _stop_leader),
     Nemesis("paused-controller", "the controller paused (SIGSTOP) for 10 s", _stop_controller),
     Nemesis("clock-jump", "the wall clock of partition 0's leader jumped an hour forward", _clock_jump),
+    Nemesis("slow-links", "200 ms ± 100 ms each way and 5% loss between brokers", _slow_links, slow_links=True),
 ]}
 
 

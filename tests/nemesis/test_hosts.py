@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -94,3 +95,58 @@ def test_a_network_left_by_a_dead_test_run_is_swept():
     finally:
         sleeper.kill()
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+
+
+ECHO = """
+import socket, sys, threading
+server = socket.create_server((sys.argv[1], 7001))
+print("listening", flush=True)
+def echo(connection):
+    while data := connection.recv(65536):
+        connection.sendall(data)
+while True:
+    threading.Thread(target=echo, args=(server.accept()[0],), daemon=True).start()
+"""
+
+ROUND_TRIPS = """
+import socket, sys, time
+with socket.create_connection((sys.argv[1], 7001), timeout=10) as s:
+    times = []
+    for i in range(int(sys.argv[2])):
+        started = time.monotonic()
+        s.sendall(b"%06d" % i)
+        got = b""
+        while len(got) < 6:
+            got += s.recv(6 - len(got))
+        assert got == b"%06d" % i, got
+        times.append(time.monotonic() - started)
+    print(" ".join("%.4f" % t for t in times))
+"""
+
+
+def test_a_slowed_link_delays_and_loses_in_order(tmp_path):
+    """Through the link proxy: round trips take the delay both ways (± jitter), a lost chunk a retransmission
+    timeout more, bytes arrive in order; with the control at zero, as fast as a direct link."""
+    with hosts.Network() as net:
+        a, b = net.add_host("a"), net.add_host("b")
+        server = b.popen([sys.executable, "-c", ECHO, b.address], stdout=subprocess.PIPE, text=True)
+        assert server.stdout.readline().strip() == "listening"
+        control = tmp_path / "link"
+        a.slow_outgoing([7001], control)
+
+        def round_trips(count: int) -> list[float]:
+            out = a.run([sys.executable, "-c", ROUND_TRIPS, b.address, str(count)], capture_output=True, text=True,
+                        timeout=120)
+            assert out.returncode == 0, out.stderr
+            return [float(t) for t in out.stdout.split()]
+
+        assert max(round_trips(20)) < 0.1
+        control.write_text("100 20 0\n")
+        time.sleep(0.5)
+        slow = round_trips(10)
+        assert all(0.15 <= t <= 0.3 for t in slow), slow  # 100 ± 20 ms each way
+        control.write_text("10 0 0.2\n")
+        time.sleep(0.5)
+        lossy = round_trips(40)
+        assert all(t >= 0.02 for t in lossy), lossy
+        assert sum(t >= 0.2 for t in lossy) >= 3, lossy  # about 40 % of round trips lose one of their 2 chunks

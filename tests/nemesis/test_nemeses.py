@@ -13,6 +13,8 @@ bench/nemesis.py runs many rounds of each.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.harness import hosts
@@ -23,16 +25,13 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(hosts.available() is 
                                                             reason=str(hosts.available()))]
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    with hosts.Network() as network:
-        yield start_hosted_cluster(tmp_path, network)
-
-
 @pytest.mark.parametrize("name", list(NEMESES))
-async def test_a_round_of(name, cluster):
-    figures, problems = await run_round(cluster, NEMESES[name])
+async def test_a_round_of(name, tmp_path):
+    nemesis = NEMESES[name]
+    with hosts.Network() as network:
+        cluster = await asyncio.to_thread(start_hosted_cluster, tmp_path, network, slow_links=nemesis.slow_links)
+        figures, problems = await run_round(cluster, nemesis)
     print(f"round {figures}")
-    assert not problems, f"{NEMESES[name].what}: {problems}; {figures}"
+    assert not problems, f"{nemesis.what}: {problems}; {figures}"
     if name == "controller-cut-off":  # the data plane does not need the controller: writes never paused
         assert figures["longest_silence_s"] < 1.5, figures
