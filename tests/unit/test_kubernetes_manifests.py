@@ -20,6 +20,7 @@ def test_three_broker_cluster_manifests():
         ("NetworkPolicy", "eu-1-broker"),
         ("NetworkPolicy", "eu-1-controller"),
         ("PodDisruptionBudget", "eu-1-broker"),
+        ("PodDisruptionBudget", "eu-1-controller"),
         ("Service", "eu-1-brokers"),
         ("Service", "eu-1-controllers"),
         ("StatefulSet", "eu-1-broker"),
@@ -78,3 +79,106 @@ def test_local_provisioner_plans_a_controller_and_each_broker(tmp_path):
 def test_bad_specs_are_refused(values):
     with pytest.raises(ValueError):
         ClusterSpec.from_dict("x", values)
+
+
+KUBERNETES_VERSION = "1.30"
+
+
+def rendered(**overrides) -> list[dict]:
+    spec = ClusterSpec(**{"name": "eu-1", "region": "eu", "brokers": 3, "controllers": 2, **overrides})
+    return list(yaml.safe_load_all(KubernetesProvisioner().render(spec)))
+
+
+@pytest.mark.parametrize("shape", [{}, {"brokers": 1, "controllers": 1}, {"brokers": 9, "controllers": 3}])
+def test_every_manifest_is_valid_against_kubernetes_schemas(shape):
+    """kubernetes-validate: each document against Kubernetes' own OpenAPI schemas, strictly (an unknown or
+    misspelt field is an error, as kubectl's server-side validation would make it)."""
+    import kubernetes_validate
+
+    for document in rendered(**shape):
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_validation_catches_a_misspelt_field():
+    import kubernetes_validate
+
+    statefulset = next(d for d in rendered() if d["kind"] == "StatefulSet")
+    statefulset["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(statefulset, KUBERNETES_VERSION, strict=True)
+
+
+def policy_violations(documents: list[dict]) -> list[str]:
+    """The manifests' policy, as kube-linter and kube-score check it: every container locked down, sized and
+    probed; every workload covered by a disruption budget and a network policy; no secret in plain sight."""
+    found = []
+    workloads = [d for d in documents if d["kind"] in ("StatefulSet", "Deployment", "DaemonSet")]
+    budgets = [d["spec"]["selector"]["matchLabels"] for d in documents if d["kind"] == "PodDisruptionBudget"]
+    policies = [d["spec"]["podSelector"]["matchLabels"] for d in documents if d["kind"] == "NetworkPolicy"]
+    for workload in workloads:
+        name = workload["metadata"]["name"]
+        pod = workload["spec"]["template"]["spec"]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        if workload["spec"]["selector"]["matchLabels"].items() - labels.items():
+            found.append(f"{name}: its selector does not select its own pods")
+        if not any(selector.items() <= labels.items() for selector in budgets):
+            found.append(f"{name}: no PodDisruptionBudget")
+        if not any(selector.items() <= labels.items() for selector in policies):
+            found.append(f"{name}: no NetworkPolicy")
+        if pod.get("automountServiceAccountToken", True):
+            found.append(f"{name}: mounts a service account token it does not need")
+        security = pod.get("securityContext", {})
+        if not security.get("runAsNonRoot") or security.get("runAsUser", 0) == 0:
+            found.append(f"{name}: may run as root")
+        if security.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+            found.append(f"{name}: no seccomp profile")
+        if any(pod.get(key) for key in ("hostNetwork", "hostPID", "hostIPC")):
+            found.append(f"{name}: shares the node's namespaces")
+        if any("hostPath" in volume for volume in pod.get("volumes", [])):
+            found.append(f"{name}: mounts a path of the node")
+        for container in pod["containers"]:
+            where = f"{name}/{container['name']}"
+            context = container.get("securityContext", {})
+            if context.get("privileged") or context.get("allowPrivilegeEscalation", True):
+                found.append(f"{where}: may gain privileges")
+            if not context.get("readOnlyRootFilesystem"):
+                found.append(f"{where}: writable root filesystem")
+            if context.get("capabilities", {}).get("drop") != ["ALL"]:
+                found.append(f"{where}: keeps Linux capabilities")
+            resources = container.get("resources", {})
+            if not {"cpu", "memory"} <= resources.get("requests", {}).keys() or "memory" not in resources.get("limits", {}):
+                found.append(f"{where}: no CPU and memory requests and memory limit")
+            for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+                if probe not in container:
+                    found.append(f"{where}: no {probe}")
+            if ":" not in container["image"].rsplit("/", 1)[-1] and "@" not in container["image"]:
+                found.append(f"{where}: image without a tag")
+            for variable in container.get("env", []):
+                if "value" in variable and any(w in variable["name"].upper() for w in ("SECRET", "PASSWORD", "TOKEN")):
+                    found.append(f"{where}: {variable['name']} in plain sight (use a Secret)")
+    return found
+
+
+def test_the_manifests_follow_the_policy():
+    assert policy_violations(rendered()) == []
+
+
+def test_the_policy_check_finds_each_kind_of_violation():
+    documents = rendered()
+    broker = next(d for d in documents if d["metadata"]["name"] == "eu-1-broker" and d["kind"] == "StatefulSet")
+    pod = broker["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    pod["automountServiceAccountToken"] = True
+    pod["securityContext"]["runAsNonRoot"] = False
+    pod["hostNetwork"] = True
+    container["securityContext"]["allowPrivilegeEscalation"] = True
+    container["securityContext"]["readOnlyRootFilesystem"] = False
+    del container["livenessProbe"]
+    del container["resources"]["limits"]
+    container["env"] = [{"name": "TIDEWAY_CLUSTER_SECRET", "value": "00" * 32}]
+    documents = [d for d in documents if not (d["kind"] == "PodDisruptionBudget" and "broker" in d["metadata"]["name"])]
+    found = "\n".join(policy_violations(documents))
+    for expected in ("no PodDisruptionBudget", "service account token", "may run as root", "node's namespaces",
+                     "may gain privileges", "writable root filesystem", "no livenessProbe", "memory limit",
+                     "TIDEWAY_CLUSTER_SECRET in plain sight"):
+        assert expected in found, (expected, found)

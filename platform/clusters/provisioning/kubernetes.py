@@ -36,6 +36,8 @@ INTERNAL_PORT = 9094
 KAFKA_PORT = 9095
 CONTROLLER_PORT = 9400
 TLS_DIRECTORY = "/etc/tideway/tls"
+RUN_AS = 10001  # the pods' user and group (not root; the image needs no user of its own)
+CONTROLLER_CPU, CONTROLLER_MEMORY = "500m", "1Gi"  # a controller holds the cluster's metadata, not its data
 
 
 class KubernetesProvisioner:
@@ -78,6 +80,20 @@ class KubernetesProvisioner:
         )
         tls_volume = {"name": "tls", "secret": {"secretName": f"{spec.name}-tls", "defaultMode": 0o400}}
         tls_mount = {"name": "tls", "mountPath": TLS_DIRECTORY, "readOnly": True}
+        # Locked down (tests/unit/test_kubernetes_manifests.py checks each rule): a user of its own, no privilege
+        # escalation, no capabilities, a read-only root filesystem (data and /tmp are volumes), no API token.
+        tmp_volume, tmp_mount = {"name": "tmp", "emptyDir": {}}, {"name": "tmp", "mountPath": "/tmp"}
+        pod_security = {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+                        "seccompProfile": {"type": "RuntimeDefault"}}
+        container_security = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                              "capabilities": {"drop": ["ALL"]}}
+
+        def probes(port: int) -> dict:
+            # A broker recovering a large log listens only once it is done: startup may take an hour before
+            # liveness applies; liveness then restarts a process that stopped accepting connections for a minute.
+            return {"startupProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10, "failureThreshold": 360},
+                    "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10, "failureThreshold": 6},
+                    "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 5}}
         headless = {
             "apiVersion": "v1", "kind": "Service", "metadata": meta(f"{spec.name}-brokers", {"app.kubernetes.io/component": "broker"}),
             "spec": {
@@ -95,6 +111,7 @@ class KubernetesProvisioner:
                     "metadata": {"labels": broker_labels},
                     "spec": {
                         "terminationGracePeriodSeconds": 60,  # a broker flushes and checkpoints on SIGTERM
+                        "automountServiceAccountToken": False, "securityContext": pod_security,
                         "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                             "weight": 100,
                             "podAffinityTerm": {"labelSelector": {"matchLabels": broker_labels}, "topologyKey": "kubernetes.io/hostname"},
@@ -106,11 +123,12 @@ class KubernetesProvisioner:
                                       {"name": "internal", "containerPort": INTERNAL_PORT},
                                       {"name": "kafka", "containerPort": KAFKA_PORT},
                                       {"name": "metrics", "containerPort": METRICS_PORT}],
-                            "readinessProbe": {"tcpSocket": {"port": BROKER_PORT}, "periodSeconds": 5},
+                            **probes(BROKER_PORT),
                             "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": {"memory": spec.memory}},
-                            "volumeMounts": [{"name": "data", "mountPath": "/data"}, tls_mount],
+                            "securityContext": container_security,
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}, tls_mount, tmp_mount],
                         }],
-                        "volumes": [tls_volume],
+                        "volumes": [tls_volume, tmp_volume],
                     },
                 },
                 "volumeClaimTemplates": [{
@@ -123,6 +141,10 @@ class KubernetesProvisioner:
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(f"{spec.name}-broker"),
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": broker_labels}},
         }
+        controller_budget = {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(f"{spec.name}-controller"),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": controller_labels}},
+        }
         controller = {
             "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta(f"{spec.name}-controller", {"app.kubernetes.io/component": "controller"}),
             "spec": {
@@ -130,15 +152,20 @@ class KubernetesProvisioner:
                 "template": {
                     "metadata": {"labels": controller_labels},
                     "spec": {
+                        "automountServiceAccountToken": False, "securityContext": pod_security,
                         "containers": [{
                             "name": "controller", "image": spec.image,
                             "command": ["/bin/sh", "-c",
                                         f"exec tideway controller --listen 0.0.0.0:{CONTROLLER_PORT} --cluster {spec.name} {tls}"],
                             "envFrom": [*env_from, {"secretRef": {"name": self.database_secret}}],
                             "ports": [{"name": "controller", "containerPort": CONTROLLER_PORT}],
-                            "volumeMounts": [tls_mount],
+                            **probes(CONTROLLER_PORT),
+                            "resources": {"requests": {"cpu": CONTROLLER_CPU, "memory": CONTROLLER_MEMORY},
+                                          "limits": {"memory": CONTROLLER_MEMORY}},
+                            "securityContext": container_security,
+                            "volumeMounts": [tls_mount, tmp_mount],
                         }],
-                        "volumes": [tls_volume],
+                        "volumes": [tls_volume, tmp_volume],
                     },
                 },
             },
@@ -170,7 +197,8 @@ class KubernetesProvisioner:
                              "ports": [{"port": CONTROLLER_PORT}]}],
             },
         }
-        return [config, headless, statefulset, budget, controller, controller_svc, broker_policy, controller_policy]
+        return [config, headless, statefulset, budget, controller, controller_svc, controller_budget, broker_policy,
+                controller_policy]
 
     def render(self, spec: ClusterSpec) -> str:
         """All manifests as one multi-document YAML stream, ready for ``kubectl apply -f -``."""
