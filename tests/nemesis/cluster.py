@@ -167,19 +167,14 @@ class Verdict:
     group_missing: int = 0
 
     def problems(self, silence_bound_s: float | None) -> list[str]:
-        found = []
-        if self.failed_sends:
-            found.append(f"{self.failed_sends} sends failed")
-        if self.lost:
-            found.append(f"{self.lost} acknowledged records lost")
-        if self.duplicated:
-            found.append(f"{self.duplicated} records stored twice")
-        if self.out_of_order:
-            found.append(f"partitions {self.out_of_order} out of send order")
-        if self.divergent:
-            found.append(f"replicas differ: {self.divergent}")
-        if self.group_missing:
-            found.append(f"the group never got {self.group_missing} acknowledged records")
+        found = [message for count, message in (
+            (self.failed_sends, f"{self.failed_sends} sends failed"),
+            (self.lost, f"{self.lost} acknowledged records lost"),
+            (self.duplicated, f"{self.duplicated} records stored twice"),
+            (self.out_of_order, f"partitions {self.out_of_order} out of send order"),
+            (self.divergent, f"replicas differ: {self.divergent}"),
+            (self.group_missing, f"the group never got {self.group_missing} acknowledged records"),
+        ) if count]
         if silence_bound_s is not None and self.longest_silence_s > silence_bound_s:
             found.append(f"a partition went {self.longest_silence_s:.1f} s without an acknowledged write "
                          f"(bound {silence_bound_s:.1f} s)")
