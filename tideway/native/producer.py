@@ -158,7 +158,7 @@ class Producer:
         self._metadata_refresh: asyncio.Task | None = None
         # Leaders whose requests failed or stalled lately -> until when metadata is asked of other brokers first:
         # a leader cut off from the controller and its followers (not from its clients) still says it leads,
-        # and asking it again kept its partitions on it for the whole partition (issue 45).
+        # and asking it again kept its partitions on it for as long as the cut lasted (issue 45).
         self._doubted: dict[int, float] = {}
         self._closing = False
 
