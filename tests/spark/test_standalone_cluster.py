@@ -91,7 +91,7 @@ def test_the_usage_job_on_a_standalone_cluster_gives_the_invoices_of_local_mode(
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path), "DATABASE_URL": f"sqlite://{tmp_path}/tideway.sqlite3",
            "TIDEWAY_SPARK_DRIVER_MEMORY": "1g"}
     manage(env, "migrate", "--noinput")
-    tenant_id = int(manage(env, "shell", "-c", TENANT).strip().splitlines()[-1])
+    tenant_id = int(manage(env, "shell", "--verbosity", "0", "-c", TENANT).strip().splitlines()[-1])
     broker = broker_factory(extra_args=["--usage-storage-interval-s", "1"])
     topic = f"t{tenant_id}.orders"
 
@@ -120,11 +120,12 @@ def test_the_usage_job_on_a_standalone_cluster_gives_the_invoices_of_local_mode(
     def run(master: str, *extra: str) -> tuple[dict, str]:
         summary = json.loads(manage(env, "spark_job", "usage_billing", "--period", period, "--master", master,
                                     "--bootstrap", broker.bootstrap, "--invoices", *extra).strip().splitlines()[-1])
-        return summary, manage(env, "shell", "-c", INVOICES.format(period=period))
+        return summary, manage(env, "shell", "--verbosity", "0", "-c", INVOICES.format(period=period))
 
     local, local_invoices = run("local[2]")
     cluster, cluster_invoices = run(spark_cluster, "--same-as", str(local["run"]))
-    assert local["rows"] > 0 and "orders" in local_invoices, local_invoices
+    assert local["rows"] > 0 and f",usage,bytes_out,{period}," in local_invoices, local_invoices
+    assert local_invoices.startswith("invoice,tenant,period"), local_invoices
     assert (cluster["digest"], cluster["rows"], cluster["records"]) == (local["digest"], local["rows"], local["records"])
     assert cluster_invoices == local_invoices  # byte for byte
     assert "app-" in " ".join(os.listdir(tmp_path / "work")), "the job did not run on the cluster's worker"
