@@ -24,6 +24,7 @@ through tests/harness/link_proxy.py (``Host.slow_outgoing``).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import os
@@ -42,13 +43,23 @@ LINK_PROXY_MARK = 0x7477  # tests/harness/link_proxy.py's own connections carry 
 _sequence = itertools.count(1)
 
 
+@functools.cache
 def available() -> str | None:
-    """None when namespaces can be made here; else why not (a test skips with it)."""
+    """None when namespaces can be made here; else why not (a test skips with it). Tries once: a container
+    without the capabilities refuses ``ip netns add`` even to root."""
     if os.geteuid() != 0:
         return "network namespaces need root"
     for tool, package in (("ip", "iproute2"), ("nft", "nftables")):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install {package}; infra/setup.sh does)"
+    probe = f"{PREFIX}{os.getpid()}-0-probe"
+    made = _run("ip", "netns", "add", probe, check=False)
+    if made.returncode != 0:
+        return f"this machine refuses network namespaces: {made.stderr.strip()}"
+    tried = _run("ip", "netns", "exec", probe, "nft", "list", "tables", check=False)
+    _run("ip", "netns", "del", probe, check=False)
+    if tried.returncode != 0:
+        return f"nftables does not work in a network namespace here: {tried.stderr.strip()}"
     return None
 
 
