@@ -33,5 +33,3 @@ async def test_a_round_of(name, tmp_path):
         figures, problems = await run_round(cluster, nemesis)
     print(f"round {figures}")
     assert not problems, f"{nemesis.what}: {problems}; {figures}"
-    if name == "controller-cut-off":  # the data plane does not need the controller: writes never paused
-        assert figures["longest_silence_s"] < 1.5, figures

@@ -157,13 +157,18 @@ class TransactionalProducer(Producer):
         # settled by a callback of the answer: the partition's batches may leave at the sender's next turn (a
         # task awaiting the answer took loop turns that such a loop of sends gives only once per batch).
         sent = connection.send(ApiKey.ADD_PARTITIONS_TO_TXN, request)
-        gave_up = asyncio.get_running_loop().call_later(self.request_timeout_s, lambda: (
-            added.done() or self._add_slowly(request, added)))
+
+        def give_up() -> None:  # no answer within the request timeout: the full path, once
+            if not added.done():
+                sent.cancel()
+                self._add_slowly(request, added)
+
+        gave_up = asyncio.get_running_loop().call_later(self.request_timeout_s, give_up)
 
         def on_answer(answer: asyncio.Future) -> None:
             gave_up.cancel()
             if added.done() or answer.cancelled():
-                return
+                return  # (settled, or given up on: the full path has it)
             exc = answer.exception()
             if isinstance(exc, (*_RETRY, errors.ConnectionClosedError)):
                 self._add_slowly(request, added)  # (the coordinator moved or is busy: its full path)
