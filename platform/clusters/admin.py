@@ -27,9 +27,17 @@ REQUEST_TIMEOUT_MS = 30_000
 
 
 def bootstrap_of(cluster: Cluster) -> str:
-    """Registered live brokers' addresses, else the cluster's configured bootstrap list."""
+    """Registered live brokers' addresses; else every registered broker's; else the cluster's configured
+    bootstrap list.
+
+    "Live" is the controller's view. When it sees no broker (it is cut off from them all, or away), the brokers
+    may well be serving clients still (they do without the controller: docs/faults.md), so a client is given
+    every broker the cluster has had rather than nothing.
+    """
     brokers = cluster.brokers.filter(state=BrokerState.ALIVE).order_by("broker_id")
     addresses = [f"{b.host}:{b.port}" for b in brokers]
+    if not addresses:
+        addresses = [f"{b.host}:{b.port}" for b in cluster.brokers.order_by("broker_id")]
     if not addresses and cluster.bootstrap:
         addresses = [a.strip() for a in cluster.bootstrap.split(",") if a.strip()]
     if not addresses:

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.urls import Resolver404, URLResolver
 from django.urls.resolvers import RegexPattern
+from tideway_server.controlplane.errors import ActionError
 from tideway_server.gateway.errors import GatewayError
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ class GatewayHTTP:
             request = ASGIRequest(scope, io.BytesIO(body))
             try:
                 response = await match.func(request, *match.args, **match.kwargs)
+            except ActionError as exc:  # a control-plane refusal met on the way (e.g. no broker known): its own code
+                response = GatewayError(exc.code, exc.message, details=exc.details or None,
+                                        retry_after_ms=1000 if exc.status == 503 else None).response()
             except Exception:
                 log.exception("unhandled error in %s %s", scope.get("method"), scope["path"])
                 response = GatewayError("internal_error", "the server failed to handle this request; it was logged").response()

@@ -29,10 +29,11 @@ ROUNDS = 3
 class KafkaLoad(threading.Thread):
     """About 300 messages a second over the partitions, each delivery's outcome recorded."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, key: str = OPERATOR_KEY, topic: str = TOPIC) -> None:
         super().__init__(daemon=True)
-        self.producer = Producer(confluent_config(bootstrap, OPERATOR_KEY, **{
+        self.producer = Producer(confluent_config(bootstrap, key, **{
             "enable.idempotence": True, "acks": "all", "linger.ms": 5, "message.timeout.ms": 120_000}))
+        self.topic = topic
         self.acked: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
         self.failures: list = []
         self.stop = threading.Event()
@@ -48,11 +49,12 @@ class KafkaLoad(threading.Thread):
         while not self.stop.is_set():
             for _ in range(3):
                 partition = sequence % PARTITIONS
-                self.producer.produce(TOPIC, value=b"p%d-%09d" % (partition, sequence), partition=partition,
+                self.producer.produce(self.topic, value=b"p%d-%09d" % (partition, sequence), partition=partition,
                                       on_delivery=self._delivered)
                 sequence += 1
             self.producer.poll(0.01)
         self.producer.flush(120)
+        self.producer = None  # its threads end now, not at interpreter exit (they would reconnect to stopped brokers)
 
 
 def _read_back(bootstrap: str, expected: int) -> dict[int, list[bytes]]:

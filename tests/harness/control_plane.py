@@ -21,6 +21,7 @@ from tests.harness.processes import (
     Deployment,
     RedisProcess,
     free_port,
+    on_host,
     wait_for_port,
 )
 
@@ -28,13 +29,15 @@ from tests.harness.processes import (
 class ControlPlane:
     """The running API server and the cluster behind it."""
 
-    def __init__(self, home: Path, database_url: str, deployment: Deployment, server: subprocess.Popen, port: int) -> None:
+    def __init__(self, home: Path, database_url: str, deployment: Deployment, server: subprocess.Popen, port: int,
+                 api_host=None) -> None:
         self.home = home
         self.database_url = database_url
         self.deployment = deployment
         self.server = server
         self.port = port
-        self.base_url = f"http://127.0.0.1:{port}"
+        self.api_host = api_host  # the host `tideway serve` runs on (None: this one)
+        self.base_url = f"http://{'127.0.0.1' if api_host is None else api_host.address}:{port}"
         self._names = itertools.count(1)
 
     redis_url = ""
@@ -83,30 +86,31 @@ class ControlPlane:
 
     def start_server(self) -> None:
         """Start `tideway serve` again on the same port."""
-        self.server, _ = _start_server(self.home, self.server_env, self.port)
+        self.server, _ = _start_server(self.home, self.server_env, self.port, host=self.api_host)
 
     def describe(self):
         return asyncio.run(self.deployment.describe())
 
 
-def _start_server(home: Path, env: dict, port: int | None = None) -> tuple[subprocess.Popen, int]:
+def _start_server(home: Path, env: dict, port: int | None = None, host=None) -> tuple[subprocess.Popen, int]:
     port = port or free_port()
+    address = "127.0.0.1" if host is None else host.address
     log_file = open(home / "server.log", "ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "tideway_server.cli.main", "serve", "--listen", f"127.0.0.1:{port}", "--no-migrate"],
+        on_host(host, [sys.executable, "-m", "tideway_server.cli.main", "serve", "--listen", f"{address}:{port}", "--no-migrate"]),
         cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env,
     )
     log_file.close()
-    wait_for_port(port, timeout_s=60, process=process)
+    wait_for_port(port, timeout_s=60, process=process, address=address)
     return process, port
 
 
-def start_worker(home: Path, env: dict) -> subprocess.Popen:
+def start_worker(home: Path, env: dict, host=None) -> subprocess.Popen:
     """A Celery worker (dead-letter redrives), as `tideway up` starts one."""
     log_file = open(home / "worker.log", "ab")
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tideway_server.controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip",
-         "--loglevel", "INFO"],
+        on_host(host, [sys.executable, "-m", "celery", "-A", "tideway_server.controlplane", "worker", "-c", "1", "--without-mingle",
+                   "--without-gossip", "--loglevel", "INFO"]),
         cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env,
     )
     log_file.close()
@@ -114,16 +118,23 @@ def start_worker(home: Path, env: dict) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool = False):
+def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool = False, network=None):
     """Redis, a controller, 3 brokers (each with a Kafka listener too), a Celery worker and `tideway serve`, stopped
     afterwards.
 
     ``broker_metrics``: each broker serves /metrics on a port of its own (``plane.broker_metrics``
     lists the URLs), for tests that count what the brokers were asked.
+    ``network`` (tests/harness/hosts.py): every process on a host of its own — "redis", "controller", "b1".."b3",
+    "api" (`tideway serve` and the Celery worker) — so that a test can cut links between them (the database is
+    a file: use SQLite).
     """
-    redis_server = RedisProcess(home / "redis")
+    hosts = {name: None if network is None else network.add_host(name)
+             for name in ("redis", "controller", "b1", "b2", "b3", "api")}
+    redis_server = RedisProcess(home / "redis", host=hosts["redis"])
     env = {**os.environ, "TIDEWAY_HOME": str(home), "DATABASE_URL": database_url, "TIDEWAY_REDIS_URL": redis_server.url}
-    controller = ControllerProcess(home, "controller", database_url=database_url,
+    if hosts["api"] is not None:  # clients name the API by its host's address
+        env["TIDEWAY_ALLOWED_HOSTS"] = f"{hosts['api'].address},127.0.0.1,localhost"
+    controller = ControllerProcess(home, "controller", database_url=database_url, host=hosts["controller"],
                                    extra_args=["--lease-ms", "2000", "--broker-session-timeout-ms", "3000"]).start(migrate=True)
     processes = [controller]
     server = worker = plane = None
@@ -134,16 +145,17 @@ def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool
             extra = ["--controller", controller.address]
             if broker_metrics:
                 port = free_port()
-                extra += ["--metrics-listen", f"127.0.0.1:{port}"]
-                metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
-            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=extra, kafka=True)
+                address = "127.0.0.1" if hosts[f"b{i}"] is None else hosts[f"b{i}"].address
+                extra += ["--metrics-listen", f"{address}:{port}"]
+                metrics_urls.append(f"http://{address}:{port}/metrics")
+            broker = BrokerProcess(home / f"broker-{i}", broker_id=i, extra_args=extra, kafka=True, host=hosts[f"b{i}"])
             brokers[i] = broker.start()
             processes.append(broker)
         deployment = Deployment([controller], brokers)
         asyncio.run(deployment.wait_until(lambda s: sum(b.state == "alive" for b in s.brokers) == 3, 60, "3 live brokers"))
-        worker = start_worker(home, env)
-        server, port = _start_server(home, env)
-        plane = ControlPlane(home, database_url, deployment, server, port)
+        worker = start_worker(home, env, host=hosts["api"])
+        server, port = _start_server(home, env, host=hosts["api"])
+        plane = ControlPlane(home, database_url, deployment, server, port, api_host=hosts["api"])
         plane.redis_url = redis_server.url
         plane.broker_metrics = metrics_urls
         plane.server_env = env

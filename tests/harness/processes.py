@@ -92,25 +92,27 @@ def self_signed_certificate(directory: Path) -> tuple[str, str]:
 
 
 class RedisProcess:
-    """A redis-server of the test's own, on a free port (never the system's 6379)."""
+    """A redis-server of the test's own, on a free port (never the system's 6379); with ``host``
+    (tests/harness/hosts.py), on that host's address."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, host=None) -> None:
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        address = "127.0.0.1" if host is None else host.address
+        self.url = f"redis://{address}:{self.port}/0"
         home.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", str(home), "--logfile", str(home / "redis.log")],
+            on_host(host, ["redis-server", "--bind", address, "--port", str(self.port), "--save", "", "--appendonly", "no",
+                       "--dir", str(home), "--logfile", str(home / "redis.log")]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        wait_for_port(self.port, timeout_s=20, process=self.process)
+        wait_for_port(self.port, timeout_s=20, process=self.process, address=address)
 
     def stop(self) -> None:
         self.process.kill()
         self.process.wait(10)
 
 
-def _on(host, argv: list[str]) -> list[str]:
+def on_host(host, argv: list[str]) -> list[str]:
     """``argv`` as run on ``host`` (tests/harness/hosts.py: a network namespace of its own), or here if None."""
     return argv if host is None else host.command(argv)
 
@@ -154,7 +156,7 @@ class BrokerProcess:
             log_file = open(self.log_path, "ab")
             logged_before = log_file.tell()
             self.process = subprocess.Popen(
-                _on(self.host, [
+                on_host(self.host, [
                     sys.executable, "-m", "tideway_server.cli.main", "--log-level", "INFO",
                     "broker", "--id", str(self.broker_id), "--data", str(self.data_dir),
                     "--listen", self.bootstrap, "--internal-listen", f"{self.address}:{self.internal_port}",
@@ -244,7 +246,7 @@ class ControllerProcess:
     def start(self, *, migrate: bool = True) -> ControllerProcess:
         log_file = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            _on(self.host, [
+            on_host(self.host, [
                 sys.executable, "-m", "tideway_server.cli.main", "controller", "--listen", self.address,
                 *([] if migrate else ["--no-migrate"]), *self.extra_args,
             ]),
