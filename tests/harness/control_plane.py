@@ -79,6 +79,15 @@ class ControlPlane:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=60, **kwargs)
 
+    gateways: list = []  # [(process, port)] of the gateways behind the balancer (running_control_plane(gateways=N))
+    balancer = None  # HAProxy's process, with several gateways
+
+    def kill_gateway(self, index: int) -> None:
+        """SIGKILL gateway ``index`` (0-based) behind the balancer."""
+        process, _ = self.gateways[index]
+        process.kill()
+        process.wait(10)
+
     def kill_server(self) -> None:
         """SIGKILL the ASGI server (a crash, not a shutdown)."""
         self.server.kill()
@@ -92,10 +101,11 @@ class ControlPlane:
         return asyncio.run(self.deployment.describe())
 
 
-def _start_server(home: Path, env: dict, port: int | None = None, host=None) -> tuple[subprocess.Popen, int]:
+def _start_server(home: Path, env: dict, port: int | None = None, host=None,
+                  log_name: str = "server.log") -> tuple[subprocess.Popen, int]:
     port = port or free_port()
     address = "127.0.0.1" if host is None else host.address
-    log_file = open(home / "server.log", "ab")
+    log_file = open(home / log_name, "ab")
     process = subprocess.Popen(
         on_host(host, [sys.executable, "-m", "tideway_server.cli.main", "serve", "--listen", f"{address}:{port}", "--no-migrate"]),
         cwd=REPO_ROOT, stdout=log_file, stderr=subprocess.STDOUT, env=env,
@@ -118,7 +128,8 @@ def start_worker(home: Path, env: dict, host=None) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool = False, network=None):
+def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool = False, network=None,
+                          gateways: int = 1):
     """Redis, a controller, 3 brokers (each with a Kafka listener too), a Celery worker and `tideway serve`, stopped
     afterwards.
 
@@ -127,7 +138,10 @@ def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool
     ``network`` (tests/harness/hosts.py): every process on a host of its own — "redis", "controller", "b1".."b3",
     "api" (`tideway serve` and the Celery worker) — so that a test can cut links between them (the database is
     a file: use SQLite).
+    ``gateways``: with 2 or more, as many `tideway serve` processes behind HAProxy configured as `tideway up
+    --gateways N` does (tideway_server/cli/balancer.py); ``plane.base_url`` is the balancer's (loopback only).
     """
+    assert gateways == 1 or network is None, "several gateways run on loopback only"
     hosts = {name: None if network is None else network.add_host(name)
              for name in ("redis", "controller", "b1", "b2", "b3", "api")}
     redis_server = RedisProcess(home / "redis", host=hosts["redis"])
@@ -137,7 +151,8 @@ def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool
     controller = ControllerProcess(home, "controller", database_url=database_url, host=hosts["controller"],
                                    extra_args=["--lease-ms", "2000", "--broker-session-timeout-ms", "3000"]).start(migrate=True)
     processes = [controller]
-    server = worker = plane = None
+    server = worker = plane = balancer = None
+    servers: list = []
     try:
         brokers = {}
         metrics_urls = []
@@ -154,15 +169,27 @@ def running_control_plane(home: Path, database_url: str, *, broker_metrics: bool
         deployment = Deployment([controller], brokers)
         asyncio.run(deployment.wait_until(lambda s: sum(b.state == "alive" for b in s.brokers) == 3, 60, "3 live brokers"))
         worker = start_worker(home, env, host=hosts["api"])
-        server, port = _start_server(home, env, host=hosts["api"])
+        if gateways == 1:
+            server, port = _start_server(home, env, host=hosts["api"])
+        else:
+            from tideway_server.cli.balancer import start_haproxy
+
+            for i in range(1, gateways + 1):
+                servers.append(_start_server(home, env, log_name=f"server-{i}.log"))
+            port = free_port()
+            with open(home / "balancer.log", "ab") as log_file:
+                balancer = start_haproxy(home / "haproxy.cfg", f"127.0.0.1:{port}",
+                                         [f"127.0.0.1:{p}" for _, p in servers], log_file=log_file)
+            wait_for_port(port, process=balancer)
         plane = ControlPlane(home, database_url, deployment, server, port, api_host=hosts["api"])
+        plane.gateways, plane.balancer = servers, balancer
         plane.redis_url = redis_server.url
         plane.broker_metrics = metrics_urls
         plane.server_env = env
         yield plane
     finally:
         # A test may have restarted the server: stop the one running now.
-        for process in (plane.server if plane is not None else server, worker):
+        for process in (plane.server if plane is not None else server, worker, balancer, *(p for p, _ in servers)):
             if process is not None and process.poll() is None:
                 process.terminate()
                 try:

@@ -58,7 +58,7 @@ def wait_for_port(port: int, timeout_s: float = 20.0, process: subprocess.Popen 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"broker exited with {process.returncode} before listening")
+            raise RuntimeError(f"{process.args[0] if isinstance(process.args, list) else process.args} exited with {process.returncode} before listening on {address}:{port}")
         try:
             with socket.create_connection((address, port), timeout=0.2):
                 return

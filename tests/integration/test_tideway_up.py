@@ -45,10 +45,11 @@ def free_port_run(count: int, *, also_plus: tuple[int, ...], avoid: set[int]) ->
 
 def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     controller_port = free_port()
-    api_port = free_port()
     redis_port = free_port()
+    # The balancer and two gateways behind it (api_port + 1, + 2).
+    api_port = free_port_run(3, also_plus=(), avoid={controller_port, redis_port})
     # Brokers, their internal listeners (+100), Kafka listeners (+200) and metrics ports (+1000).
-    first = free_port_run(3, also_plus=(100, 200, 1000), avoid={controller_port, api_port, redis_port})
+    first = free_port_run(3, also_plus=(100, 200, 1000), avoid={controller_port, redis_port, *range(api_port, api_port + 3)})
     # Usage refreshed every 5 s: a Spark job of the billing worker is likely running when it stops.
     env = {**os.environ, "TIDEWAY_HOME": str(tmp_path / "home"), "TIDEWAY_LOG_LEVEL": "INFO", "TIDEWAY_USAGE_REFRESH_S": "5"}
     for name in ("DATABASE_URL", "TIDEWAY_REDIS_URL", "TIDEWAY_CLUSTER_SECRET", "TIDEWAY_API_KEY", "TIDEWAY_SECRET_KEY"):
@@ -60,7 +61,7 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
 
     up = subprocess.Popen(
         [sys.executable, "-m", "tideway_server.cli.main", "up", "--controller-port", str(controller_port), "--first-broker-port", str(first),
-         "--api-port", str(api_port), "--redis-port", str(redis_port)],
+         "--api-port", str(api_port), "--redis-port", str(redis_port), "--gateways", "2"],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     try:
@@ -195,6 +196,20 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
         produced = cli("produce", "--bootstrap", bootstrap, "--topic", "demo", "--acks", "all",
                        input_bytes=b"after the restart\n")
         assert produced.returncode == 0, produced.stderr
+
+        # Two gateways behind HAProxy: a gateway that dies is out of the balancer's rotation at once (the publish
+        # through the balancer succeeds) and is restarted.
+        assert deployment["gateways"] == [f"http://127.0.0.1:{api_port + i}" for i in (1, 2)]
+        gateway_pid = _pid_listening_on(api_port + 1)
+        os.kill(gateway_pid, signal.SIGKILL)
+        with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", headers={"Authorization": f"Bearer {key}"}, timeout=60) as api:
+            for _ in range(4):
+                published = api.post("/api/v1/queues/demo/messages", json={"messages": [{"value": "one gateway down"}]})
+                assert published.status_code == 200, published.text
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _pid_listening_on(api_port + 1) in (None, gateway_pid):
+            time.sleep(0.2)
+        assert _pid_listening_on(api_port + 1) not in (None, gateway_pid), "gateway 1 was not restarted"
     finally:
         up.send_signal(signal.SIGINT)
         output = up.communicate(timeout=60)[0].decode()
@@ -202,6 +217,7 @@ def test_up_runs_a_cluster_that_status_and_the_cli_can_use(tmp_path):
     assert "stopped" in output
     assert "broker-3 exited with -9" in output and "broker-3 restarted (pid" in output
     assert "demo tenant 'demo' with queue 'demo', API key tw_" in output
+    assert f"behind HAProxy on 127.0.0.1:{api_port}" in output
     assert "/console/   user 'demo', password in" in output
     assert "development-only" not in output and (tmp_path / "home" / "cluster-secret").read_text().strip() not in output
     for i in (1, 2, 3):  # every broker shut down cleanly (flushed, checkpointed)

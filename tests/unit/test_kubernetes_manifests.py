@@ -17,12 +17,16 @@ def test_three_broker_cluster_manifests():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in documents)
     assert kinds == [
         ("ConfigMap", "eu-1-config"),
+        ("Deployment", "eu-1-gateway"),
         ("NetworkPolicy", "eu-1-broker"),
         ("NetworkPolicy", "eu-1-controller"),
+        ("NetworkPolicy", "eu-1-gateway"),
         ("PodDisruptionBudget", "eu-1-broker"),
         ("PodDisruptionBudget", "eu-1-controller"),
+        ("PodDisruptionBudget", "eu-1-gateway"),
         ("Service", "eu-1-brokers"),
         ("Service", "eu-1-controllers"),
+        ("Service", "eu-1-gateway"),
         ("StatefulSet", "eu-1-broker"),
         ("StatefulSet", "eu-1-controller"),
     ]
@@ -66,6 +70,28 @@ def test_manifests_separate_the_listeners_enable_tls_and_keep_internal_ports_ins
     assert "TIDEWAY_CLUSTER_SECRET:" not in rendered  # the secret is never in a manifest
 
 
+def test_gateways_are_a_deployment_behind_a_service_sharing_the_signing_key_and_redis():
+    """Issue 45: N stateless gateways; the Service is the balancer; what they share comes from Secrets."""
+    spec = ClusterSpec(name="eu-1", gateways=3, api_hosts="api.example.com")
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(KubernetesProvisioner().render(spec))}
+    deployment = by_name[("Deployment", "eu-1-gateway")]["spec"]
+    assert deployment["replicas"] == 3
+    assert deployment["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pod = deployment["template"]["spec"]["containers"][0]
+    assert "tideway serve --listen 0.0.0.0:8000 --no-migrate" in pod["command"][-1]
+    secrets = {ref["secretRef"]["name"] for ref in pod["envFrom"] if "secretRef" in ref}
+    assert secrets == {"eu-1-cluster-secret", "tideway-database", "tideway-control-plane"}
+    env = {e["name"]: e["value"] for e in pod["env"]}
+    assert env == {"TIDEWAY_ENV": "production", "TIDEWAY_ALLOWED_HOSTS": "api.example.com"}
+    service = by_name[("Service", "eu-1-gateway")]["spec"]
+    assert service["selector"] == deployment["selector"]["matchLabels"] and "clusterIP" not in service
+    assert deployment["template"]["metadata"]["labels"]["tideway.io/control-plane"] == "true"  # may reach the controller
+    default_hosts = ClusterSpec(name="eu-1")
+    pod = next(d for d in KubernetesProvisioner().manifests(default_hosts) if d["kind"] == "Deployment")
+    hosts = next(e["value"] for e in pod["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "TIDEWAY_ALLOWED_HOSTS")
+    assert "*" not in hosts and "eu-1-gateway.tideway.svc" in hosts.split(",")
+
+
 def test_local_provisioner_plans_a_controller_and_each_broker(tmp_path):
     spec = ClusterSpec(name="local", brokers=3, controller_port=9500, first_broker_port=9501)
     plans = LocalProvisioner(home=tmp_path).plan(spec)
@@ -75,7 +101,7 @@ def test_local_provisioner_plans_a_controller_and_each_broker(tmp_path):
     assert LocalProvisioner(home=tmp_path).bootstrap(spec) == "127.0.0.1:9501,127.0.0.1:9502,127.0.0.1:9503"
 
 
-@pytest.mark.parametrize("values", [{"brokers": 0}, {"controllers": 9}, {"storage_gib": 0}, {"colour": "blue"}])
+@pytest.mark.parametrize("values", [{"brokers": 0}, {"controllers": 9}, {"storage_gib": 0}, {"gateways": 0}, {"colour": "blue"}])
 def test_bad_specs_are_refused(values):
     with pytest.raises(ValueError):
         ClusterSpec.from_dict("x", values)

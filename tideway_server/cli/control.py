@@ -58,6 +58,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--controller-port", type=int, default=9400, help="controller port (default %(default)s)")
     up.add_argument("--first-broker-port", type=int, default=9401, help="broker i listens on this + i - 1 (default %(default)s)")
     up.add_argument("--api-port", type=int, default=8000, help="port of the REST API and gateway on 127.0.0.1 (default %(default)s)")
+    up.add_argument("--gateways", type=int, default=1,
+                    help="number of API and gateway processes (default %(default)s); with 2 or more, HAProxy listens on "
+                         "--api-port and spreads requests over them, gateway i listening on --api-port + i")
     up.add_argument("--redis-port", type=int, default=9479,
                     help="port of the Redis started when TIDEWAY_REDIS_URL is unset or unreachable (default %(default)s)")
     up.set_defaults(handler=_run_up)
@@ -130,6 +133,9 @@ def _run_controller(args: argparse.Namespace) -> int:
 def _run_up(args: argparse.Namespace) -> int:
     from tideway_server.cli.django_setup import setup_django
 
+    if not 1 <= args.gateways <= 32:
+        raise SystemExit(f"tideway up: --gateways is 1 to 32, not {args.gateways}")
+
     home = tideway_home()
     home.mkdir(parents=True, exist_ok=True)
     os.environ["TIDEWAY_HOME"] = str(home)  # every process of the deployment finds its secrets there
@@ -147,7 +153,10 @@ def _run_up(args: argparse.Namespace) -> int:
     if redis_process is not None:
         processes.insert(0, ("redis", redis_process))  # stopped last
     api_address = f"127.0.0.1:{args.api_port}"
-    for name, command in (("api", ["tideway_server.cli.main", "serve", "--listen", api_address, "--no-migrate"]),
+    gateways = [api_address] if args.gateways == 1 else [f"127.0.0.1:{args.api_port + i}" for i in range(1, args.gateways + 1)]
+    serving = [(f"api-{i}" if len(gateways) > 1 else "api", ["tideway_server.cli.main", "serve", "--listen", address, "--no-migrate"])
+               for i, address in enumerate(gateways, start=1)]
+    for name, command in (*serving,
                           ("worker", ["celery", "-A", "tideway_server.controlplane", "worker", "-c", "1", "--without-mingle", "--without-gossip"]),
                           # Lag looks and alert rules, every few seconds: never behind a redrive or a Spark job.
                           ("monitoring", ["celery", "-A", "tideway_server.controlplane", "worker", "-Q", "monitoring", "-c", "1",
@@ -161,6 +170,15 @@ def _run_up(args: argparse.Namespace) -> int:
                                                  start_new_session=True)))
     from tideway_server.cli.supervisor import Supervisor
 
+    if len(gateways) > 1:
+        from tideway_server.cli.balancer import start_haproxy
+
+        with open(logs / "balancer.log", "ab") as log_file:
+            try:
+                processes.append(("balancer", start_haproxy(home / "haproxy.cfg", api_address, gateways, log_file=log_file)))
+            except SystemExit:
+                Supervisor(processes, logs).stop()
+                raise
     supervisor = Supervisor(processes, logs)  # a process that exits is restarted; the others keep serving
     controller_address = provisioner.controller_address(spec)
     brokers = [
@@ -172,7 +190,7 @@ def _run_up(args: argparse.Namespace) -> int:
     ]
     deployment = {"controller": controller_address, "brokers": brokers, "bootstrap": provisioner.bootstrap(spec),
                   "kafka_bootstrap": provisioner.kafka_bootstrap(spec),
-                  "api": f"http://{api_address}", "pid": os.getpid()}
+                  "api": f"http://{api_address}", "gateways": [f"http://{g}" for g in gateways], "pid": os.getpid()}
     (home / DEPLOYMENT_FILE).write_text(json.dumps(deployment, indent=2))
     try:
         demo_key = _demo_tenant(home, spec.brokers)
@@ -181,6 +199,9 @@ def _run_up(args: argparse.Namespace) -> int:
         raise
     print(f"Tideway is up (state in {home}, logs in {logs}):")
     print(f"  API         http://{api_address}/api/v1/   (docs http://{api_address}/api/docs/)")
+    if len(gateways) > 1:
+        print(f"  gateways    {', '.join(gateways)}   behind HAProxy on {api_address} ({home / 'haproxy.cfg'}, "
+              f"log {logs / 'balancer.log'})")
     print(f"  controller  {controller_address}")
     for broker in brokers:
         print(f"  broker {broker['id']}    {broker['address']}   internal {broker['internal']}   kafka {broker['kafka']}   "

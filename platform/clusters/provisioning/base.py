@@ -23,12 +23,16 @@ class ClusterSpec:
     cpu: str = "2"
     memory: str = "4Gi"
     replica_lag_time_max_ms: int = 10_000
+    gateways: int = 2  # Kubernetes: API and gateway pods behind their Service (the local deployment: `tideway up --gateways`)
+    api_hosts: str = ""  # Kubernetes: host names clients reach the gateways by, comma-separated (default: the Service's)
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 100:
             raise ValueError(f"a cluster has 1 to 100 brokers, not {self.brokers}")
         if not 1 <= self.controllers <= 5:
             raise ValueError(f"a cluster has 1 to 5 controllers, not {self.controllers}")
+        if not 1 <= self.gateways <= 100:
+            raise ValueError(f"a cluster has 1 to 100 gateways, not {self.gateways}")
         if self.storage_gib < 1:
             raise ValueError("storage_gib must be at least 1")
 

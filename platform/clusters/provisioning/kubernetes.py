@@ -35,16 +35,21 @@ METRICS_PORT = 9093
 INTERNAL_PORT = 9094
 KAFKA_PORT = 9095
 CONTROLLER_PORT = 9400
+GATEWAY_PORT = 8000
 TLS_DIRECTORY = "/etc/tideway/tls"
 RUN_AS = 10001  # the pods' user and group (not root; the image needs no user of its own)
 CONTROLLER_CPU, CONTROLLER_MEMORY = "500m", "1Gi"  # a controller holds the cluster's metadata, not its data
+GATEWAY_CPU, GATEWAY_MEMORY = "1", "1Gi"  # a gateway holds connections and short caches, no data
 
 
 class KubernetesProvisioner:
     kind = "kubernetes"
 
-    def __init__(self, database_secret: str = "tideway-database") -> None:
+    def __init__(self, database_secret: str = "tideway-database", control_plane_secret: str = "tideway-control-plane") -> None:
         self.database_secret = database_secret  # a Secret with DATABASE_URL, created by the operator
+        # A Secret with TIDEWAY_SECRET_KEY (signs browser tokens: the same for every gateway) and TIDEWAY_REDIS_URL
+        # (rate limits and dedup windows, shared by every gateway), created by the operator.
+        self.control_plane_secret = control_plane_secret
 
     def bootstrap(self, spec: ClusterSpec) -> str:
         service = f"{spec.name}-brokers.{spec.namespace}.svc"
@@ -197,8 +202,69 @@ class KubernetesProvisioner:
                              "ports": [{"port": CONTROLLER_PORT}]}],
             },
         }
+        gateway = self._gateways(spec, meta, labels, env_from, pod_security, container_security, tmp_volume, tmp_mount)
         return [config, headless, statefulset, budget, controller, controller_svc, controller_budget, broker_policy,
-                controller_policy]
+                controller_policy, *gateway]
+
+    def _gateways(self, spec: ClusterSpec, meta, labels: dict, env_from: list, pod_security: dict,
+                  container_security: dict, tmp_volume: dict, tmp_mount: dict) -> list[dict]:
+        """The API and data gateway: a Deployment of ``spec.gateways`` stateless pods behind a Service, which is
+        the balancer (keys and queues come from the database, rate limits and dedup windows from Redis, browser
+        tokens are signed with the shared TIDEWAY_SECRET_KEY: any pod takes any request). Plain HTTP inside the
+        cluster: an Ingress or a LoadBalancer in front of the Service ends TLS."""
+        name = f"{spec.name}-gateway"
+        gateway_labels = {**labels, "app.kubernetes.io/component": "gateway"}
+        service_hosts = f"{name},{name}.{spec.namespace}.svc,{name}.{spec.namespace}.svc.cluster.local"
+        deployment = {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(name, {"app.kubernetes.io/component": "gateway"}),
+            "spec": {
+                "replicas": spec.gateways, "selector": {"matchLabels": gateway_labels},
+                # One new pod up before one old one goes: never fewer gateways than asked for during a rollout.
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+                "template": {
+                    # tideway.io/control-plane: the management API reaches the controller (its NetworkPolicy).
+                    "metadata": {"labels": {**gateway_labels, "tideway.io/control-plane": "true"}},
+                    "spec": {
+                        "automountServiceAccountToken": False, "securityContext": pod_security,
+                        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                            "weight": 100,
+                            "podAffinityTerm": {"labelSelector": {"matchLabels": gateway_labels}, "topologyKey": "kubernetes.io/hostname"},
+                        }]}},
+                        "containers": [{
+                            "name": "gateway", "image": spec.image,
+                            "command": ["/bin/sh", "-c", f"exec tideway serve --listen 0.0.0.0:{GATEWAY_PORT} --no-migrate"],
+                            "envFrom": [*env_from, {"secretRef": {"name": self.database_secret}},
+                                        {"secretRef": {"name": self.control_plane_secret}}],
+                            "env": [{"name": "TIDEWAY_ENV", "value": "production"},
+                                    {"name": "TIDEWAY_ALLOWED_HOSTS", "value": spec.api_hosts or service_hosts}],
+                            "ports": [{"name": "http", "containerPort": GATEWAY_PORT}],
+                            "startupProbe": {"tcpSocket": {"port": GATEWAY_PORT}, "periodSeconds": 2, "failureThreshold": 60},
+                            "livenessProbe": {"tcpSocket": {"port": GATEWAY_PORT}, "periodSeconds": 10, "failureThreshold": 6},
+                            "readinessProbe": {"tcpSocket": {"port": GATEWAY_PORT}, "periodSeconds": 2, "failureThreshold": 2},
+                            "resources": {"requests": {"cpu": GATEWAY_CPU, "memory": GATEWAY_MEMORY},
+                                          "limits": {"memory": GATEWAY_MEMORY}},
+                            "securityContext": container_security,
+                            "volumeMounts": [tmp_mount],
+                        }],
+                        "volumes": [tmp_volume],
+                    },
+                },
+            },
+        }
+        service = {
+            "apiVersion": "v1", "kind": "Service", "metadata": meta(name, {"app.kubernetes.io/component": "gateway"}),
+            "spec": {"selector": gateway_labels, "ports": [{"name": "http", "port": GATEWAY_PORT, "targetPort": "http"}]},
+        }
+        budget = {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(name),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": gateway_labels}},
+        }
+        policy = {
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta(name),
+            "spec": {"podSelector": {"matchLabels": gateway_labels}, "policyTypes": ["Ingress"],
+                     "ingress": [{"ports": [{"port": GATEWAY_PORT}]}]},  # tenants' keys and tokens, on every request
+        }
+        return [deployment, service, budget, policy]
 
     def render(self, spec: ClusterSpec) -> str:
         """All manifests as one multi-document YAML stream, ready for ``kubectl apply -f -``."""
