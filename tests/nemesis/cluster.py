@@ -70,16 +70,18 @@ def links_file(home: Path) -> Path:
 
 def start_hosted_cluster(home: Path, network: Network, *, brokers: int = 3, slow_links: bool = False) -> HostedCluster:
     """Controller and brokers on hosts of their own; returns once every broker is alive and TOPIC is created,
-    every replica in sync. ``slow_links``: the brokers' connections to each other's internal listeners go
-    through link proxies, which links_file() slows."""
+    every replica in sync. ``slow_links``: the brokers' connections to each other's internal listeners and to the
+    controller, and the controller's to the brokers, go through link proxies, which links_file() slows."""
     controller_host = network.add_host("controller")
     timing = ["--lease-ms", "2000", "--broker-session-timeout-ms", str(SESSION_TIMEOUT_MS)]
     controller = ControllerProcess(home, "controller", extra_args=timing, host=controller_host).start()
+    if slow_links:  # the controller's connections to the brokers' internal listeners too
+        controller_host.slow_outgoing([BrokerProcess.HOSTED_INTERNAL_PORT], links_file(home))
     broker_processes = {}
     for i in range(1, brokers + 1):
         host = network.add_host(f"b{i}")
         if slow_links:
-            host.slow_outgoing([BrokerProcess.HOSTED_INTERNAL_PORT], links_file(home))
+            host.slow_outgoing([BrokerProcess.HOSTED_INTERNAL_PORT, controller.port], links_file(home))
         # Each broker's wall clock can be moved (libfaketime reads its offset from a file, a second at most
         # later); the monotonic clock, which timeouts use, stays the machine's, as on a host whose clock jumps.
         clock_file(home, i).write_text("+0\n")

@@ -105,7 +105,8 @@ NEMESES = {n.name: n for n in [
     Nemesis("paused-leader", "the leader of partition 0 paused (SIGSTOP) for 10 s", _stop_leader),
     Nemesis("paused-controller", "the controller paused (SIGSTOP) for 10 s", _stop_controller),
     Nemesis("clock-jump", "the wall clock of partition 0's leader jumped an hour forward", _clock_jump),
-    Nemesis("slow-links", "200 ms ± 100 ms each way and 5% loss between brokers", _slow_links, slow_links=True),
+    Nemesis("slow-links", "200 ms ± 100 ms each way and 5% loss between brokers and between the controller and "
+                         "the brokers", _slow_links, slow_links=True),
 ]}
 
 
