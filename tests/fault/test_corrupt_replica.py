@@ -8,8 +8,15 @@ only the CRC can tell.
 import signal
 import time
 
+import pytest
+
 from tideway.native import Consumer, Producer, TidewayClient
 from tideway.record.batch import BATCH_HEADER_BYTES, iter_batches
+
+# One database: the subject is the data plane; the controller's store on both databases is
+# tests/fault/test_cluster_failover.py's.
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
 
 TOPIC = "ledger"
 

@@ -11,8 +11,15 @@ acknowledged write for longer than the session timeout plus 3 seconds.
 import asyncio
 import time
 
+import pytest
+
 from tests.fault.test_cluster_failover import consume_everything
 from tideway.native import Producer, TidewayClient
+
+# One database: the subject is the data plane; the controller's store on both databases is
+# tests/fault/test_cluster_failover.py's.
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
 
 TOPIC = "orders"
 PARTITIONS = 3

@@ -12,6 +12,7 @@ import asyncio
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.fault.test_idempotent_failover import (
@@ -22,6 +23,11 @@ from tests.fault.test_idempotent_failover import (
 )
 from tests.harness.processes import OPERATOR_KEY
 from tests.kafka.clients import confluent_config
+
+# One database: the subject is the data plane; the controller's store on both databases is
+# tests/fault/test_cluster_failover.py's.
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
 
 ROUNDS = 3
 
