@@ -67,7 +67,8 @@ def test_operators_manage_tenants_plans_and_clusters(control_plane):
                                                                   "spec": {"brokers": 3, "storage_gib": 500}})
         assert registered.status_code == 201, registered.text
         manifests = list(yaml.safe_load_all(api.get("/api/v1/operator/clusters/eu-west-1/manifests").text))
-        assert {d["kind"] for d in manifests} == {"ConfigMap", "Service", "StatefulSet", "PodDisruptionBudget", "NetworkPolicy"}
+        assert {d["kind"] for d in manifests} == {"ConfigMap", "Service", "StatefulSet", "Deployment", "PodDisruptionBudget",
+                                                  "NetworkPolicy"}
         bad = api.post("/api/v1/operator/clusters/", json={"name": "bad", "spec": {"brokers": 0}})
         assert bad.status_code == 400 and bad.json()["code"] == "invalid_request"
     with control_plane.client(key) as tenant_api:
