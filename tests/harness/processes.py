@@ -102,7 +102,10 @@ class RedisProcess:
         home.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             on_host(host, ["redis-server", "--bind", address, "--port", str(self.port), "--save", "", "--appendonly", "no",
-                       "--dir", str(home), "--logfile", str(home / "redis.log")]),
+                       "--dir", str(home), "--logfile", str(home / "redis.log"),
+                       # On a host of its own its clients are not on loopback: protected mode would refuse them
+                       # (the network is the test's private bridge).
+                       *(["--protected-mode", "no"] if host is not None else [])]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_for_port(self.port, timeout_s=20, process=self.process, address=address)

@@ -322,6 +322,12 @@ class Controller:
             log.error("broker %d refused the controller's cluster credentials: %s", broker.node_id, exc)
         except (errors.TidewayError, OSError) as exc:
             log.debug("push to broker %d failed: %s", broker.node_id, exc)
+            # A push that got no answer leaves its bytes in the connection's send queue: after a network
+            # partition heals, TCP retransmits them only after its backoff (tens of seconds after a long cut),
+            # and every later push waits behind them. A new connection carries the next push at once.
+            stale = self._connections.pop(broker.node_id, None)
+            if stale is not None:
+                stale.close()
 
     # -- requests --------------------------------------------------------------------------------
 
