@@ -31,7 +31,8 @@ from tideway.protocol.messages import ApiKey
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
-INPUTS = int(os.environ.get("TIDEWAY_TXN_FAULT_INPUTS", "20000"))
+# 10,000 leave every fault (one per tenth of the inputs) with inputs to spare; TIDEWAY_TXN_FAULT_INPUTS=100000 for a long run.
+INPUTS = int(os.environ.get("TIDEWAY_TXN_FAULT_INPUTS", "10000"))
 PARTITIONS = 3
 TRANSACTIONAL_ID = "enricher"
 # How long each transaction (of up to 100 inputs) stays open with its outputs written, where a kill hurts most.
