@@ -102,7 +102,7 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str, cluster=None, 
             status=QueueStatus.CREATING,
         )
         for field in ("compaction", "visibility_timeout_ms", "max_deliveries", "delivery_delay_ms", "fifo",
-                      "schema_subject", "schema_encoding"):
+                      "schema_subject", "schema_encoding", "sqs_settings"):
             if values.get(field) is not None:
                 setattr(queue, field, values[field])
         if live and queue.replication_factor > live:
@@ -223,7 +223,7 @@ def _delete_topics(queue: Queue) -> None:
 
 
 _MUTABLE = ("partitions", "retention_ms", "retention_bytes", "compaction", "max_message_bytes", "visibility_timeout_ms",
-            "max_deliveries", "delivery_delay_ms", "schema_subject", "schema_encoding")
+            "max_deliveries", "delivery_delay_ms", "schema_subject", "schema_encoding", "sqs_settings")
 
 
 def _audit_values(queue: Queue) -> dict:

@@ -32,6 +32,9 @@ class Queue(models.Model):
     # A schema every message must match ("" = none), and how messages carry it.
     schema_subject = models.CharField(max_length=255, blank=True, default="")
     schema_encoding = models.CharField(max_length=10, choices=SchemaEncoding.choices, default=SchemaEncoding.CONFLUENT)
+    # What SQS knows of a queue and Tideway's queue model does not (the SQS endpoint, docs/sqs.md): its receive
+    # wait, content-based deduplication, tags.
+    sqs_settings = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
