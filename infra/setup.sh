@@ -27,6 +27,8 @@ command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
 command -v haproxy >/dev/null 2>&1 || apt_missing+=(haproxy)
 # libfaketime jumps one broker's wall clock in the clock nemesis.
 command -v faketime >/dev/null 2>&1 || apt_missing+=(faketime)
+# The SQS endpoint's tests speak the query protocol with Debian's boto3 1.26 (outside the virtualenv).
+/usr/bin/python3 -c 'import boto3' 2>/dev/null || apt_missing+=(python3-boto3)
 # Spark (PySpark) runs on a JVM: Java 17 or newer.
 command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 if [ ${#apt_missing[@]} -gt 0 ]; then
