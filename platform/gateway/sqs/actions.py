@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tideway_server.gateway.errors import GatewayError
-from tideway_server.gateway.sqs import messages, queues
+from tideway_server.gateway.sqs import messages, moves, queues
 from tideway_server.gateway.sqs.common import Context, as_sqs
 from tideway_server.gateway.sqs.protocol import SqsError
 
@@ -12,6 +12,9 @@ ACTIONS = {
     "GetQueueAttributes": queues.get_queue_attributes, "SetQueueAttributes": queues.set_queue_attributes,
     "DeleteQueue": queues.delete_queue, "PurgeQueue": queues.purge_queue,
     "TagQueue": queues.tag_queue, "UntagQueue": queues.untag_queue, "ListQueueTags": queues.list_queue_tags,
+    "ListDeadLetterSourceQueues": queues.list_dead_letter_source_queues,
+    "StartMessageMoveTask": moves.start_message_move_task, "ListMessageMoveTasks": moves.list_message_move_tasks,
+    "CancelMessageMoveTask": moves.cancel_message_move_task,
     "SendMessage": messages.send_message, "SendMessageBatch": messages.send_message_batch,
     "ReceiveMessage": messages.receive_message,
     "DeleteMessage": messages.delete_message, "DeleteMessageBatch": messages.delete_message_batch,

@@ -117,7 +117,9 @@ def _attributes_as_headers(attributes) -> dict[str, str]:
 
 
 def _attributes_of(headers: list[tuple[str, bytes | None]]) -> dict[str, dict]:
-    values = {name: (value or b"").decode(errors="replace") for name, value in headers}
+    # Tideway's own headers (dead-letter bookkeeping) are not the sender's attributes.
+    values = {name: (value or b"").decode(errors="replace") for name, value in headers
+              if not name.startswith("tideway-") or name == TYPES_HEADER}
     types = {}
     if TYPES_HEADER in values:
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 
 from asgiref.sync import sync_to_async
@@ -27,8 +28,9 @@ MAX_TAGS = 50
 # Attribute -> (low, high) of those that are integers in seconds or bytes.
 _RANGES = {"VisibilityTimeout": (1, 43_200), "DelaySeconds": (0, 900), "MaximumMessageSize": (1_024, 1_048_576),
            "MessageRetentionPeriod": (60, 1_209_600), "ReceiveMessageWaitTimeSeconds": (0, 20)}
-_SETTABLE = {*_RANGES, "ContentBasedDeduplication", "RedriveAllowPolicy", "DeduplicationScope",
+_SETTABLE = {*_RANGES, "ContentBasedDeduplication", "RedrivePolicy", "RedriveAllowPolicy", "DeduplicationScope",
              "FifoThroughputLimit", "SqsManagedSseEnabled"}
+NO_REDRIVE_DELIVERIES = 1_000  # without a RedrivePolicy: the most deliveries Tideway allows (SQS: no limit)
 _READ_ONLY = {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed",
               "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn"}
 
@@ -88,6 +90,8 @@ def _values(attributes: dict, *, fifo: bool, creating: bool) -> tuple[dict, dict
         elif name == "SqsManagedSseEnabled":
             if value.lower() not in ("true", "false"):
                 raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}.")
+        elif name == "RedrivePolicy":
+            sqs["redrive_policy"] = value  # resolved by _redrive (it names another queue)
         else:  # RedriveAllowPolicy: kept and shown
             sqs["redrive_allow_policy"] = value
     return values, sqs
@@ -108,6 +112,7 @@ async def create_queue(ctx: Context, params: dict) -> dict:
     if not ctx.caller.may_touch(name):
         raise SqsError("AccessDenied", f"this API key may not touch queue {name!r} (its queue patterns)")
     values, sqs = _values(attributes, fifo=fifo, creating=True)
+    values.update(await _redrive(ctx, sqs.pop("redrive_policy", ""), fifo=fifo, name=name))
     tags = _tags(params.get("tags") or params.get("Tags") or {})
     if tags:
         sqs["tags"] = tags
@@ -130,6 +135,41 @@ async def create_queue(ctx: Context, params: dict) -> dict:
     return {"QueueUrl": ctx.queue_url(name)}
 
 
+async def _redrive(ctx: Context, policy: str, *, fifo: bool, name: str) -> dict:
+    """The queue settings a RedrivePolicy ("" removes it) stands for: the dead-letter queue and the deliveries."""
+    if not policy:
+        return {"dead_letter_queue_id": None, "max_deliveries": NO_REDRIVE_DELIVERIES}
+    try:
+        parsed = json.loads(policy)
+        target, count = parsed["deadLetterTargetArn"], int(parsed["maxReceiveCount"])
+    except (ValueError, KeyError, TypeError):
+        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy "
+                       "is not a valid JSON map of deadLetterTargetArn and maxReceiveCount.") from None
+    if not 1 <= count <= 1000:
+        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Invalid value "
+                       "for maxReceiveCount: must be an integer from 1 to 1000.")
+    target_name = _name_in_arn(ctx, str(target))
+    dead = await catalog.queue_named(ctx.caller.tenant_id, target_name) if target_name else None
+    if dead is None or not dead.is_queue or not ctx.caller.may_touch(target_name):
+        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Dead letter "
+                       "target does not exist.")
+    if target_name == name:
+        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: a queue cannot "
+                       "be its own dead-letter queue.")
+    if dead.fifo != fifo:
+        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter "
+                       "target owner should be the same queue type (FIFO or standard).")
+    return {"dead_letter_queue_id": dead.id, "max_deliveries": count}
+
+
+def _name_in_arn(ctx: Context, arn: str) -> str | None:
+    """The queue name of an ARN of the caller's account (any other account's queues do not exist for it)."""
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[:3] != ["arn", "aws", "sqs"] or parts[4] != ctx.account:
+        return None
+    return parts[5]
+
+
 def _differs(queue: QueueInfo, values: dict, sqs: dict) -> bool:
     current = {"visibility_timeout_ms": queue.visibility_timeout_ms, "max_message_bytes": queue.max_message_bytes}
     if any(field in current and current[field] != value for field, value in values.items()):
@@ -147,6 +187,7 @@ def _create(ctx: Context, name: str, fifo: bool, values: dict, sqs: dict) -> Non
               "max_message_bytes": min(DEFAULT_MAX_MESSAGE_BYTES, ctx.caller.limits.max_message_bytes), **values,
               "sqs_settings": sqs}
     values.setdefault("retention_ms", 4 * 24 * 3600 * 1000)  # SQS's default, 4 days
+    values.setdefault("max_deliveries", NO_REDRIVE_DELIVERIES)
     try:
         do_create_queue(tenant, values, acting=ctx.caller.principal.actor)
     except ActionError as exc:
@@ -213,6 +254,9 @@ async def get_queue_attributes(ctx: Context, params: dict) -> dict:
         "LastModifiedTimestamp": str(int(row["updated"].timestamp())),
         "SqsManagedSseEnabled": "false",
     }
+    if row["dead_letter_queue__name"]:
+        values["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": ctx.arn(row["dead_letter_queue__name"]),
+                                              "maxReceiveCount": row["max_deliveries"]})
     if "redrive_allow_policy" in settings:
         values["RedriveAllowPolicy"] = settings["redrive_allow_policy"]
     if queue.fifo:
@@ -253,13 +297,16 @@ def _queue_row(queue_id: int) -> dict:
     from tideway_server.topics.models import Queue
 
     close_old_connections()
-    return Queue.objects.filter(pk=queue_id).values("created", "updated", "retention_ms", "delivery_delay_ms").get()
+    return Queue.objects.filter(pk=queue_id).values("created", "updated", "retention_ms", "delivery_delay_ms",
+                                                    "max_deliveries", "dead_letter_queue__name").get()
 
 
 async def set_queue_attributes(ctx: Context, params: dict) -> dict:
     queue = await queue_of(ctx, params)
     operations.require_scope(ctx.caller, "manage")
     values, sqs = _values(params.get("Attributes") or {}, fifo=queue.fifo, creating=False)
+    if "redrive_policy" in sqs:
+        values.update(await _redrive(ctx, sqs.pop("redrive_policy"), fifo=queue.fifo, name=queue.name))
     await sync_to_async(_update)(ctx, queue, values, sqs)
     return {}
 
@@ -338,3 +385,30 @@ async def list_queue_tags(ctx: Context, params: dict) -> dict:
     queue = await queue_of(ctx, params)
     tags = queue_settings(queue).get("tags", {})
     return {"Tags": tags} if tags else {}
+
+
+async def list_dead_letter_source_queues(ctx: Context, params: dict) -> dict:
+    queue = await queue_of(ctx, params)
+    limit = integer(params, "MaxResults", 1, 1000)
+    names = await sync_to_async(_sources)(queue.id)
+    names = [n for n in names if ctx.caller.may_touch(n)]
+    after = str(params.get("NextToken") or "")
+    if after:
+        try:
+            after = base64.urlsafe_b64decode(after.encode()).decode()
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise invalid("Invalid NextToken value.") from None
+        names = [n for n in names if n > after]
+    page = names[:limit or 1000]
+    answer: dict = {"queueUrls": [ctx.queue_url(n) for n in page]}
+    if limit and len(names) > limit:
+        answer["NextToken"] = base64.urlsafe_b64encode(page[-1].encode()).decode()
+    return answer
+
+
+def _sources(queue_id: int) -> list[str]:
+    from django.db import close_old_connections
+    from tideway_server.topics.models import Queue
+
+    close_old_connections()
+    return list(Queue.objects.filter(dead_letter_queue_id=queue_id).order_by("name").values_list("name", flat=True))

@@ -1,3 +1,4 @@
+import django.db.models.deletion
 from django.db import migrations, models
 
 
@@ -9,5 +10,11 @@ class Migration(migrations.Migration):
             model_name="queue",
             name="sqs_settings",
             field=models.JSONField(blank=True, default=dict),
+        ),
+        migrations.AddField(
+            model_name="queue",
+            name="dead_letter_queue",
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL,
+                                    related_name="dead_letter_sources", to="topics.queue"),
         ),
     ]
