@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import threading
 import time
 
@@ -270,3 +271,53 @@ def test_revoking_the_key_or_its_aws_credentials_stops_them(plane):
     time.sleep(4)
     boto3_client(plane, renewed).list_queues()
     base64.b64decode(renewed["secret_access_key"] + "==")
+
+
+def test_messages_past_max_receive_count_go_to_the_dead_letter_queue_and_a_move_task_brings_them_back(sqs):
+    dlq = sqs.create_queue(QueueName="jobs-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2}
+    url = sqs.create_queue(QueueName="jobs", Attributes={"VisibilityTimeout": "1",
+                                                         "RedrivePolicy": json.dumps(policy)})["QueueUrl"]
+    shown = json.loads(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"]["RedrivePolicy"])
+    assert shown == policy
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [url]
+    bodies = {f"job {i}" for i in range(20)}
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"job {i}"} for i in range(10)])
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"job {i}"} for i in range(10, 20)])
+    # Received and never deleted: each comes back after its second second of invisibility, twice, then is dead.
+    receives: dict[str, int] = {}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+        for message in got:
+            receives[message["Body"]] = receives.get(message["Body"], 0) + 1
+        if not got and receives and all(count >= 2 for count in receives.values()) and len(receives) == 20:
+            dead = _counts(sqs, dlq)[0]
+            if dead == 20:
+                break
+    assert receives == {body: 2 for body in bodies}, receives
+    assert _counts(sqs, dlq) == (20, 0, 0) and _counts(sqs, url) == (0, 0, 0)
+
+    task = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=50)["TaskHandle"]
+    assert task
+    deadline = time.monotonic() + 60
+    status = None
+    while time.monotonic() < deadline:
+        [status] = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+        if status["Status"] != "RUNNING":
+            break
+        time.sleep(0.5)
+    assert status["Status"] == "COMPLETED" and status["ApproximateNumberOfMessagesMoved"] == 20, status
+    assert status["ApproximateNumberOfMessagesToMove"] == 20
+    back = set()
+    deadline = time.monotonic() + 30
+    while back != bodies and time.monotonic() < deadline:
+        for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
+            back.add(message["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert back == bodies
+    assert _counts(sqs, dlq) == (0, 0, 0)
+    with pytest.raises(ClientError) as refused:  # not a dead-letter queue of any queue
+        sqs.start_message_move_task(SourceArn=dlq_arn.replace("jobs-dlq", "jobs"))
+    assert _code(refused.value) == "InvalidParameterValue"
