@@ -72,8 +72,7 @@ def sqs_move_messages(source_id: int, destination_id: int | None, rate_per_s: in
                     headers = dict(message.headers)
                     origin = (headers.get("tideway-dlq-origin-topic") or b"").decode()
                     target = destination or (namespace + origin if origin else None)
-                    if target is None:  # not a dead letter: nowhere to move it back to; leave it
-                        await consumer.nack([message], delay_ms=0)
+                    if target is None:  # not a dead letter: nowhere to move it back to (its lock lapses later)
                         continue
                     kept = [(k, v) for k, v in message.headers if k not in DLQ_HEADERS and k != DEADLINE_HEADER]
                     await (await producer.send(target, message.value, key=message.key, headers=kept))

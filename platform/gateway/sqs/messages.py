@@ -268,7 +268,7 @@ async def receive_message(ctx: Context, params: dict) -> dict:
     queue = await queue_of(ctx, params)
     operations.require_scope(ctx.caller, "consume")
     count = integer(params, "MaxNumberOfMessages", 1, 10, default=1)
-    settings = await queue_settings(queue)
+    settings = queue_settings(queue)
     wait = integer(params, "WaitTimeSeconds", 0, 20, default=settings.get("receive_wait_seconds", 0))
     visibility = integer(params, "VisibilityTimeout", 0, 43_200)
     if visibility == 0:
@@ -384,5 +384,5 @@ async def change_message_visibility_batch(ctx: Context, params: dict) -> dict:
 
 
 async def _fifo_settings(queue: QueueInfo) -> tuple[bool, bool]:
-    settings = await queue_settings(queue)
+    settings = queue_settings(queue)
     return settings.get("fifo", False), settings.get("content_based_deduplication", False)

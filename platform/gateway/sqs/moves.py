@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from tideway_server.gateway import catalog, limits, operations
 from tideway_server.gateway.sqs.common import Context, integer, required
 from tideway_server.gateway.sqs.protocol import SqsError, invalid
+from tideway_server.gateway.sqs.queues import counts
 
 KEPT_S = 24 * 3600
 MAX_RATE = 500
@@ -55,7 +56,7 @@ async def start_message_move_task(ctx: Context, params: dict) -> dict:
         if state and state[b"status"] in (b"RUNNING", b"CANCELLING"):
             raise SqsError("UnsupportedOperation", "There is already a task running for this source queue. Only one "
                            "active task is allowed for each source queue ARN at a given time.")
-    to_move = sum(end - start for start, end in await operations.queue_extent(source))
+    to_move = int((await counts(ctx, source))["ApproximateNumberOfMessages"])
     handle = uuid.uuid4().hex
     state = {"status": "RUNNING", "source_arn": ctx.arn(source.name),
              "destination_arn": ctx.arn(destination.name) if destination else "", "rate": rate, "moved": 0,

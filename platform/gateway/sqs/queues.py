@@ -266,12 +266,12 @@ async def get_queue_attributes(ctx: Context, params: dict) -> dict:
                       FifoThroughputLimit=settings.get("FifoThroughputLimit", "perQueue"))
     if names & {"All", "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                 "ApproximateNumberOfMessagesDelayed"}:
-        values.update(await _counts(ctx, queue))
+        values.update(await counts(ctx, queue))
     wanted = values if "All" in names else {n: v for n, v in values.items() if n in names}
     return {"Attributes": wanted}
 
 
-async def _counts(ctx: Context, queue: QueueInfo) -> dict[str, str]:
+async def counts(ctx: Context, queue: QueueInfo) -> dict[str, str]:
     """SQS's approximate counts from the queue group's real state: visible (neither locked, delayed nor on its way
     to the dead letters), locked (in flight) and delayed."""
     try:
