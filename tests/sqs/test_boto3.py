@@ -119,14 +119,25 @@ def test_visibility_changes_and_the_counts_follow_the_queue(sqs):
     sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=30)
     # Before any receive the group has read nothing: every message counts as waiting (delayed ones too).
     assert sum(_counts(sqs, url)) == 4
-    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, AttributeNames=["All"])["Messages"][0]
-    assert first["Attributes"]["ApproximateReceiveCount"] == "1" and first["Body"] == "v0"
+    got = []
     deadline = time.monotonic() + 10
-    while _counts(sqs, url) != (2, 1, 1) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _counts(sqs, url) == (2, 1, 1)
+    while len(got) < 3 and time.monotonic() < deadline:
+        got += sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
+                                   AttributeNames=["All"]).get("Messages", [])
+    assert sorted(m["Body"] for m in got) == ["v0", "v1", "v2"]
+    assert all(m["Attributes"]["ApproximateReceiveCount"] == "1" for m in got)
+
+    def counts_become(expected) -> tuple:
+        deadline = time.monotonic() + 10
+        while _counts(sqs, url) != expected and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return _counts(sqs, url)
+
+    assert counts_become((0, 3, 1)) == (0, 3, 1)
+    first = got[0]
     # Visible again at once, received a second time; then held 60 s more.
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    assert counts_become((1, 2, 1)) == (1, 2, 1)
     again = None
     deadline = time.monotonic() + 10
     while again is None and time.monotonic() < deadline:
