@@ -27,6 +27,11 @@ command -v nft >/dev/null 2>&1 || apt_missing+=(nftables)
 command -v haproxy >/dev/null 2>&1 || apt_missing+=(haproxy)
 # libfaketime jumps one broker's wall clock in the clock nemesis.
 command -v faketime >/dev/null 2>&1 || apt_missing+=(faketime)
+# The SQS endpoint's tests speak the query protocol with Debian's boto3 1.26 (outside the virtualenv).
+/usr/bin/python3 -c 'import boto3' 2>/dev/null || apt_missing+=(python3-boto3)
+# ... and with the AWS JavaScript SDK under Node.js (npm installs it in tests/sqs/js, below).
+command -v node >/dev/null 2>&1 || apt_missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || apt_missing+=(npm)
 # Spark (PySpark) runs on a JVM: Java 17 or newer.
 command -v java >/dev/null 2>&1 || apt_missing+=(default-jre-headless)
 if [ ${#apt_missing[@]} -gt 0 ]; then
@@ -48,4 +53,9 @@ echo "setup: installing Tideway into .venv (pip install -e ./tideway -e '.[dev]'
 # The C record decoder is optional to the client's build (tideway/pyproject.toml): say so when it did not compile.
 .venv/bin/python -c 'import tideway.record._records' 2>/dev/null \
     || echo "setup: WARNING: the C record decoder (tideway/record/_records.c) did not build; records decode in Python, about ten times slower" >&2
+# The AWS JavaScript SDK for the SQS endpoint's tests, pinned by tests/sqs/js/package-lock.json.
+if [ ! -d tests/sqs/js/node_modules/@aws-sdk/client-sqs ]; then
+    echo "setup: installing @aws-sdk/client-sqs (npm ci in tests/sqs/js)" >&2
+    (cd tests/sqs/js && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "setup: done" >&2

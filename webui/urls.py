@@ -62,6 +62,7 @@ urlpatterns = [
     path("keys", keys.keys),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/revoke$", keys.revoke),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/rotate$", keys.rotate),
+    re_path(r"^keys/(?P<prefix>[0-9a-f]{1,16})/aws-credentials$", keys.aws_credentials),
     path("queues", queues.queue_list),
     path("create-queue", queues.queue_create),
     path("queue-figures", queues.queue_figures),  # not under queues/ either  # not under queues/: a queue may be named "new"

@@ -215,6 +215,8 @@ if PRODUCTION and not TIDEWAY_SERVICE_KEY and not os.environ.get("TIDEWAY_CLUSTE
     raise ImproperlyConfigured("TIDEWAY_SERVICE_KEY (or TIDEWAY_CLUSTER_SECRET) must be set when TIDEWAY_ENV=production")
 
 # The gateway reads a publish body of at most this many bytes (1,000 messages and their JSON).
+# The SQS endpoint (/sqs/, docs/sqs.md): the region clients sign for and that ARNs name.
+TIDEWAY_SQS_REGION = os.environ.get("TIDEWAY_SQS_REGION", "us-east-1")
 GATEWAY_MAX_BODY_BYTES = int(os.environ.get("TIDEWAY_GATEWAY_MAX_BODY_BYTES", 16 << 20))
 DATA_UPLOAD_MAX_MEMORY_SIZE = GATEWAY_MAX_BODY_BYTES
 

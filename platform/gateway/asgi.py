@@ -21,6 +21,7 @@ from django.urls import Resolver404, URLResolver
 from django.urls.resolvers import RegexPattern
 from tideway_server.controlplane.errors import ActionError
 from tideway_server.gateway.errors import GatewayError
+from tideway_server.gateway.sqs import endpoint as sqs_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ class GatewayHTTP:
         self.resolver = URLResolver(RegexPattern(r"^/api/v1/"), "tideway_server.gateway.urls")
 
     async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and sqs_endpoint.PATH.match(scope["path"]):
+            return await sqs_endpoint.serve(scope, receive, send)
         if scope["type"] != "http" or not GATEWAY_PATH.match(scope["path"]):
             return await self.fallback(scope, receive, send)
         try:

@@ -56,16 +56,17 @@ class Caller:
 
 
 @dataclass(frozen=True)
-class _KeyRow:
+class KeyRow:
     secret_sha256: str
     revoked: bool
     caller: Caller
+    aws_credentials_salt: str = ""  # "" = no AWS credentials (tenants/aws_credentials.py)
 
 
-_keys: dict[str, tuple[float, _KeyRow | None]] = {}
+_keys: dict[str, tuple[float, KeyRow | None]] = {}
 
 
-def _load_key(prefix: str) -> _KeyRow | None:
+def _load_key(prefix: str) -> KeyRow | None:
     from django.db import close_old_connections
     from tideway_server.tenants.models import ApiKey
 
@@ -82,10 +83,11 @@ def _load_key(prefix: str) -> _KeyRow | None:
     limits = Limits(plan.max_requests_per_s, plan.max_publish_bytes_per_s, plan.max_consume_bytes_per_s, plan.max_message_bytes)
     # A suspended tenant's keys are refused like revoked ones (within KEY_CACHE_SECONDS); so is an expired key.
     refused = row.refusal(now) is not None or row.tenant.suspended_at is not None
-    return _KeyRow(row.secret_sha256, refused, Caller(principal, limits))
+    return KeyRow(row.secret_sha256, refused, Caller(principal, limits), row.aws_credentials_salt)
 
 
-async def _key_row(prefix: str) -> _KeyRow | None:
+async def key_row(prefix: str) -> KeyRow | None:
+    """The key with this prefix as the gateway knows it (read at most once per KEY_CACHE_SECONDS), or None."""
     now = time.monotonic()
     cached = _keys.get(prefix)
     if cached is not None and cached[0] > now:
@@ -106,7 +108,7 @@ async def caller_for_key(key: str) -> Caller:
     if parts is None:
         raise GatewayError("invalid_credentials", "the API key is malformed (expected tw_<12 hex>_<secret>)")
     prefix, secret = parts
-    row = await _key_row(prefix)
+    row = await key_row(prefix)
     if row is None or not secret_matches(secret, row.secret_sha256):
         raise GatewayError("invalid_credentials", "the API key is not valid")
     if row.revoked:
@@ -133,7 +135,7 @@ async def caller_for_token(token: str) -> Caller:
         raise GatewayError("invalid_credentials", "the token is not valid") from None
     if payload.get("e", 0) < time.time():
         raise GatewayError("invalid_credentials", "the token has expired: get a new one with POST /api/v1/tokens")
-    row = await _key_row(str(payload.get("k", "")))
+    row = await key_row(str(payload.get("k", "")))
     if row is None or row.revoked:
         raise GatewayError("invalid_credentials", "the API key this token was obtained with was revoked or has expired")
     caller = row.caller

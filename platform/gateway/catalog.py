@@ -30,6 +30,8 @@ class QueueInfo:
     visibility_timeout_ms: int
     schema_subject: str
     schema_encoding: str
+    fifo: bool = False
+    sqs_settings: dict | None = None  # Queue.sqs_settings
 
     @property
     def is_queue(self) -> bool:
@@ -58,7 +60,8 @@ def _load(tenant_id: int, name: str) -> QueueInfo | None:
         id=row.pk, tenant_id=tenant_id, name=row.name, mode=row.mode, broker_topic=row.broker_topic,
         dead_letter_topic=row.dead_letter_topic, partitions=row.partitions, bootstrap=bootstrap_of(row.cluster),
         max_message_bytes=row.max_message_bytes, visibility_timeout_ms=row.visibility_timeout_ms,
-        schema_subject=row.schema_subject, schema_encoding=row.schema_encoding,
+        schema_subject=row.schema_subject, schema_encoding=row.schema_encoding, fifo=row.fifo,
+        sqs_settings=dict(row.sqs_settings or {}),
     )
 
 

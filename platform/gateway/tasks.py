@@ -1,4 +1,4 @@
-"""Background work of the gateway (Celery): dead-letter redrives at a rate."""
+"""Background work of the gateway (Celery): dead-letter redrives at a rate, SQS message move tasks."""
 
 from __future__ import annotations
 
@@ -32,3 +32,65 @@ def redrive_dead_letters(queue_id: int, rate_per_s: float, limit: int | None, se
     moved = asyncio.run(run())
     log.info("redrove %d dead letters of %s at up to %.1f/s", moved, queue, rate_per_s)
     return {"queue_id": queue_id, "moved": moved}
+
+
+@shared_task(name="gateway.sqs_move_messages")
+def sqs_move_messages(source_id: int, destination_id: int | None, rate_per_s: int, handle: str, tenant_id: int) -> dict:
+    """An SQS message move task (gateway/sqs/moves.py): receive the dead-letter queue's messages through its group
+    ``sqs``, publish each to its origin (or the destination) with acks=all, then delete it; until the queue has
+    nothing left to receive, the task is cancelled, or it fails. Progress in Redis as it goes."""
+    import redis
+    from django.conf import settings
+    from tideway_server.clusters.admin import bootstrap_of, broker_credentials
+    from tideway_server.gateway.sqs.moves import state_key
+    from tideway_server.topics.models import Queue
+
+    from tideway.native import Producer
+    from tideway.native.queue import DEADLINE_HEADER, QueueConsumer
+    from tideway.protocol.headers import DLQ_HEADERS
+    from tideway.protocol.names import TenantNames
+
+    source = Queue.objects.select_related("cluster").get(pk=source_id)
+    destination = Queue.objects.get(pk=destination_id).broker_topic if destination_id else None
+    bootstrap, credentials = bootstrap_of(source.cluster), broker_credentials()
+    db = redis.Redis.from_url(settings.TIDEWAY_REDIS_URL)
+    key = state_key(source_id, handle)
+    namespace = f"t{tenant_id}."
+
+    async def run() -> int:
+        moved, empty, interval = 0, 0, 1 / rate_per_s
+        async with TidewayClient(bootstrap, credentials=credentials) as client, \
+                Producer(client, acks="all", linger_ms=1) as producer, \
+                QueueConsumer(client, TenantNames(tenant_id).group("sqs", "queue"), source.broker_topic) as consumer:
+            while empty < 2:
+                if db.hget(key, "status") == b"CANCELLING":
+                    return moved
+                started = asyncio.get_running_loop().time()
+                messages = await consumer.receive(min(100, rate_per_s), wait_ms=1000, lock_ms=60_000)
+                empty = 0 if messages else empty + 1
+                for message in messages:
+                    headers = dict(message.headers)
+                    origin = (headers.get("tideway-dlq-origin-topic") or b"").decode()
+                    target = destination or (namespace + origin if origin else None)
+                    if target is None:  # not a dead letter: nowhere to move it back to (its lock lapses later)
+                        continue
+                    kept = [(k, v) for k, v in message.headers if k not in DLQ_HEADERS and k != DEADLINE_HEADER]
+                    await (await producer.send(target, message.value, key=message.key, headers=kept))
+                    await consumer.ack([message])
+                    moved += 1
+                db.hset(key, "moved", moved)
+                spent = asyncio.get_running_loop().time() - started
+                if messages and spent < len(messages) * interval:
+                    await asyncio.sleep(len(messages) * interval - spent)
+        return moved
+
+    try:
+        moved = asyncio.run(run())
+    except Exception as exc:
+        log.exception("SQS move task %s of %s failed", handle, source)
+        db.hset(key, mapping={"status": "FAILED", "failure": str(exc)[:500]})
+        raise
+    cancelled = db.hget(key, "status") == b"CANCELLING"
+    db.hset(key, mapping={"status": "CANCELLED" if cancelled else "COMPLETED", "moved": moved})
+    log.info("SQS move task %s moved %d messages of %s", handle, moved, source)
+    return {"moved": moved}

@@ -142,6 +142,33 @@ def do_revoke_api_key(key: ApiKey, *, acting: str) -> ApiKey:
     return key
 
 
+def do_issue_aws_credentials(key: ApiKey, *, acting: str) -> tuple[str, str]:
+    """AWS credentials acting as ``key`` on the SQS endpoint: (access key id, secret access key), the secret shown
+    only now. Issuing them again replaces them (the previous secret stops working)."""
+    import secrets
+
+    from tideway_server.tenants.aws_credentials import access_key_id, secret_access_key
+
+    refusal = key.refusal(timezone.now())
+    if refusal is not None:
+        raise ActionError("invalid_request", f"{refusal}: AWS credentials act as a live key")
+    with transaction.atomic():
+        replaced = bool(key.aws_credentials_salt)
+        key.aws_credentials_salt = secrets.token_hex(16)
+        key.save(update_fields=["aws_credentials_salt"])
+        audit.record(key.tenant, acting, "api_key.aws_credentials", key.prefix, name=key.name, replaced=replaced)
+    return access_key_id(key.prefix), secret_access_key(key.prefix, key.aws_credentials_salt)
+
+
+def do_revoke_aws_credentials(key: ApiKey, *, acting: str) -> ApiKey:
+    with transaction.atomic():
+        if key.aws_credentials_salt:
+            key.aws_credentials_salt = ""
+            key.save(update_fields=["aws_credentials_salt"])
+            audit.record(key.tenant, acting, "api_key.aws_credentials_revoke", key.prefix, name=key.name)
+    return key
+
+
 def do_add_member(tenant: Tenant, *, username: str, role: str, password: str | None = None, email: str = "",
                   acting: str) -> Membership:
     """Add a user (created when ``password`` is given and the user is new) to the tenant."""

@@ -102,7 +102,7 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str, cluster=None, 
             status=QueueStatus.CREATING,
         )
         for field in ("compaction", "visibility_timeout_ms", "max_deliveries", "delivery_delay_ms", "fifo",
-                      "schema_subject", "schema_encoding"):
+                      "schema_subject", "schema_encoding", "sqs_settings"):
             if values.get(field) is not None:
                 setattr(queue, field, values[field])
         if live and queue.replication_factor > live:
@@ -150,7 +150,8 @@ def _changes(queue: Queue, values: dict) -> dict:
                               details={"field": field})
     if queue.status != QueueStatus.READY:
         raise ActionError("queue_busy", f"queue {queue.name!r} is {queue.status}")
-    changed = {f: v for f, v in values.items() if f in _MUTABLE and v is not None and v != getattr(queue, f)}
+    changed = {f: v for f, v in values.items()
+               if f in _MUTABLE and (v is not None or f in _NULLABLE) and v != getattr(queue, f)}
     if "partitions" in changed and changed["partitions"] < queue.partitions:
         raise ActionError("partitions_cannot_shrink", f"queue {queue.name!r} has {queue.partitions} partitions; "
                           "the count can only grow", details={"field": "partitions"})
@@ -205,11 +206,14 @@ def do_update_queue(queue: Queue, values: dict, *, acting: str) -> Queue:
 
 
 def do_delete_queue(queue: Queue, *, acting: str) -> None:
-    """Delete a queue and its data (topic and dead-letter topic) from the brokers."""
+    """Delete a queue and its data (topic and dead-letter topic) from the brokers. Queues whose dead letters went
+    to it send them to their own dead-letter topics again."""
     with transaction.atomic():
         queue.status = QueueStatus.DELETING
         queue.save(update_fields=["status"])
         audit.record(queue.tenant, acting, "queue.delete", queue.name, broker_topic=queue.broker_topic)
+    for source in list(queue.dead_letter_sources.select_related("cluster")):
+        do_update_queue(source, {"dead_letter_queue_id": None}, acting=acting)
     _delete_topics(queue)
     queue.delete()
 
@@ -223,7 +227,9 @@ def _delete_topics(queue: Queue) -> None:
 
 
 _MUTABLE = ("partitions", "retention_ms", "retention_bytes", "compaction", "max_message_bytes", "visibility_timeout_ms",
-            "max_deliveries", "delivery_delay_ms", "schema_subject", "schema_encoding")
+            "max_deliveries", "delivery_delay_ms", "schema_subject", "schema_encoding", "sqs_settings",
+            "dead_letter_queue_id")
+_NULLABLE = ("dead_letter_queue_id",)  # None is a value of these (no dead-letter queue), not "unchanged"
 
 
 def _audit_values(queue: Queue) -> dict:

@@ -21,7 +21,7 @@ def broker_configs(queue) -> dict[str, str]:
             "queue.max.deliveries": str(queue.max_deliveries),
             "queue.delivery.delay.ms": str(queue.delivery_delay_ms),
             "queue.fifo": "true" if queue.fifo else "false",
-            "queue.dead.letter.topic": queue.dead_letter_topic,
+            "queue.dead.letter.topic": queue.dead_letter_target,
         })
     return configs
 

@@ -86,3 +86,28 @@ def test_the_api_rotates_a_key_and_takes_an_expiry(client, owner_a):
     assert old["expires_at"] is not None  # stopped now (grace 0)
     too_long = client.post(f"/api/v1/keys/{body['prefix']}/rotate", {"grace_s": 99 * 86400}, content_type="application/json", **auth)
     assert too_long.status_code == 400
+
+
+def test_aws_credentials_are_made_shown_once_replaced_and_revoked_from_the_keys_page(client, owner_a):
+    from tideway_server.tenants.actions import do_create_api_key
+    from tideway_server.tenants.aws_credentials import access_key_id, secret_access_key
+    from tideway_server.tenants.models import ApiKey, AuditEntry
+
+    user, tenant = owner_a
+    signed_in(client, user)
+    row, _key = do_create_api_key(tenant, name="sqs worker", scopes=["consume"], acting="test")
+    made = client.post(f"/console/keys/{row.prefix}/aws-credentials", follow=True).content.decode()
+    row.refresh_from_db()
+    secret = secret_access_key(row.prefix, row.aws_credentials_salt)
+    assert f'value="{access_key_id(row.prefix)}"' in made and f'value="{secret}"' in made and "not shown again" in made
+    again = client.get("/console/keys").content.decode()
+    assert secret not in again and access_key_id(row.prefix) in again  # the id stays listed, the secret is gone
+    client.post(f"/console/keys/{row.prefix}/aws-credentials", follow=True)
+    row.refresh_from_db()
+    assert secret_access_key(row.prefix, row.aws_credentials_salt) != secret  # replaced
+    client.post(f"/console/keys/{row.prefix}/aws-credentials", {"revoke": "1"})
+    row.refresh_from_db()
+    assert row.aws_credentials_salt == ""
+    assert list(AuditEntry.objects.filter(tenant=tenant, target=row.prefix).values_list("action", flat=True).order_by("id")) == [
+        "api_key.create", "api_key.aws_credentials", "api_key.aws_credentials", "api_key.aws_credentials_revoke"]
+    assert ApiKey.objects.get(pk=row.pk).revoked_at is None  # the key itself goes on

@@ -209,6 +209,8 @@ def _run_up(args: argparse.Namespace) -> int:
     print(f"  bootstrap   {deployment['bootstrap']}   (Kafka clients: {deployment['kafka_bootstrap']}, SASL/PLAIN with an "
           "API key as the password)")
     print(f"  WebSocket   ws://{api_address}/ws/v1/queues/NAME")
+    print(f"  SQS         http://{api_address}/sqs   (AWS SDKs; credentials: POST /api/v1/keys/PREFIX/aws-credentials, "
+          "docs/sqs.md)")
     print(f"  Redis       {os.environ['TIDEWAY_REDIS_URL']}   Celery worker log {logs / 'worker.log'}")
     print(f"  billing     usage and invoices every {os.environ.get('TIDEWAY_USAGE_REFRESH_S', '240')} s (Spark), "
           f"log {logs / 'billing.log'}")

@@ -1,4 +1,5 @@
-"""API keys: list (scopes, queue patterns, last used), create (the key shown once), revoke — the API's actions."""
+"""API keys: list (scopes, queue patterns, last used), create (the key shown once), rotate, revoke, and AWS
+credentials for the SQS endpoint (the secret shown once) — the API's actions."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ def _key_states(rows) -> list:
 @member_page(scope="manage", managers_only=True)
 def keys(request):
     from tideway_server.tenants.actions import do_create_api_key
+    from tideway_server.tenants.aws_credentials import access_key_id
     from tideway_server.tenants.models import ApiKey
 
     tenant = request.principal.tenant
     created, errors, form = request.session.pop("rotated_key", None), {}, {}
+    aws = request.session.pop("aws_credentials", None)
     if request.method == "POST":
         form = {"name": request.POST.get("name", "").strip()[:100], "scopes": request.POST.getlist("scopes"),
                 "queue_patterns": request.POST.get("queue_patterns", ""), "expires": request.POST.get("expires", "0")}
@@ -51,7 +54,9 @@ def keys(request):
             else:
                 created, form = {"name": row.name, "key": secret}, {}
     rows = _key_states(ApiKey.objects.filter(tenant=tenant).order_by("-created"))
-    return page(request, "keys.html", {"keys": rows, "created": created, "errors": errors, "form": form,
+    for row in rows:
+        row.aws_access_key_id = access_key_id(row.prefix) if row.aws_credentials_salt else ""
+    return page(request, "keys.html", {"keys": rows, "created": created, "errors": errors, "form": form, "aws": aws,
                                        "scopes": SCOPES, "expiries": EXPIRIES,
                                        "may_change": may_manage_members(request.principal)},
                 status=400 if errors else 200)
@@ -100,4 +105,31 @@ def revoke(request, prefix: str):
             word=row.name, word_label="the key's name", button="Revoke", cancel="/console/keys",
             error="" if request.method != "POST" else f"type the key's name ({row.name}) to revoke it")
     do_revoke_api_key(row, acting=request.principal.actor)
+    return redirect("/console/keys")
+
+
+@member_page(scope="manage", managers_only=True)
+def aws_credentials(request, prefix: str):
+    """POST: AWS credentials acting as this key on the SQS endpoint (new ones in place of any before); the secret
+    is shown once, on the keys page. POST with ``revoke``: the credentials stop working."""
+    from django.conf import settings
+    from tideway_server.tenants.actions import do_issue_aws_credentials, do_revoke_aws_credentials
+    from tideway_server.tenants.models import ApiKey
+
+    row = ApiKey.objects.filter(tenant=request.principal.tenant, prefix=prefix).select_related("tenant").first()
+    if row is None:
+        raise Http404(f"API key {prefix!r} does not exist")
+    if request.method != "POST":
+        return redirect("/console/keys")
+    if request.POST.get("revoke"):
+        do_revoke_aws_credentials(row, acting=request.principal.actor)
+        return redirect("/console/keys")
+    try:
+        access_key, secret = do_issue_aws_credentials(row, acting=request.principal.actor)
+    except ActionError as exc:
+        request.session["aws_credentials"] = {"error": exc.message}
+    else:
+        request.session["aws_credentials"] = {"name": row.name, "access_key_id": access_key, "secret": secret,
+                                              "region": settings.TIDEWAY_SQS_REGION,
+                                              "endpoint": request.build_absolute_uri("/sqs")}
     return redirect("/console/keys")

@@ -232,6 +232,15 @@ async def purge_queue(caller: Caller, queue: QueueInfo) -> dict:
     return {"purged": sum(p["purged"] for p in partitions), "partitions": partitions}
 
 
+async def queue_extent(queue: QueueInfo) -> list[tuple[int, int]]:
+    """(first offset, log end) of each partition of the queue."""
+    client = await pool.client(queue.bootstrap)
+    topic, numbers = queue.broker_topic, range(queue.partitions)
+    starts = await client.list_offsets([(topic, number, EARLIEST_TIMESTAMP) for number in numbers])
+    ends = await client.list_offsets([(topic, number, LATEST_TIMESTAMP) for number in numbers])
+    return [(starts[(topic, n)][0], ends[(topic, n)][0]) for n in numbers]
+
+
 async def redrive_job_exists(queue_id: int, job_id: str) -> bool:
     """Whether ``job_id`` is a redrive of this queue (its key outlives the job for REDRIVE_JOB_MEMORY_S)."""
     return bool(await limits.connection().exists(redrive_job_key(queue_id, job_id)))

@@ -53,13 +53,21 @@ class ApiKeySerializer(serializers.ModelSerializer):
         help_text="fnmatch patterns of queue names the key may touch (default: all)",
     )
 
+    aws_access_key_id = serializers.SerializerMethodField(
+        help_text="the access key id of the key's AWS credentials for the SQS endpoint (null: none issued)")
+
     class Meta:
         model = ApiKey
         fields = ["prefix", "name", "scopes", "queue_patterns", "created", "created_by", "revoked_at", "expires_at",
-                  "last_used_at"]
+                  "last_used_at", "aws_access_key_id"]
         read_only_fields = ["prefix", "created", "created_by", "revoked_at", "last_used_at"]
         extra_kwargs = {"name": {"max_length": 100},
                         "expires_at": {"help_text": "refused from this time on (omitted or null: until revoked)"}}
+
+    def get_aws_access_key_id(self, row) -> str | None:
+        from tideway_server.tenants.aws_credentials import access_key_id
+
+        return access_key_id(row.prefix) if row.aws_credentials_salt else None
 
 
 class RotateApiKeySerializer(serializers.Serializer):
@@ -133,3 +141,10 @@ class AcceptInvitationSerializer(serializers.Serializer):
     password = serializers.CharField(max_length=128, write_only=True)
     new_account = serializers.BooleanField(default=False, help_text="create this user (the invitee's own user name "
                                            "and password) rather than sign in as an existing one")
+
+
+class AwsCredentialsSerializer(serializers.Serializer):
+    access_key_id = serializers.CharField(read_only=True)
+    secret_access_key = serializers.CharField(read_only=True, help_text="shown only in this answer")
+    region = serializers.CharField(read_only=True, help_text="the region to sign for (AWS_DEFAULT_REGION)")
+    endpoint_url = serializers.CharField(read_only=True, help_text="the SQS endpoint (boto3's endpoint_url)")

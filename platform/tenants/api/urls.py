@@ -8,6 +8,7 @@ urlpatterns = [
     path("keys/", views.ApiKeyListView.as_view()),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{12})$", views.ApiKeyDetailView.as_view()),
     re_path(r"^keys/(?P<prefix>[0-9a-f]{12})/rotate$", views.ApiKeyRotateView.as_view()),
+    re_path(r"^keys/(?P<prefix>[0-9a-f]{12})/aws-credentials$", views.AwsCredentialsView.as_view()),
     path("members/", views.MemberListView.as_view()),
     path("invitations/", views.InvitationListView.as_view()),
     path("invitations/accept", views.InvitationAcceptView.as_view()),

@@ -14,6 +14,7 @@ from tideway_server.tenants.api.serializers import (
     AcceptInvitationSerializer,
     ApiKeySerializer,
     AuditEntrySerializer,
+    AwsCredentialsSerializer,
     CurrentTenantSerializer,
     InvitationSerializer,
     MemberRoleSerializer,
@@ -118,6 +119,27 @@ class ApiKeyRotateView(APIView):
                                              acting=request.auth.actor)
         row.key = key
         return Response(NewApiKeySerializer(row).data, status=status.HTTP_201_CREATED)
+
+
+class AwsCredentialsView(APIView):
+    required_scopes = {"POST": "manage", "DELETE": "manage"}
+    members_admin = True
+
+    @extend_schema(request=None, responses={201: AwsCredentialsSerializer}, tags=["API keys"],
+                   summary="AWS credentials acting as this key on the SQS endpoint (the secret is shown only now; "
+                           "issuing again replaces them)")
+    def post(self, request, prefix: str):
+        from django.conf import settings
+
+        access_key, secret = actions.do_issue_aws_credentials(_tenant_key(request, prefix), acting=request.auth.actor)
+        answer = {"access_key_id": access_key, "secret_access_key": secret, "region": settings.TIDEWAY_SQS_REGION,
+                  "endpoint_url": request.build_absolute_uri("/sqs/")}
+        return Response(AwsCredentialsSerializer(answer).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={204: None}, tags=["API keys"], summary="Revoke the key's AWS credentials")
+    def delete(self, request, prefix: str):
+        actions.do_revoke_aws_credentials(_tenant_key(request, prefix), acting=request.auth.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemberListView(APIView):

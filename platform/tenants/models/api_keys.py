@@ -22,6 +22,9 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)  # refused from then on, like a revoked key (None: never)
     last_used_at = models.DateTimeField(null=True, blank=True)  # written at most once a minute
+    # AWS credentials for the SQS endpoint (tenants/aws_credentials.py): their secret is derived from this salt and
+    # the deployment's signing key, so it is never stored; "" = none issued (or revoked). A new salt rotates them.
+    aws_credentials_salt = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["tenant_id", "created", "id"]

@@ -29,9 +29,15 @@ class Queue(models.Model):
     max_deliveries = models.PositiveIntegerField(default=5)
     delivery_delay_ms = models.PositiveIntegerField(default=0)
     fifo = models.BooleanField(default=False)
+    # Where its dead letters go: another queue of the tenant (SQS's RedrivePolicy), else its own dead-letter topic.
+    dead_letter_queue = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                          related_name="dead_letter_sources")
     # A schema every message must match ("" = none), and how messages carry it.
     schema_subject = models.CharField(max_length=255, blank=True, default="")
     schema_encoding = models.CharField(max_length=10, choices=SchemaEncoding.choices, default=SchemaEncoding.CONFLUENT)
+    # What SQS knows of a queue and Tideway's queue model does not (the SQS endpoint, docs/sqs.md): its receive
+    # wait, content-based deduplication, tags.
+    sqs_settings = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -44,4 +50,10 @@ class Queue(models.Model):
 
     @property
     def dead_letter_topic(self) -> str:
+        """Its own dead-letter topic (made and deleted with it)."""
         return f"{self.broker_topic}.dlq"
+
+    @property
+    def dead_letter_target(self) -> str:
+        """The topic its dead letters go to: the dead-letter queue's when it names one, else its own."""
+        return self.dead_letter_queue.broker_topic if self.dead_letter_queue_id else self.dead_letter_topic
