@@ -102,7 +102,7 @@ def do_create_queue(tenant: Tenant, values: dict, *, acting: str, cluster=None, 
             status=QueueStatus.CREATING,
         )
         for field in ("compaction", "visibility_timeout_ms", "max_deliveries", "delivery_delay_ms", "fifo",
-                      "schema_subject", "schema_encoding", "sqs_settings"):
+                      "schema_subject", "schema_encoding", "sqs_settings", "dead_letter_queue_id"):
             if values.get(field) is not None:
                 setattr(queue, field, values[field])
         if live and queue.replication_factor > live:

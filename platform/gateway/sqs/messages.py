@@ -42,7 +42,7 @@ from tideway_server.gateway.wire import OutgoingMessage
 from tideway.protocol import errors as broker_errors
 
 MAX_ATTRIBUTES = 10
-TYPES_HEADER = "tideway-sqs-types"  # {attribute: DataType} of attributes that are not plain strings
+TYPES_HEADER = "sqs-data-types"  # {attribute: DataType} of attributes that are not plain strings ("tideway-" is reserved)
 _ATTRIBUTE_NAME = re.compile(r"^(?!\.)(?!.*\.\.)(?!.*\.$)(?!(?i:aws\.|amazon\.))[A-Za-z0-9_.-]{1,256}$")
 
 

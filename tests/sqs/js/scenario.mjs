@@ -1,4 +1,4 @@
-// The SQS endpoint driven by the AWS JavaScript SDK v3, which checks every MD5 digest of what it sends and
+// The SQS endpoint driven by the AWS JavaScript SDK v3, which checks the MD5 digest of every body it sends and
 // receives (its md5 middleware is on by default): node scenario.mjs ENDPOINT REGION ACCESS_KEY_ID SECRET.
 // Prints what it saw as JSON; tests/sqs/test_javascript_sdk.py checks it.
 import {
@@ -33,6 +33,7 @@ for (let round = 0; round < 10 && received.length < 11; round++) {
     QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 2, MessageAttributeNames: ["All"], MessageSystemAttributeNames: ["All"],
   }));
   const messages = answer.Messages || [];
+  const firstOfRound = received.length;
   for (const m of messages) {
     received.push({ body: m.Body, kind: m.MessageAttributes.kind.StringValue, amount: m.MessageAttributes.amount.StringValue,
       blob: Array.from(m.MessageAttributes.blob.BinaryValue), type: m.MessageAttributes.tagged.DataType,
@@ -42,7 +43,7 @@ for (let round = 0; round < 10 && received.length < 11; round++) {
     if (round === 0) {
       // One message back to the queue at once: it is received again.
       await sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl, ReceiptHandle: messages[0].ReceiptHandle, VisibilityTimeout: 0 }));
-      received.pop();
+      received.splice(firstOfRound, 1);
       messages.shift();
     }
     if (messages.length) {
