@@ -1,5 +1,6 @@
 """The AWS JavaScript SDK v3 (``@aws-sdk/client-sqs`` under Debian's Node.js) against the SQS endpoint (issue 46):
-it checks the MD5 digests of every message and attribute set it sends and receives, which boto3 does not."""
+it checks the MD5 digest of every body it sends and receives, which boto3 does not (the attributes' digests are
+checked against a computation of the test's own in test_boto3.py)."""
 
 from __future__ import annotations
 
