@@ -42,7 +42,7 @@ class GatewayHTTP:
             match = self.resolver.resolve(scope["path"])
         except Resolver404:
             return await self.fallback(scope, receive, send)
-        body = await _read_body(receive, settings.GATEWAY_MAX_BODY_BYTES)
+        body = await read_body(receive, settings.GATEWAY_MAX_BODY_BYTES)
         if body is None:
             response = GatewayError("request_too_large", f"the body is larger than {settings.GATEWAY_MAX_BODY_BYTES} bytes").response()
         else:
@@ -62,7 +62,7 @@ class GatewayHTTP:
         await send({"type": "http.response.body", "body": content})
 
 
-async def _read_body(receive, limit: int) -> bytes | None:
+async def read_body(receive, limit: int) -> bytes | None:
     """The request body, or None once it passes ``limit`` bytes (the rest is not read)."""
     chunks, size = [], 0
     while True:

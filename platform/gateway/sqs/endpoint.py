@@ -28,7 +28,9 @@ _CREDENTIAL = re.compile(r"Credential=([^/\s,]+)/")
 async def serve(scope, receive, send) -> None:
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
     rid = protocol.request_id()
-    body = await _read_body(receive)
+    from tideway_server.gateway.asgi import read_body  # (asgi imports this module)
+
+    body = await read_body(receive, protocol.MAX_REQUEST_BYTES)
     request_protocol = "json" if "x-amz-target" in headers else "query"
     try:
         if body is None:
@@ -84,18 +86,3 @@ def _endpoint(scope, headers: dict[str, str]) -> str:
     host = headers.get("host") or f"{scope['server'][0]}:{scope['server'][1]}"
     scheme = scope.get("scheme", "http")  # behind a balancer, uvicorn sets it from X-Forwarded-Proto it trusts
     return f"{scheme}://{host}/sqs"
-
-
-async def _read_body(receive) -> bytes | None:
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > protocol.MAX_REQUEST_BYTES:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
