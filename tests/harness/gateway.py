@@ -57,20 +57,20 @@ async def close_all(sockets: list) -> None:
 class PublishAndSubscribe:
     """A tenant's traffic through a gateway that faults will hit: REST publishes and WebSocket subscribers.
 
-    The publisher sends batches of 20 with dedup ids and retries a batch (same ids) until it is acknowledged,
+    Each publisher sends batches of 20 with dedup ids and retries a batch (same ids) until it is acknowledged,
     through connection errors and 502/503/429 answers; a 409 names the ids some earlier attempt stored. Each
     subscriber reconnects whenever its socket fails and acknowledges 70% of what it is pushed: the rest must come
     back (after the visibility timeout). ``check()`` drains the group over REST and lists what went wrong.
     """
 
-    def __init__(self, base_url: str, key: str, queue: str, *, subscribers: int = 1, group: str = "workers",
-                 seed: int = 6) -> None:
+    def __init__(self, base_url: str, key: str, queue: str, *, subscribers: int = 1, publishers: int = 1,
+                 group: str = "workers", seed: int = 6) -> None:
         import itertools
         import random
 
         self.base_url, self.queue, self.group = base_url, queue, group
         self.headers = {"Authorization": f"Bearer {key}"}
-        self.subscribers = subscribers
+        self.subscribers, self.publishers = subscribers, publishers
         self.acked: set[str] = set()
         # Deliveries are numbered in the order they arrive. An acquisition is written without the receiver waiting
         # for it, so one a killed coordinator had not yet written comes back with the same delivery count:
@@ -86,7 +86,7 @@ class PublishAndSubscribe:
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
-        self._tasks = [asyncio.ensure_future(self._publish()),
+        self._tasks = [*(asyncio.ensure_future(self._publish(i)) for i in range(self.publishers)),
                        *(asyncio.ensure_future(self._subscribe(i)) for i in range(self.subscribers))]
 
     async def stop(self, timeout_s: float = 120) -> None:
@@ -96,13 +96,13 @@ class PublishAndSubscribe:
         except TimeoutError:
             raise AssertionError(f"the load did not finish; last refusal: {self.last_refusal}") from None
 
-    async def _publish(self) -> None:
+    async def _publish(self, index: int) -> None:
         import httpx
 
         batch_number = 0
         async with httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=60) as http:
             while not self._stop.is_set():
-                values = [f"b{batch_number}-m{i}" for i in range(20)]
+                values = [f"p{index}-b{batch_number}-m{i}" for i in range(20)]
                 body = {"messages": [{"value": v, "key": v[-2:], "dedup_id": v} for v in values]}
                 while True:  # the same batch (same dedup ids) until it is acknowledged
                     try:
