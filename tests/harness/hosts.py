@@ -101,6 +101,11 @@ def sweep_stale() -> list[str]:
         if found and not _alive(int(found.group(2))):
             _run("nft", "delete", "table", "inet", found.group(1), check=False)
             swept.append(found.group(1))
+    for line in _run("ip", "-o", "link", "show", "type", "veth", check=False).stdout.split("\n"):
+        found = re.match(rf"\d+: ({PREFIX}v(\d+)x\d+)[:@]", line)
+        if found and not _alive(int(found.group(2))):
+            _run("ip", "link", "del", found.group(1), check=False)
+            swept.append(found.group(1))
     for line in _run("ip", "-o", "link", "show", "type", "bridge", check=False).stdout.split("\n"):
         found = re.match(rf"\d+: ({PREFIX}b(\d+)x\d+)[:@]", line)
         if found and not _alive(int(found.group(2))):
@@ -129,6 +134,7 @@ class Host:
         self.name = name
         self.namespace = namespace
         self.address = address
+        self.veth = ""  # its end of the link to the bridge, in the root namespace
         self.processes: list[subprocess.Popen] = []
 
     def __repr__(self) -> str:
@@ -224,8 +230,12 @@ class Network:
         index = len(self.hosts) + 1
         outside = f"{PREFIX}v{os.getpid()}x{index}"[:15]
         address = str(next(self._addresses))
+        # An earlier network of this process may have left its veth of this name: a namespace whose sockets still
+        # close (TIME_WAIT) outlives its name, and keeps its devices, for a minute or more.
+        _run("ip", "link", "del", outside, check=False)
         _run("ip", "netns", "add", namespace)
         host = Host(self, name, namespace, address)
+        host.veth = outside
         self.hosts[name] = host
         _run("ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", namespace)
         _run("ip", "link", "set", outside, "master", self.bridge, "up")
@@ -302,6 +312,8 @@ class Network:
             while _run("ip", "netns", "pids", host.namespace, check=False).stdout.strip() and time.monotonic() < deadline:
                 time.sleep(0.05)
             _run("ip", "netns", "del", host.namespace, check=False)
+            # Deleting one end of the pair deletes both, now: the namespace itself may linger while its sockets close.
+            _run("ip", "link", "del", host.veth, check=False)
         self.hosts.clear()
         _run("ip", "link", "del", self.bridge, check=False)
         _run("nft", "delete", "table", "inet", self.root_table, check=False)
