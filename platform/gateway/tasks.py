@@ -42,6 +42,7 @@ def sqs_move_messages(source_id: int, destination_id: int | None, rate_per_s: in
     import redis
     from django.conf import settings
     from tideway_server.clusters.admin import bootstrap_of, broker_credentials
+    from tideway_server.gateway.sqs.common import GROUP
     from tideway_server.gateway.sqs.moves import state_key
     from tideway_server.topics.models import Queue
 
@@ -61,23 +62,26 @@ def sqs_move_messages(source_id: int, destination_id: int | None, rate_per_s: in
         moved, empty, interval = 0, 0, 1 / rate_per_s
         async with TidewayClient(bootstrap, credentials=credentials) as client, \
                 Producer(client, acks="all", linger_ms=1) as producer, \
-                QueueConsumer(client, TenantNames(tenant_id).group("sqs", "queue"), source.broker_topic) as consumer:
+                QueueConsumer(client, TenantNames(tenant_id).group(GROUP, "queue"), source.broker_topic) as consumer:
             while empty < 2:
                 if db.hget(key, "status") == b"CANCELLING":
                     return moved
                 started = asyncio.get_running_loop().time()
                 messages = await consumer.receive(min(100, rate_per_s), wait_ms=1000, lock_ms=60_000)
                 empty = 0 if messages else empty + 1
+                # The batch is published, then (once every copy is acknowledged) deleted in one acknowledgement.
+                sent = []
                 for message in messages:
-                    headers = dict(message.headers)
-                    origin = (headers.get("tideway-dlq-origin-topic") or b"").decode()
+                    origin = (dict(message.headers).get("tideway-dlq-origin-topic") or b"").decode()
                     target = destination or (namespace + origin if origin else None)
                     if target is None:  # not a dead letter: nowhere to move it back to (its lock lapses later)
                         continue
                     kept = [(k, v) for k, v in message.headers if k not in DLQ_HEADERS and k != DEADLINE_HEADER]
-                    await (await producer.send(target, message.value, key=message.key, headers=kept))
-                    await consumer.ack([message])
-                    moved += 1
+                    sent.append((message, await producer.send(target, message.value, key=message.key, headers=kept)))
+                if sent:
+                    await asyncio.gather(*(future for _, future in sent))
+                    await consumer.ack([message for message, _ in sent])
+                    moved += len(sent)
                 db.hset(key, "moved", moved)
                 spent = asyncio.get_running_loop().time() - started
                 if messages and spent < len(messages) * interval:

@@ -34,13 +34,16 @@ class Context:
         return f"arn:aws:sqs:{self.region}:{self.account}:{name}"
 
 
+_SQS_NAMES = {"queue_not_found": "QueueDoesNotExist", "forbidden": "AccessDenied", "throttled": "RequestThrottled",
+              "invalid_request": "InvalidParameterValue", "message_too_large": "InvalidParameterValue",
+              "schema_violation": "InvalidMessageContents", "receipt_expired": "ReceiptHandleIsInvalid",
+              "quota_exceeded": "OverLimit", "publish_in_progress": "ServiceUnavailable"}
+
+
 def as_sqs(exc: GatewayError) -> SqsError:
-    name = {"queue_not_found": "QueueDoesNotExist", "forbidden": "AccessDenied", "throttled": "RequestThrottled",
-            "invalid_request": "InvalidParameterValue", "message_too_large": "InvalidParameterValue",
-            "schema_violation": "InvalidMessageContents", "receipt_expired": "ReceiptHandleIsInvalid",
-            "quota_exceeded": "OverLimit", "unavailable": "ServiceUnavailable",
-            "publish_failed": "ServiceUnavailable"}.get(exc.code, "InvalidParameterValue")
-    return SqsError(name, exc.message)
+    """The gateway's refusal in SQS's words; one it has no word for is a bad parameter, or (5xx) unavailability."""
+    default = "ServiceUnavailable" if exc.status >= 500 else "InvalidParameterValue"
+    return SqsError(_SQS_NAMES.get(exc.code, default), exc.message)
 
 
 # -- parameters -------------------------------------------------------------------------------------

@@ -44,6 +44,8 @@ from tideway.protocol import errors as broker_errors
 MAX_ATTRIBUTES = 10
 TYPES_HEADER = "sqs-data-types"  # {attribute: DataType} of attributes that are not plain strings ("tideway-" is reserved)
 _ATTRIBUTE_NAME = re.compile(r"^(?!\.)(?!.*\.\.)(?!.*\.$)(?!(?i:aws\.|amazon\.))[A-Za-z0-9_.-]{1,256}$")
+# What SQS refuses in a body: control characters but tab, LF and CR, lone surrogates, U+FFFE and U+FFFF.
+_INVALID_BODY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 # -- message ids and receipt handles -------------------------------------------------------------------
@@ -118,8 +120,7 @@ def _attributes_as_headers(attributes) -> dict[str, str]:
 
 def _attributes_of(headers: list[tuple[str, bytes | None]]) -> dict[str, dict]:
     # Tideway's own headers (dead-letter bookkeeping) are not the sender's attributes.
-    values = {name: (value or b"").decode(errors="replace") for name, value in headers
-              if not name.startswith("tideway-") or name == TYPES_HEADER}
+    values = {name: (value or b"").decode(errors="replace") for name, value in headers if not name.startswith("tideway-")}
     types = {}
     if TYPES_HEADER in values:
         try:
@@ -148,13 +149,13 @@ def _wanted(attributes: dict[str, dict], names) -> dict[str, dict]:
 
 # -- sending ------------------------------------------------------------------------------------------
 
-def _outgoing(queue: QueueInfo, fifo: bool, content_dedup: bool, entry: dict) -> OutgoingMessage:
+def _outgoing(fifo: bool, content_dedup: bool, entry: dict) -> OutgoingMessage:
     body = entry.get("MessageBody")
     if body is None or body == "":
         raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.")
     if not isinstance(body, str):
         raise invalid("MessageBody must be a string")
-    if any(0xD800 <= ord(c) <= 0xDFFF or (ord(c) < 0x20 and c not in "\t\n\r") or c in "\ufffe\uffff" for c in body):
+    if _INVALID_BODY.search(body):
         raise SqsError("InvalidMessageContents", "Invalid characters found in the message body (SQS allows "
                        "#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF).")
     delay = integer(entry, "DelaySeconds", 0, 900)
@@ -216,7 +217,7 @@ async def _publish(ctx: Context, queue: QueueInfo, messages: list[OutgoingMessag
     return [where.get(i) or ids[messages[i].dedup_id] for i in range(len(messages))]
 
 
-def _sent(ctx: Context, message: OutgoingMessage, entry: dict, place: tuple[int, int]) -> dict:
+def _sent(entry: dict, place: tuple[int, int]) -> dict:
     out = {"MessageId": message_id(*place), "MD5OfMessageBody": md5_of_body(entry["MessageBody"])}
     digest = md5_of_attributes(entry.get("MessageAttributes") or {})
     if digest:
@@ -227,10 +228,9 @@ def _sent(ctx: Context, message: OutgoingMessage, entry: dict, place: tuple[int,
 async def send_message(ctx: Context, params: dict) -> dict:
     queue = await queue_of(ctx, params)
     operations.require_scope(ctx.caller, "produce")
-    fifo, content_dedup = await _fifo_settings(queue)
-    message = _outgoing(queue, fifo, content_dedup, params)
-    [place] = await _publish(ctx, queue, [message])
-    answer = _sent(ctx, message, params, place)
+    fifo, content_dedup = _fifo_settings(queue)
+    [place] = await _publish(ctx, queue, [_outgoing(fifo, content_dedup, params)])
+    answer = _sent(params, place)
     if fifo:
         answer["SequenceNumber"] = str(place[1])
     return answer
@@ -240,11 +240,11 @@ async def send_message_batch(ctx: Context, params: dict) -> dict:
     queue = await queue_of(ctx, params)
     operations.require_scope(ctx.caller, "produce")
     entries = checked_entries(params, "SendMessageBatchRequestEntry")
-    fifo, content_dedup = await _fifo_settings(queue)
+    fifo, content_dedup = _fifo_settings(queue)
     failed, good = [], []
     for entry in entries:
         try:
-            good.append((entry, _outgoing(queue, fifo, content_dedup, entry)))
+            good.append((entry, _outgoing(fifo, content_dedup, entry)))
         except SqsError as error:
             failed.append(batch_error(entry["Id"], error))
     total = sum(len(entry["MessageBody"].encode()) for entry, _ in good)
@@ -254,8 +254,8 @@ async def send_message_batch(ctx: Context, params: dict) -> dict:
     successful = []
     if good:
         places = await _publish(ctx, queue, [message for _, message in good])
-        for (entry, message), place in zip(good, places, strict=True):
-            answer = {"Id": entry["Id"], **_sent(ctx, message, entry, place)}
+        for (entry, _message), place in zip(good, places, strict=True):
+            answer = {"Id": entry["Id"], **_sent(entry, place)}
             if fifo:
                 answer["SequenceNumber"] = str(place[1])
             successful.append(answer)
@@ -383,6 +383,6 @@ async def change_message_visibility_batch(ctx: Context, params: dict) -> dict:
     return {"Successful": [r for r in results if "Code" not in r], "Failed": [r for r in results if "Code" in r]}
 
 
-async def _fifo_settings(queue: QueueInfo) -> tuple[bool, bool]:
-    settings = queue_settings(queue)
-    return settings.get("fifo", False), settings.get("content_based_deduplication", False)
+def _fifo_settings(queue: QueueInfo) -> tuple[bool, bool]:
+    """(FIFO, content-based deduplication) of the queue."""
+    return queue.fifo, queue_settings(queue).get("content_based_deduplication", False)

@@ -180,7 +180,7 @@ def success(request: SqsRequest, result: dict, rid: str) -> tuple[int, dict[str,
     if request.protocol == "json":
         return 200, {"content-type": JSON_CONTENT_TYPE, "x-amzn-requestid": rid}, json.dumps(result).encode()
     inner = _xml_members(request.action, result)
-    result_element = f"<{request.action}Result>{inner}</{request.action}Result>" if inner or result else ""
+    result_element = f"<{request.action}Result>{inner}</{request.action}Result>" if result else ""
     body = (f'<?xml version="1.0"?><{request.action}Response xmlns="{XML_NAMESPACE}">{result_element}'
             f"<ResponseMetadata><RequestId>{rid}</RequestId></ResponseMetadata></{request.action}Response>")
     return 200, {"content-type": "text/xml", "x-amzn-requestid": rid}, body.encode()

@@ -101,9 +101,12 @@ async def create_queue(ctx: Context, params: dict) -> dict:
     operations.require_scope(ctx.caller, "manage")
     name = required(params, "QueueName")
     attributes = params.get("Attributes") or {}
-    fifo = str(attributes.get("FifoQueue", "false")).lower() == "true" if isinstance(attributes, dict) else False
-    if isinstance(attributes, dict) and str(attributes.get("FifoQueue", "false")).lower() not in ("true", "false"):
+    if not isinstance(attributes, dict):
+        raise invalid("Attributes must be a map of names to values")
+    fifo_text = str(attributes.get("FifoQueue", "false")).lower()
+    if fifo_text not in ("true", "false"):
         raise SqsError("InvalidAttributeValue", "Invalid value for the parameter FifoQueue.")
+    fifo = fifo_text == "true"
     if fifo and not _FIFO_NAME.match(name):
         raise invalid("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, "
                       "must end with .fifo suffix and be 1 to 80 in length.")
@@ -186,8 +189,7 @@ def _create(ctx: Context, name: str, fifo: bool, values: dict, sqs: dict) -> Non
     values = {"name": name, "mode": "queue", "partitions": SQS_PARTITIONS, "fifo": fifo,
               "max_message_bytes": min(DEFAULT_MAX_MESSAGE_BYTES, ctx.caller.limits.max_message_bytes), **values,
               "sqs_settings": sqs}
-    values.setdefault("retention_ms", 4 * 24 * 3600 * 1000)  # SQS's default, 4 days
-    values.setdefault("max_deliveries", NO_REDRIVE_DELIVERIES)
+    values.setdefault("retention_ms", 4 * 24 * 3600 * 1000)  # SQS's default, 4 days (max_deliveries: _redrive's)
     try:
         do_create_queue(tenant, values, acting=ctx.caller.principal.actor)
     except ActionError as exc:
