@@ -4,17 +4,14 @@ management actions are in the tenant's audit log."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness.processes import OPERATOR_KEY
 from tests.sqs.conftest import aws_credentials, boto3_client
-from tests.usage_records import read_usage, totals
-from tideway.native import TidewayClient
+from tests.usage_records import usage_of_queue
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -90,17 +87,8 @@ def test_every_request_naming_a_queue_is_metered_to_it_with_its_bytes(plane, ten
     assert refused.response["Error"]["Code"] == "ReceiptHandleIsInvalid"  # refused, and still the tenant's request
     assert seen["requests"] == 7
 
-    async def metered() -> dict:
-        async with TidewayClient(plane.deployment.bootstrap, api_key=OPERATOR_KEY) as client:
-            topic = next(t for t in await client.list_topics() if t.endswith(f".{'metered'}"))
-            deadline = time.monotonic() + 20
-            while True:
-                got = totals(await read_usage(client), topic)
-                done = got.get("gateway_requests", 0) >= seen["requests"] and got.get("messages_in", 0) >= 30
-                if done or time.monotonic() > deadline:
-                    return got
-
-    got = asyncio.run(metered())
+    got = usage_of_queue(plane.deployment.bootstrap, "metered", lambda got: got.get(
+        "gateway_requests", 0) >= seen["requests"] and got.get("messages_in", 0) >= 30)
     assert {k: got.get(k) for k in ("gateway_requests", "gateway_bytes_in", "gateway_bytes_out")} == {
         "gateway_requests": seen["requests"], "gateway_bytes_in": seen["bytes_in"], "gateway_bytes_out": seen["bytes_out"]}
     assert got["messages_in"] == 30 and got["messages_out"] == 10  # the brokers' side
