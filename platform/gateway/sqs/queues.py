@@ -11,26 +11,19 @@ import base64
 import binascii
 import json
 import re
-import time
 
 from asgiref.sync import sync_to_async
-from tideway_server.gateway import catalog, operations, pool
+from tideway_server.gateway import catalog, operations
 from tideway_server.gateway.catalog import QueueInfo
-from tideway_server.gateway.errors import GatewayError
-from tideway_server.gateway.sqs.common import GROUP, Context, integer, queue_of, required
+from tideway_server.gateway.sqs.common import Context, integer, queue_of, required
+from tideway_server.gateway.sqs.counts import counts
 from tideway_server.gateway.sqs.protocol import SqsError, invalid
-
-from tideway.protocol.headers import DEADLINE_HEADER
-from tideway.protocol.messages import INSPECTOR
-from tideway.record.batch import decode_records, iter_batches, read_header
-from tideway.record.markers import readable_batches
 
 SQS_PARTITIONS = 3  # partitions of a queue made over SQS (per-group order holds on any number)
 DEFAULT_MAX_MESSAGE_BYTES = 262_144
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _FIFO_NAME = re.compile(r"^[A-Za-z0-9_-]{1,75}\.fifo$")
 MAX_TAGS = 50
-MAX_DELAY_S = 900  # SQS's longest DelaySeconds
 
 # Attribute -> (low, high) of those that are integers in seconds or bytes.
 _RANGES = {"VisibilityTimeout": (1, 43_200), "DelaySeconds": (0, 900), "MaximumMessageSize": (1_024, 1_048_576),
@@ -275,80 +268,9 @@ async def get_queue_attributes(ctx: Context, params: dict) -> dict:
                       FifoThroughputLimit=settings.get("FifoThroughputLimit", "perQueue"))
     if names & {"All", "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                 "ApproximateNumberOfMessagesDelayed"}:
-        values.update(await counts(ctx, queue, row["delivery_delay_ms"]))
+        values.update(await counts(ctx, queue))
     wanted = values if "All" in names else {n: v for n, v in values.items() if n in names}
     return {"Attributes": wanted}
-
-
-async def counts(ctx: Context, queue: QueueInfo, delay_ms: int | None = None) -> dict[str, str]:
-    """SQS's approximate counts from the queue group's real state, per partition: what the group has read is
-    available, in flight, delayed or on its way to the dead letters (what it acknowledged is none of these); what
-    it has not read yet (from the log's first record on) is visible unless its delivery time is still to come
-    (``delay_ms``: the queue's delivery delay, read when not given)."""
-    if delay_ms is None:
-        delay_ms = (await sync_to_async(_queue_row)(queue.id))["delivery_delay_ms"]
-    try:
-        view = await operations.group_view(ctx.caller, queue, GROUP, "queue")
-        shares = {row["partition"]: row for row in view["partitions"]}
-    except GatewayError as exc:
-        if exc.code != "group_not_found":
-            raise
-        shares = {}
-    client = await pool.client(queue.bootstrap)
-    now = int(time.time() * 1000)
-    visible = not_visible = delayed = 0
-    for number, (start, end) in enumerate(await operations.queue_extent(queue)):
-        share = shares.get(number) or {}
-        if (share.get("read_offset") or 0) <= start:
-            share = {}  # all it read is gone (a purge, retention); it forgets them when it next reads
-        not_visible += share.get("in_flight") or 0
-        visible += share.get("available") or 0
-        delayed += share.get("delayed") or 0
-        unread_from = max(start, share.get("read_offset") or 0)
-        if unread_from < end:
-            later = await _delayed_between(client, queue, number, unread_from, end, now, delay_ms)
-            visible += end - unread_from - later
-            delayed += later
-    return {"ApproximateNumberOfMessages": str(visible), "ApproximateNumberOfMessagesNotVisible": str(not_visible),
-            "ApproximateNumberOfMessagesDelayed": str(delayed)}
-
-
-_DELAY_SCAN_MAX = 20_000  # records looked at per partition for delivery times to come; past it, counted visible
-
-
-async def _delayed_between(client, queue: QueueInfo, partition: int, first: int, end: int, now: int,
-                           delay_ms: int) -> int:
-    """How many records in [first, end) of a partition the group has not read are due later than ``now``: only
-    those published in the last 15 minutes (SQS's longest delay) or the queue's delay can be, so the look starts
-    there, and it reads at most ``_DELAY_SCAN_MAX`` of them (as the platform's looks, not the tenant's reads)."""
-    window_ms = max(MAX_DELAY_S * 1000, delay_ms)
-    since, _ = await client.list_offset(queue.broker_topic, partition, now - window_ms)
-    offset = max(first, since) if since >= 0 else end
-    later = looked = 0
-    while offset < end and looked < _DELAY_SCAN_MAX:
-        result = await client.fetch(queue.broker_topic, partition, offset, max_bytes=1 << 20, retry_for_s=0,
-                                    replica_id=INSPECTOR)
-        if not result.records:
-            break
-        for position, _base, _size in readable_batches(result.records, result.aborted_transactions):
-            for record in decode_records(result.records, position):
-                if not offset <= record.offset < end:
-                    continue
-                offset, looked = record.offset + 1, looked + 1
-                due = record.timestamp_ms + delay_ms if delay_ms else 0
-                for name, value in record.headers or ():
-                    if name == DEADLINE_HEADER and value and value.isdigit():
-                        due = int(value)
-                later += due > now
-        offset = max(offset, _next_offset_of(result, offset))
-    return later
-
-
-def _next_offset_of(result, offset: int) -> int:
-    """Past the last batch fetched (markers and aborted records take offsets too)."""
-    for position, _base, _size in iter_batches(result.records):
-        offset = max(offset, read_header(result.records, position).next_offset)
-    return offset
 
 
 def _queue_row(queue_id: int) -> dict:
