@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import time
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -106,3 +107,18 @@ def test_revoking_the_key_or_its_aws_credentials_stops_them(plane):
     time.sleep(4)
     boto3_client(plane, renewed).list_queues()
     base64.b64decode(renewed["secret_access_key"] + "==")
+
+
+def test_a_client_whose_endpoint_is_the_host_alone_is_served_too(plane, tenant, sqs):
+    """kombu's SQS transport (Celery) builds its endpoint from a host and port: POST / signed for SQS."""
+    root = boto3.client("sqs", endpoint_url=plane.base_url, region_name=tenant[2]["region"],
+                        aws_access_key_id=tenant[2]["access_key_id"],
+                        aws_secret_access_key=tenant[2]["secret_access_key"])
+    url = root.create_queue(QueueName="at-the-root")["QueueUrl"]
+    assert url == sqs.get_queue_url(QueueName="at-the-root")["QueueUrl"] and "/sqs/" in url
+    root.send_message(QueueUrl=url, MessageBody="hello")
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2)["Messages"]] == ["hello"]
+    # Anything else at the root is not SQS's: the console answers it as before.
+    with plane.client() as anonymous:
+        assert anonymous.post("/", content=b"Action=ListQueues").status_code != 200
+    root.delete_queue(QueueUrl=url)

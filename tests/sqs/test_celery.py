@@ -21,7 +21,7 @@ from tests.sqs.conftest import aws_credentials, boto3_client
 pytestmark = pytest.mark.timeout(600)
 
 TASKS = 10_000
-KILL_AFTER = 3_000  # tasks done when the first worker is killed
+KILL_AFTER = 5_000  # tasks done when the first worker is killed (half of them)
 PUBLISHERS = 4
 
 
