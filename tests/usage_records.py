@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import Callable
 
 from tideway_server.brokers.usage_topic import USAGE_TOPIC
 
@@ -61,3 +64,21 @@ def totals(records: list[dict], topic: str) -> dict[str, int]:
     if any(gateway.values()):
         out.update(gateway)
     return out
+
+
+def usage_of_queue(bootstrap: str, name: str, done: Callable[[dict], bool], timeout_s: float = 20) -> dict:
+    """The usage metered to a tenant's queue ``name`` (the broker topic ending in ``.name``), read again until
+    ``done(usage)`` holds or ``timeout_s`` passes: the gateways and the brokers flush on their own clocks."""
+    from tests.harness.processes import OPERATOR_KEY
+
+    async def read() -> dict:
+        async with TidewayClient(bootstrap, api_key=OPERATOR_KEY) as client:
+            topic = next(t for t in await client.list_topics() if t.endswith(f".{name}"))
+            deadline = time.monotonic() + timeout_s
+            while True:
+                got = totals(await read_usage(client), topic)
+                if done(got) or time.monotonic() > deadline:
+                    return got
+                await asyncio.sleep(0.2)
+
+    return asyncio.run(read())

@@ -34,7 +34,7 @@ class GatewayHTTP:
         self.resolver = URLResolver(RegexPattern(r"^/api/v1/"), "tideway_server.gateway.urls")
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http" and sqs_endpoint.PATH.match(scope["path"]):
+        if scope["type"] == "http" and sqs_endpoint.addressed_to_sqs(scope):
             return await sqs_endpoint.serve(scope, receive, send)
         if scope["type"] != "http" or not GATEWAY_PATH.match(scope["path"]):
             return await self.fallback(scope, receive, send)

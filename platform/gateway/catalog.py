@@ -32,6 +32,7 @@ class QueueInfo:
     schema_encoding: str
     fifo: bool = False
     sqs_settings: dict | None = None  # Queue.sqs_settings
+    delivery_delay_ms: int = 0
 
     @property
     def is_queue(self) -> bool:
@@ -61,7 +62,7 @@ def _load(tenant_id: int, name: str) -> QueueInfo | None:
         dead_letter_topic=row.dead_letter_topic, partitions=row.partitions, bootstrap=bootstrap_of(row.cluster),
         max_message_bytes=row.max_message_bytes, visibility_timeout_ms=row.visibility_timeout_ms,
         schema_subject=row.schema_subject, schema_encoding=row.schema_encoding, fifo=row.fifo,
-        sqs_settings=dict(row.sqs_settings or {}),
+        sqs_settings=dict(row.sqs_settings or {}), delivery_delay_ms=row.delivery_delay_ms,
     )
 
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import websockets
 
 from tests.harness.gateway import make_queue
-from tests.harness.processes import OPERATOR_KEY
-from tests.usage_records import read_usage, totals
-from tideway.native import TidewayClient
+from tests.usage_records import usage_of_queue
 
 
 def test_rest_calls_and_websocket_frames_are_metered_with_their_bytes(gateway, tenant):
@@ -48,17 +45,8 @@ def test_rest_calls_and_websocket_frames_are_metered_with_their_bytes(gateway, t
     expected = {"gateway_requests": requests + frames, "gateway_bytes_in": bytes_in + ws_in,
                 "gateway_bytes_out": bytes_out + ws_out}
 
-    async def metered() -> dict:
-        async with TidewayClient(gateway.deployment.bootstrap, api_key=OPERATOR_KEY) as client:
-            topic = next(t for t in await client.list_topics() if t.endswith(f".{name}"))
-            deadline = time.monotonic() + 20
-            while True:
-                got = totals(await read_usage(client), topic)
-                # The gateway and the brokers flush on their own clocks: wait for both sides.
-                done = got.get("gateway_requests", 0) >= expected["gateway_requests"] and got.get("messages_in", 0) >= 41
-                if done or time.monotonic() > deadline:
-                    return got
-
-    got = asyncio.run(metered())
+    # The gateway and the brokers flush on their own clocks: wait for both sides.
+    got = usage_of_queue(gateway.deployment.bootstrap, name, lambda got: got.get(
+        "gateway_requests", 0) >= expected["gateway_requests"] and got.get("messages_in", 0) >= 41)
     assert {k: got.get(k) for k in expected} == expected
     assert got["messages_in"] == 41  # the brokers' side: 4 x 10 over REST and 1 over the socket

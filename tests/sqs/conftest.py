@@ -32,7 +32,7 @@ def boto3_client(plane, credentials: dict, **config):
     return boto3.client("sqs", endpoint_url=plane.base_url + "/sqs", region_name=credentials["region"],
                         aws_access_key_id=credentials["access_key_id"],
                         aws_secret_access_key=credentials["secret_access_key"],
-                        config=Config(retries={"max_attempts": 2, "mode": "standard"}, **config))
+                        config=Config(**{"retries": {"max_attempts": 2, "mode": "standard"}, **config}))
 
 
 @pytest.fixture(scope="module")

@@ -1,61 +1,46 @@
-"""A scenario in SQS's query protocol, run by Debian's python3-boto3 1.26 (botocore 1.29 sends the query protocol):
-``/usr/bin/python3 tests/sqs/query_scenario.py ENDPOINT REGION ACCESS_KEY_ID SECRET``. Prints what it saw as JSON
-(tests/sqs/test_query_protocol.py checks it). Not imported by the suite: it runs outside the virtualenv."""
+"""The scenario of tests/sqs/scenario.py in SQS's query protocol, run by Debian's python3-boto3 1.26 (botocore 1.29
+sends the query protocol): ``/usr/bin/python3 tests/sqs/query_scenario.py ENDPOINT REGION ACCESS_KEY_ID SECRET``.
+Prints one JSON object: the protocol, botocore's version, and each step's outcome ("ok" or its failure).
+Not imported by the suite: it runs outside the virtualenv (tests/sqs/test_query_protocol.py runs it)."""
 
 import json
 import sys
+import traceback
+from pathlib import Path
 
 import boto3
 import botocore
-from botocore.exceptions import ClientError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.sqs import scenario  # noqa: E402
+
+PREFIX = "query-"
 
 
 def main() -> None:
     endpoint, region, access_key, secret = sys.argv[1:5]
-    sqs = boto3.client("sqs", endpoint_url=endpoint, region_name=region, aws_access_key_id=access_key,
-                       aws_secret_access_key=secret)
-    seen = {"botocore": botocore.__version__, "protocol": sqs.meta.service_model.protocol}
-    url = sqs.create_queue(QueueName="query-orders", Attributes={"VisibilityTimeout": "20"},
-                           tags={"team": "old-sdk"})["QueueUrl"]
-    seen["url"] = url
-    seen["listed"] = sqs.list_queues(QueueNamePrefix="query-")["QueueUrls"]
-    entries = [{"Id": f"m{i}", "MessageBody": f"query {i} <&>", "MessageAttributes": {
-        "kind": {"DataType": "String", "StringValue": "order"},
-        "amount": {"DataType": "Number", "StringValue": str(i)},
-        "blob": {"DataType": "Binary", "BinaryValue": bytes([i, 0, 255])}}} for i in range(10)]
-    sent = sqs.send_message_batch(QueueUrl=url, Entries=entries)
-    seen["sent"] = sorted(r["Id"] for r in sent["Successful"])
-    seen["sent_md5"] = sorted(r["MD5OfMessageBody"] for r in sent["Successful"])
-    received = []
-    for _ in range(10):
-        answer = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                                     MessageAttributeNames=["All"], AttributeNames=["All"])
-        for message in answer.get("Messages", []):
-            attributes = message["MessageAttributes"]
-            received.append({"body": message["Body"], "md5": message["MD5OfBody"],
-                             "kind": attributes["kind"]["StringValue"], "amount": attributes["amount"]["StringValue"],
-                             "blob": list(attributes["blob"]["BinaryValue"]),
-                             "receives": message["Attributes"]["ApproximateReceiveCount"]})
-            sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": "d", "ReceiptHandle": message["ReceiptHandle"]}])
-        if len(received) >= 10:
-            break
-    seen["received"] = sorted(received, key=lambda r: r["body"])
-    seen["attributes"] = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    seen["tags"] = sqs.list_queue_tags(QueueUrl=url)["Tags"]
-    errors = {}
-    for name, call in {
-        "unknown_queue": lambda: sqs.get_queue_url(QueueName="query-nowhere"),
-        "bad_max": lambda: sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=11),
-        "empty_batch": lambda: sqs.delete_message_batch(QueueUrl=url, Entries=[]),
-        "bad_attribute": lambda: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["Colour"]),
-    }.items():
+
+    def client(key: str = access_key, secret_key: str = secret):
+        return boto3.client("sqs", endpoint_url=endpoint, region_name=region, aws_access_key_id=key,
+                            aws_secret_access_key=secret_key)
+
+    sqs = client()
+    steps = {
+        "thousand": lambda: scenario.a_thousand_messages_through_four_long_polling_workers(sqs, PREFIX),
+        "visibility": lambda: scenario.visibility_changes_and_the_counts_follow_the_queue(sqs, PREFIX),
+        "errors": lambda: scenario.errors_have_sqs_codes(sqs, client(secret_key="x" * 40),
+                                                         client(key="TWAK000000000000"), PREFIX),
+        "fifo": lambda: scenario.fifo_keeps_each_groups_order_and_drops_duplicates(sqs, PREFIX),
+        "dead_letters": lambda: scenario.dead_letters_and_a_move_task_back(sqs, PREFIX),
+    }
+    seen = {"botocore": botocore.__version__, "protocol": sqs.meta.service_model.protocol, "steps": {}}
+    for name, step in steps.items():
         try:
-            call()
-            errors[name] = None
-        except ClientError as exc:
-            errors[name] = [exc.response["Error"]["Code"], exc.response["ResponseMetadata"]["HTTPStatusCode"]]
-    seen["errors"] = errors
-    sqs.delete_queue(QueueUrl=url)
+            step()
+            seen["steps"][name] = "ok"
+        except Exception:  # noqa: BLE001 - reported to the test
+            seen["steps"][name] = traceback.format_exc()[-2000:]
     print(json.dumps(seen))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 
 SCENARIO = Path(__file__).with_name("js")
 
@@ -29,7 +29,7 @@ def test_the_javascript_sdk_sends_receives_and_checks_every_digest(plane, tenant
     credentials = tenant[2]
     run = subprocess.run(["node", "scenario.mjs", plane.base_url + "/sqs", credentials["region"],
                           credentials["access_key_id"], credentials["secret_access_key"]],
-                         cwd=SCENARIO, capture_output=True, text=True, timeout=150)
+                         cwd=SCENARIO, capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout)
     assert seen["url"].endswith("/js-orders")
@@ -44,3 +44,20 @@ def test_the_javascript_sdk_sends_receives_and_checks_every_digest(plane, tenant
         assert item["blob"] == [i, 0, 255] and item["type"] == "String.custom"
     assert seen["attributes"]["ApproximateNumberOfMessages"] == "0"
     assert seen["unknownQueue"]["status"] == 400 and seen["unknownQueue"]["name"] == "QueueDoesNotExist"
+
+    assert seen["thousand"] == {"sent": 1000, "received": 1000, "same": True, "counts": [0, 0, 0]}
+    dead = seen["deadLetters"]
+    assert dead["sources"] == ["js-jobs"] and dead["receives"] == [2] * 20 and dead["dead"] == [20, 0, 0]
+    assert dead["status"] == "COMPLETED" and dead["moved"] == 20 and dead["back"] == 20
+    assert dead["after"] == [[0, 0, 0], [0, 0, 0]]
+    fifo = seen["fifo"]
+    assert sorted(fifo["bodies"]) == sorted([f"g{i % 3}-{i}" for i in range(30)] + ["once"]) and fifo["sameId"]
+    for group in ("g0", "g1", "g2"):
+        numbers = [int(b.split("-")[1]) for b in fifo["bodies"] if b.startswith(f"{group}-")]
+        assert numbers == sorted(numbers), (group, numbers)
+    assert fifo["counts"] == [0, 0, 0]
+    assert seen["errors"] == {"tooMany": {"name": "InvalidParameterValue", "status": 400},
+                              "emptyBatch": {"name": "EmptyBatchRequest", "status": 400},
+                              "unknownQueue": {"name": "QueueDoesNotExist", "status": 400},
+                              "badHandle": {"name": "ReceiptHandleIsInvalid", "status": 400},
+                              "signature": {"name": "SignatureDoesNotMatch", "status": 403}}

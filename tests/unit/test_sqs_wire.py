@@ -114,6 +114,12 @@ def test_query_answers_are_xml_with_flattened_lists_and_maps():
     assert message.find("s:Attribute/s:Name", ns).text == "SentTimestamp"
     assert message.find("s:MessageAttribute/s:Value/s:StringValue", ns).text == "x"
     assert root.find("s:ResponseMetadata/s:RequestId", ns).text == "rid-1"
+    # A long poll that found nothing still has its (empty) result element, which SDKs look for; an action
+    # without a result has none.
+    _, _, body = protocol.success(request, {}, "rid-4")
+    assert ElementTree.fromstring(body).find("s:ReceiveMessageResult", ns) is not None
+    _, _, body = protocol.success(protocol.SqsRequest("DeleteMessage", {}, "query"), {}, "rid-5")
+    assert [child.tag.split("}")[1] for child in ElementTree.fromstring(body)] == ["ResponseMetadata"]
     status, headers, body = protocol.failure("query", protocol.SqsError("QueueDoesNotExist", "gone"), "rid-2")
     error = ElementTree.fromstring(body).find("s:Error", ns)
     assert status == 400 and error.find("s:Code", ns).text == "AWS.SimpleQueueService.NonExistentQueue"

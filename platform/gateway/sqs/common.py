@@ -4,7 +4,7 @@ them, and the gateway's refusals in SQS's words."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tideway_server.gateway import catalog
 from tideway_server.gateway.auth import Caller
@@ -17,11 +17,12 @@ MAX_BATCH = 10
 _ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Context:
     caller: Caller
     endpoint: str  # the SQS endpoint's URL, e.g. http://127.0.0.1:8000/sqs
     region: str
+    queue: QueueInfo | None = field(default=None)  # the queue the request named, once found: it is metered to it
 
     @property
     def account(self) -> str:
@@ -85,6 +86,7 @@ async def queue_at(ctx: Context, url: str) -> QueueInfo:
     queue = await catalog.queue_named(ctx.caller.tenant_id, name)
     if queue is None or not queue.is_queue:
         raise SqsError("QueueDoesNotExist", "The specified queue does not exist.")
+    ctx.queue = queue
     return queue
 
 

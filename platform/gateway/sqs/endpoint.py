@@ -14,6 +14,7 @@ import re
 from django.conf import settings
 from tideway_server.gateway import auth, limits
 from tideway_server.gateway.errors import GatewayError
+from tideway_server.gateway.metering import meter
 from tideway_server.gateway.sqs import actions, protocol, signature
 from tideway_server.gateway.sqs.common import Context, as_sqs
 from tideway_server.gateway.sqs.protocol import SqsError
@@ -23,6 +24,17 @@ log = logging.getLogger(__name__)
 
 PATH = re.compile(r"^/sqs(/.*)?$")
 _CREDENTIAL = re.compile(r"Credential=([^/\s,]+)/")
+_SQS_SCOPE = re.compile(rb"Credential=[^/\s,]+/\d{8}/[^/\s,]+/sqs/aws4_request")
+
+
+def addressed_to_sqs(scope) -> bool:
+    """Whether an HTTP request is the SQS endpoint's: under /sqs, or a POST to / signed for SQS. Clients that
+    build the endpoint from a host and port alone (kombu's SQS transport, some SDK configs) send to the root."""
+    if PATH.match(scope["path"]):
+        return True
+    if scope["path"] != "/" or scope["method"] != "POST":
+        return False
+    return any(name == b"authorization" and _SQS_SCOPE.search(value) for name, value in scope["headers"])
 
 
 async def serve(scope, receive, send) -> None:
@@ -32,6 +44,7 @@ async def serve(scope, receive, send) -> None:
 
     body = await read_body(receive, protocol.MAX_REQUEST_BYTES)
     request_protocol = "json" if "x-amz-target" in headers else "query"
+    ctx = None
     try:
         if body is None:
             raise SqsError("InvalidParameterValue", f"the request is larger than {protocol.MAX_REQUEST_BYTES} bytes")
@@ -39,7 +52,7 @@ async def serve(scope, receive, send) -> None:
         request = protocol.parse(scope["method"], scope.get("query_string", b"").decode("latin-1"), headers, body)
         request_protocol = request.protocol
         if request.action not in _CHARGED_BY_OPERATION:
-            await limits.take(caller, requests=1)
+            await limits.take(caller, requests=1, consuming=request.action == "ReceiveMessage")
         ctx = Context(caller, _endpoint(scope, headers), settings.TIDEWAY_SQS_REGION)
         if request.protocol == "query" and "QueueUrl" not in request.params and scope["path"].count("/") >= 3:
             request.params["QueueUrl"] = ctx.endpoint + scope["path"][len("/sqs"):]  # older SDKs post to the queue's URL
@@ -53,6 +66,8 @@ async def serve(scope, receive, send) -> None:
         log.exception("SQS request %s failed", rid)
         status, out_headers, content = protocol.failure(
             request_protocol, SqsError("InternalError", f"the server failed to handle the request {rid}; it was logged"), rid)
+    if ctx is not None:  # an authenticated request is the tenant's, whatever its outcome (as on REST)
+        meter.count(ctx.queue, bytes_in=len(body or b""), bytes_out=len(content))
     raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out_headers.items()]
     raw.append((b"content-length", str(len(content)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw})

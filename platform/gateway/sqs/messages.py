@@ -24,6 +24,7 @@ import time
 from tideway_server.gateway import operations, publishing
 from tideway_server.gateway.catalog import QueueInfo
 from tideway_server.gateway.errors import GatewayError
+from tideway_server.gateway.pool import REST_ACK_LINGER_MS
 from tideway_server.gateway.sqs.common import (
     GROUP,
     Context,
@@ -311,7 +312,7 @@ async def delete_message(ctx: Context, params: dict) -> dict:
     receipt = receipt_of(queue, required(params, "ReceiptHandle"))
     consumer = await operations.queue_consumer(ctx.caller, queue, GROUP)
     try:
-        await consumer.ack([receipt])
+        await consumer.ack([receipt], linger_ms=REST_ACK_LINGER_MS)  # the client waits for the answer
     except broker_errors.InvalidRecordStateError:
         pass  # SQS: deleting with a handle whose message went back or was deleted succeeds (docs/sqs.md)
     except broker_errors.TidewayError as exc:
@@ -327,7 +328,8 @@ async def delete_message_batch(ctx: Context, params: dict) -> dict:
     successful, failed, pending = [], [], []
     for entry in entries:
         try:
-            pending.append((entry["Id"], consumer.ack([receipt_of(queue, entry.get("ReceiptHandle", ""))])))
+            receipt = receipt_of(queue, entry.get("ReceiptHandle", ""))
+            pending.append((entry["Id"], consumer.ack([receipt], linger_ms=REST_ACK_LINGER_MS)))
         except SqsError as error:
             failed.append(batch_error(entry["Id"], error))
     for entry_id, future in pending:

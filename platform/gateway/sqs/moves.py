@@ -15,8 +15,8 @@ import uuid
 from asgiref.sync import sync_to_async
 from tideway_server.gateway import catalog, limits, operations
 from tideway_server.gateway.sqs.common import Context, integer, required
+from tideway_server.gateway.sqs.counts import counts
 from tideway_server.gateway.sqs.protocol import SqsError, invalid
-from tideway_server.gateway.sqs.queues import counts
 
 KEPT_S = 24 * 3600
 MAX_RATE = 500

@@ -180,7 +180,7 @@ def success(request: SqsRequest, result: dict, rid: str) -> tuple[int, dict[str,
     if request.protocol == "json":
         return 200, {"content-type": JSON_CONTENT_TYPE, "x-amzn-requestid": rid}, json.dumps(result).encode()
     inner = _xml_members(request.action, result)
-    result_element = f"<{request.action}Result>{inner}</{request.action}Result>" if result else ""
+    result_element = "" if request.action in _NO_RESULT else f"<{request.action}Result>{inner}</{request.action}Result>"
     body = (f'<?xml version="1.0"?><{request.action}Response xmlns="{XML_NAMESPACE}">{result_element}'
             f"<ResponseMetadata><RequestId>{rid}</RequestId></ResponseMetadata></{request.action}Response>")
     return 200, {"content-type": "text/xml", "x-amzn-requestid": rid}, body.encode()
@@ -197,6 +197,11 @@ def failure(protocol: str, error: SqsError, rid: str) -> tuple[int, dict[str, st
             f"<RequestId>{rid}</RequestId></ErrorResponse>")
     return error.status, {"content-type": "text/xml", "x-amzn-requestid": rid}, body.encode()
 
+
+# Actions whose query answer has no result element (only the metadata); every other one has it, empty or not
+# (SDKs look for it: an empty ReceiveMessageResult is how a long poll that found nothing answers).
+_NO_RESULT = {"DeleteMessage", "DeleteQueue", "PurgeQueue", "SetQueueAttributes", "TagQueue", "UntagQueue",
+              "ChangeMessageVisibility"}
 
 # Flattened lists in query answers: member -> the element each item is written as.
 _RESULT_LISTS = {"QueueUrls": "QueueUrl", "queueUrls": "QueueUrl", "Messages": "Message", "Failed": "BatchResultErrorEntry",

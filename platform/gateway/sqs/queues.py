@@ -15,8 +15,8 @@ import re
 from asgiref.sync import sync_to_async
 from tideway_server.gateway import catalog, operations
 from tideway_server.gateway.catalog import QueueInfo
-from tideway_server.gateway.errors import GatewayError
-from tideway_server.gateway.sqs.common import GROUP, Context, integer, queue_of, required
+from tideway_server.gateway.sqs.common import Context, integer, queue_of, required
+from tideway_server.gateway.sqs.counts import counts
 from tideway_server.gateway.sqs.protocol import SqsError, invalid
 
 SQS_PARTITIONS = 3  # partitions of a queue made over SQS (per-group order holds on any number)
@@ -273,27 +273,6 @@ async def get_queue_attributes(ctx: Context, params: dict) -> dict:
     return {"Attributes": wanted}
 
 
-async def counts(ctx: Context, queue: QueueInfo) -> dict[str, str]:
-    """SQS's approximate counts from the queue group's real state: visible (neither locked, delayed nor on its way
-    to the dead letters), locked (in flight) and delayed."""
-    try:
-        view = await operations.group_view(ctx.caller, queue, GROUP, "queue")
-    except GatewayError as exc:
-        if exc.code != "group_not_found":
-            raise
-        view = {"partitions": []}
-        ends = await operations.queue_extent(queue)
-        view["partitions"] = [{"lag": end - start} for start, end in ends]
-    visible = not_visible = delayed = 0
-    for row in view["partitions"]:
-        in_flight, later = row.get("in_flight") or 0, row.get("delayed") or 0
-        not_visible += in_flight
-        delayed += later
-        visible += max(0, (row.get("lag") or 0) - in_flight - later - (row.get("dead_lettering") or 0))
-    return {"ApproximateNumberOfMessages": str(visible), "ApproximateNumberOfMessagesNotVisible": str(not_visible),
-            "ApproximateNumberOfMessagesDelayed": str(delayed)}
-
-
 def _queue_row(queue_id: int) -> dict:
     from django.db import close_old_connections
     from tideway_server.topics.models import Queue
@@ -353,8 +332,13 @@ def _delete(ctx: Context, queue: QueueInfo) -> None:
 
 
 async def purge_queue(ctx: Context, params: dict) -> dict:
+    from tideway_server.tenants import audit
+
     queue = await queue_of(ctx, params)
-    await operations.purge_queue(ctx.caller, queue)
+    purged = await operations.purge_queue(ctx.caller, queue)
+    principal = ctx.caller.principal
+    await sync_to_async(audit.record)(principal.tenant, principal.actor, "queue.purge", queue.name,
+                                      purged=purged["purged"])
     return {}
 
 
