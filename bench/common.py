@@ -132,6 +132,17 @@ def _usage(pid: int) -> tuple[str, float, float, int] | None:
         return None  # gone meanwhile
 
 
+def deployment_role(command: str) -> str | None:
+    """The deployment's processes by their command lines (running_control_plane's), for ``ProcessMeter``."""
+    words = command.split()
+    if "broker" in words and "--id" in words:
+        return f"broker {words[words.index('--id') + 1]}"
+    for word, name in (("serve", "gateway"), ("controller", "controller"), ("celery", "celery worker")):
+        if word in words:
+            return name
+    return "redis" if "redis-server" in command else None
+
+
 class ProcessMeter:
     """CPU and wake-ups of this process and every process it started, per named role, over one phase.
 

@@ -59,21 +59,10 @@ import httpx  # noqa: E402
 import msgspec  # noqa: E402
 import websockets  # noqa: E402
 
-from bench.common import CpuMeter, ProcessMeter, progress, settle  # noqa: E402
+from bench.common import CpuMeter, ProcessMeter, deployment_role, progress, settle  # noqa: E402
 from tests.harness.control_plane import running_control_plane  # noqa: E402
 
 VALUE = "x" * 100
-
-
-def role(command: str) -> str | None:
-    """The deployment's processes by their command lines (running_control_plane's)."""
-    words = command.split()
-    if "broker" in words and "--id" in words:
-        return f"broker {words[words.index('--id') + 1]}"
-    for word, name in (("serve", "gateway"), ("controller", "controller"), ("celery", "celery worker")):
-        if word in words:
-            return name
-    return "redis" if "redis-server" in command else None
 
 
 class _Answer:
@@ -280,7 +269,7 @@ async def latency(ws_url: str, headers: dict, *, rate: int, seconds: float) -> d
         gc.collect()
         gc.freeze()
         meter = CpuMeter().__enter__()
-        processes = ProcessMeter(role).__enter__()
+        processes = ProcessMeter(deployment_role).__enter__()
         started = time.perf_counter()
         for sent in range(total):
             delay = started + sent / rate - time.perf_counter()

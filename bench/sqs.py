@@ -11,7 +11,7 @@ and two queues of 3 partitions on 3 replicas: one made over SQS, one over REST. 
   message was received.
 
 Each phase reports messages/s and the machine's CPU seconds per million messages (clients and servers share the
-cores); ``sqs_over_rest`` is the ratio of the two interfaces' rates. Prints one JSON object on stdout; progress on
+cores), and the CPU µs per message of the clients (this process), the gateway and the brokers; ``sqs_over_rest`` is the ratio of the two interfaces' rates. Prints one JSON object on stdout; progress on
 stderr.
 
     .venv/bin/python bench/sqs.py                      # 20,000 messages each way (about two minutes)
@@ -36,7 +36,7 @@ import boto3  # noqa: E402
 import httpx  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
-from bench.common import CpuMeter, progress, settle  # noqa: E402
+from bench.common import CpuMeter, ProcessMeter, deployment_role, progress, settle  # noqa: E402
 from tests.harness.control_plane import running_control_plane  # noqa: E402
 
 BODY = "x" * 100
@@ -106,7 +106,7 @@ def measure(name: str, work, messages: int, clients: int) -> dict:
     total = batches * BATCH * clients
     settle()
     progress(f"{name}: sending {total} messages from {clients} clients")
-    with CpuMeter() as sending:
+    with CpuMeter() as sending, ProcessMeter(deployment_role) as sending_by_role:
         _run_threads(clients, lambda i: work.send(i, batches))
     settle()
     progress(f"{name}: receiving and deleting them")
@@ -124,7 +124,7 @@ def measure(name: str, work, messages: int, clients: int) -> dict:
             with lock:
                 received[0] += got
 
-    with CpuMeter() as receiving:
+    with CpuMeter() as receiving, ProcessMeter(deployment_role) as receiving_by_role:
         _run_threads(clients, receive)
     if received[0] < total:
         raise RuntimeError(f"{name}: received {received[0]} of {total}")
@@ -132,7 +132,17 @@ def measure(name: str, work, messages: int, clients: int) -> dict:
             "send_msgs_per_s": round(total / sending.seconds),
             "send_cpu_s_per_million": sending.cpu_s_per_million(total),
             "receive_delete_msgs_per_s": round(received[0] / receiving.seconds),
-            "receive_delete_cpu_s_per_million": receiving.cpu_s_per_million(received[0])}
+            "receive_delete_cpu_s_per_million": receiving.cpu_s_per_million(received[0]),
+            "send_cpu_us_per_message_by_process": _by_role(sending_by_role, total),
+            "receive_delete_cpu_us_per_message_by_process": _by_role(receiving_by_role, received[0])}
+
+
+def _by_role(meter: ProcessMeter, messages: int) -> dict[str, int]:
+    """CPU µs per message of the bench's clients, the gateway and the brokers together."""
+    found = meter.per_message(messages)
+    brokers = sum(v["cpu_us"] for k, v in found.items() if k.startswith("broker"))
+    return {"clients": found.get("bench clients", {}).get("cpu_us", 0), "gateway": found.get("gateway", {}).get("cpu_us", 0),
+            "brokers": brokers}
 
 
 def main() -> int:
