@@ -10,6 +10,7 @@ checks the key's state). The access key id names the key: ``TWAK`` and its prefi
 from __future__ import annotations
 
 import base64
+import functools
 import re
 
 from django.conf import settings
@@ -30,6 +31,7 @@ def prefix_of(access_key: str) -> str | None:
     return found.group(1).lower() if found else None
 
 
+@functools.lru_cache(maxsize=4096)  # derived on every SQS request otherwise; a new salt is a new entry
 def secret_access_key(prefix: str, salt: str) -> str:
     """40 characters, as AWS's secrets."""
     digest = salted_hmac(_PURPOSE, f"{prefix}:{salt}", secret=settings.SECRET_KEY, algorithm="sha256").digest()

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
+import msgspec
+
 XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 MAX_REQUEST_BYTES = 1_100_000  # a batch of 10 messages of SQS's largest size (1 MiB in all), and the envelope
@@ -85,8 +87,8 @@ def parse(method: str, path_query: str, headers: dict[str, str], body: bytes) ->
         if service != "AmazonSQS" or not action:
             raise SqsError("InvalidAction", f"X-Amz-Target {target!r} is not AmazonSQS.<Action>")
         try:
-            params = json.loads(body or b"{}")
-        except ValueError:
+            params = msgspec.json.decode(body or b"{}")
+        except (ValueError, msgspec.DecodeError):
             raise SqsError("InvalidParameterValue", "the body is not JSON") from None
         if not isinstance(params, dict):
             raise SqsError("InvalidParameterValue", "the body is not a JSON object")
@@ -178,7 +180,7 @@ def request_id() -> str:
 
 def success(request: SqsRequest, result: dict, rid: str) -> tuple[int, dict[str, str], bytes]:
     if request.protocol == "json":
-        return 200, {"content-type": JSON_CONTENT_TYPE, "x-amzn-requestid": rid}, json.dumps(result).encode()
+        return 200, {"content-type": JSON_CONTENT_TYPE, "x-amzn-requestid": rid}, msgspec.json.encode(result)
     inner = _xml_members(request.action, result)
     result_element = "" if request.action in _NO_RESULT else f"<{request.action}Result>{inner}</{request.action}Result>"
     body = (f'<?xml version="1.0"?><{request.action}Response xmlns="{XML_NAMESPACE}">{result_element}'
