@@ -60,7 +60,10 @@ class KafkaLoad(threading.Thread):
                 sequence += 1
             self.producer.poll(0.01)
         self.producer.flush(120)
-        self.producer = None  # its threads end now, not at interpreter exit (they would reconnect to stopped brokers)
+        # Its threads end now, not at interpreter exit: left to the collector, a producer outlived its test and kept
+        # reconnecting to the addresses of stopped brokers (hosts a later test reused).
+        self.producer.close()
+        self.producer = None
 
 
 def _read_back(bootstrap: str, expected: int) -> dict[int, list[bytes]]:

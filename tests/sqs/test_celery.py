@@ -29,7 +29,7 @@ def _done(folder: Path) -> list[int]:
     return [int(line) for path in folder.glob("*.done") for line in path.read_text().split()]
 
 
-def test_ten_thousand_celery_tasks_complete_through_a_worker_killed_mid_run(plane, tmp_path):
+def test_ten_thousand_celery_tasks_complete_through_a_worker_killed_mid_run(plane, tmp_path, monkeypatch):
     _, key = plane.create_tenant(plan="business")  # 10,000 requests/s: the run is not throttled
     credentials = aws_credentials(plane, key)
     address = urlsplit(plane.base_url)
@@ -46,10 +46,11 @@ def test_ten_thousand_celery_tasks_complete_through_a_worker_killed_mid_run(plan
              "--without-heartbeat", "--loglevel", "INFO"], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
     try:
-        os.environ.update({k: env[k] for k in env if k.startswith("TIDEWAY_CELERY_")})
+        for name in ("TIDEWAY_CELERY_QUEUE", "TIDEWAY_CELERY_SQS_REGION", "TIDEWAY_CELERY_SQS_URL"):
+            monkeypatch.setenv(name, env[name])  # read when the application is imported (here, as in the workers)
         from tests.sqs.celery_app import app, record
 
-        app.conf.broker_url = env["TIDEWAY_CELERY_SQS_URL"]
+        app.conf.broker_url = env["TIDEWAY_CELERY_SQS_URL"]  # in case an earlier import read other values
         app.conf.task_default_queue = env["TIDEWAY_CELERY_QUEUE"]
         failures = []
 

@@ -4,7 +4,7 @@ them, and the gateway's refusals in SQS's words."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tideway_server.gateway import catalog
 from tideway_server.gateway.auth import Caller
@@ -22,7 +22,7 @@ class Context:
     caller: Caller
     endpoint: str  # the SQS endpoint's URL, e.g. http://127.0.0.1:8000/sqs
     region: str
-    queue: QueueInfo | None = field(default=None)  # the queue the request named, once found: it is metered to it
+    queue: QueueInfo | None = None  # the queue the request named, once found: it is metered to it
 
     @property
     def account(self) -> str:
