@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.fault.test_idempotent_failover import (
     PARTITIONS,
@@ -42,6 +42,7 @@ class KafkaLoad(threading.Thread):
         self.topic = topic
         self.acked: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
         self.failures: list = []
+        self.fatal: Exception | None = None  # a fatal error of the producer (it stopped producing then)
         self.stop = threading.Event()
 
     def _delivered(self, error, message) -> None:
@@ -52,18 +53,23 @@ class KafkaLoad(threading.Thread):
 
     def run(self) -> None:
         sequence = 0
-        while not self.stop.is_set():
-            for _ in range(3):
-                partition = sequence % PARTITIONS
-                self.producer.produce(self.topic, value=b"p%d-%09d" % (partition, sequence), partition=partition,
-                                      on_delivery=self._delivered)
-                sequence += 1
-            self.producer.poll(0.01)
-        self.producer.flush(120)
-        # Its threads end now, not at interpreter exit: left to the collector, a producer outlived its test and kept
-        # reconnecting to the addresses of stopped brokers (hosts a later test reused).
-        self.producer.close()
-        self.producer = None
+        try:
+            while not self.stop.is_set():
+                for _ in range(3):
+                    partition = sequence % PARTITIONS
+                    self.producer.produce(self.topic, value=b"p%d-%09d" % (partition, sequence), partition=partition,
+                                          on_delivery=self._delivered)
+                    sequence += 1
+                self.producer.poll(0.01)
+            self.producer.flush(120)
+        except KafkaException as exc:  # librdkafka's fatal errors (idempotence lost): the producer is unusable
+            self.fatal = exc
+            print(f"KafkaLoad: the producer failed fatally: {exc}", flush=True)
+        finally:
+            # Its threads end now, not at interpreter exit: left to the collector, a producer outlived its test and
+            # kept reconnecting to the addresses of stopped brokers (hosts a later test reused).
+            self.producer.close()
+            self.producer = None
 
 
 def _read_back(bootstrap: str, expected: int) -> dict[int, list[bytes]]:
