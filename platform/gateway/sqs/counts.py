@@ -70,6 +70,7 @@ async def _delayed_between(client, queue: QueueInfo, partition: int, first: int,
                 if not offset <= record.offset < end:
                     continue
                 offset, looked = record.offset + 1, looked + 1
+                # The brokers' rule for when a record may be delivered (brokers/queues/window.py, ``add``).
                 due = record.timestamp_ms + delay_ms if delay_ms else 0
                 for name, value in record.headers or ():
                     if name == DEADLINE_HEADER and value and value.isdigit():
